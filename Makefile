@@ -1,0 +1,44 @@
+# Tribunal: `make up` runs the stack locally, `make test` runs the whole suite.
+# Both create .venv on a fresh machine and install what they need into it.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: up test lint openapi bench-math clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The services need no torch: `make up` installs the base package only.
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# Every extra the suite exercises (torch is pinned to the local CPU build in pyproject).
+$(VENV)/.all: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local]'
+	touch $@ $(VENV)/.base
+
+up: $(VENV)/.base
+	@scripts/check-tools.sh
+	$(BIN)/tribunal up
+
+test: $(VENV)/.all
+	@scripts/check-tools.sh
+	$(MAKE) lint
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.all
+	$(BIN)/ruff check services trainer bench tests
+	$(BIN)/ruff format --check services trainer bench tests
+	$(BIN)/mypy services trainer
+
+openapi: $(VENV)/.base
+	$(BIN)/tribunal openapi
+
+bench-math: $(VENV)/.base
+	$(BIN)/python bench/math_throughput.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Tribunal: reward services for reinforcement learning of language models."""

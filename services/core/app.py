@@ -1,0 +1,183 @@
+"""``create_app``: the HTTP app of one service, with its routes, errors and lifespan.
+
+At start-up the lifespan builds the queue (Redis, or the embedded queue when Redis does not
+answer and ``TRIBUNAL_QUEUE=auto``). With the embedded queue the app also starts its
+verifiers and runs their workers in-process, since no other process can reach its queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from services.core.deps import AppRuntime
+from services.core.errors import InternalError, QueueUnavailable, TribunalError
+from services.core.metrics import Metrics
+from services.core.middleware import BodyLimitMiddleware
+from services.core.queue.base import JobQueue
+from services.core.queue.factory import build_cache, build_queue
+from services.core.routes import health, jobs
+from services.core.routes.score import score_router
+from services.core.scoring import ScoringService, score_request_model
+from services.core.service import ServiceSpec
+from services.core.settings import CoreSettings
+from services.core.verifier import Verifier
+from services.core.worker import WorkerRuntime
+
+logger = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastAPI:
+    """Build the HTTP app of ``spec``.
+
+    Args:
+        spec: The service (its verifiers and extra routes).
+        settings: Its settings; read from ``TRIBUNAL_*`` environment variables when omitted.
+
+    Returns:
+        The app. Its lifespan connects the queue; nothing is connected before it runs.
+    """
+    settings = settings or spec.settings()
+    verifiers = spec.create_verifiers(settings)
+    request_models = {v.name: score_request_model(v) for v in verifiers}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with _runtime(settings, verifiers, request_models) as runtime:
+            app.state.runtime = runtime
+            yield
+
+    app = FastAPI(
+        title=f"Tribunal {spec.name}",
+        version="0.1.0",
+        summary=f"Tribunal's {spec.name} reward service.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
+    _add_error_handlers(app)
+    app.include_router(health.router)
+    for verifier in verifiers:
+        app.include_router(score_router(verifier.name, request_models[verifier.name]))
+    for router in spec.routers():
+        app.include_router(router)
+    app.include_router(jobs.router)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _runtime(
+    settings: CoreSettings,
+    verifiers: Sequence[Verifier],
+    request_models: dict[str, type[BaseModel]],
+) -> AsyncIterator[AppRuntime]:
+    queue = await build_queue(settings)
+    services = {
+        v.name: ScoringService(
+            v,
+            queue,
+            build_cache(settings, queue, v.name),
+            settings.max_batch_items,
+            request_models[v.name],
+        )
+        for v in verifiers
+    }
+    metrics = Metrics(list(services), worker_window_s=max(3 * settings.worker_heartbeat_s, 5.0))
+    runtime = AppRuntime(settings=settings, queue=queue, services=services, metrics=metrics)
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        if queue.kind == "memory":
+            tasks = await _start_embedded_workers(settings, verifiers, queue, services, stop)
+        else:
+            for verifier in verifiers:
+                with contextlib.suppress(QueueUnavailable):
+                    await queue.ensure_verifier(verifier.name)
+        yield runtime
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if queue.kind == "memory":
+            for verifier in verifiers:
+                await verifier.aclose()
+        await queue.aclose()
+
+
+async def _start_embedded_workers(
+    settings: CoreSettings,
+    verifiers: Sequence[Verifier],
+    queue: JobQueue,
+    services: dict[str, ScoringService],
+    stop: asyncio.Event,
+) -> list[asyncio.Task[None]]:
+    tasks = []
+    for verifier in verifiers:
+        await verifier.start()
+        worker = WorkerRuntime(
+            verifier,
+            queue,
+            services[verifier.name].cache,
+            batch_size=settings.worker_batch_size,
+            concurrency=settings.worker_concurrency,
+            max_deliveries=settings.max_deliveries,
+            heartbeat_s=settings.worker_heartbeat_s,
+        )
+        tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
+    return tasks
+
+
+def _error_response(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None,
+    retryable: bool,
+    retry_after_s: float | None = None,
+) -> JSONResponse:
+    headers = {"Retry-After": str(max(1, round(retry_after_s)))} if retry_after_s else None
+    body = {"error": {"code": code, "message": message, "field": field, "retryable": retryable}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(TribunalError)
+    async def tribunal_error(request: Request, exc: TribunalError) -> JSONResponse:
+        if exc.http_status >= 500 and not isinstance(exc, QueueUnavailable):
+            logger.error("%s: %s", exc.code, exc.message)
+        return _error_response(
+            exc.http_status, exc.code, exc.message, exc.field, exc.retryable, exc.retry_after_s
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+        field = ".".join(loc) or None
+        message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+        return _error_response(422, "bad_input", message, field, False)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return _error_response(exc.status_code, code, str(exc.detail), None, False)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        error = InternalError("internal error; see the service's logs")
+        return _error_response(500, error.code, error.message, None, False)

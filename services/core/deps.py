@@ -1,0 +1,58 @@
+"""FastAPI dependencies, as ``Annotated`` aliases: a route's signature says what it needs."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from services.core.errors import Unauthorized
+from services.core.metrics import Metrics
+from services.core.queue.base import JobQueue
+from services.core.scoring import ScoringService
+from services.core.settings import CoreSettings
+
+
+@dataclass
+class AppRuntime:
+    """What the app builds at start-up and its routes use."""
+
+    settings: CoreSettings
+    queue: JobQueue
+    services: dict[str, ScoringService]
+    metrics: Metrics
+    embedded_workers: list[object] = field(default_factory=list)
+
+
+def get_runtime(request: Request) -> AppRuntime:
+    """The app's runtime (built by the lifespan of ``create_app``)."""
+    runtime: AppRuntime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[AppRuntime, Depends(get_runtime)]
+
+
+def get_settings(request: Request) -> CoreSettings:
+    """The app's settings."""
+    settings: CoreSettings = request.app.state.settings
+    return settings
+
+
+SettingsDep = Annotated[CoreSettings, Depends(get_settings)]
+
+
+def require_api_key(request: Request, settings: SettingsDep) -> None:
+    """Refuse the request unless it carries ``Authorization: Bearer <TRIBUNAL_API_KEY>``.
+
+    Raises:
+        Unauthorized: A key is configured and the request's is missing or wrong.
+    """
+    expected = settings.api_key_value
+    if expected is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(token.encode(), expected.encode()):
+        raise Unauthorized("missing or wrong bearer token: send 'Authorization: Bearer <key>'")

@@ -1,0 +1,97 @@
+"""Every Prometheus metric of a service, defined once, in a registry per app.
+
+Counters of scored items, errors by class and cache hits are cluster-wide: workers add to
+them in the queue's store (a Redis hash), and any API replica reports them at scrape time,
+together with the queue depth and the number of live workers. Request latency is measured by
+the API process that served the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from services.core.queue.base import JobQueue
+
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class _QueueCollector(Collector):
+    """Reports the last snapshot taken by :meth:`Metrics.refresh`."""
+
+    def __init__(self) -> None:
+        self.depth: dict[str, int] = {}
+        self.workers: dict[str, int] = {}
+        self.stats: dict[str, dict[str, int]] = {}
+
+    def collect(self) -> Iterable[Metric]:
+        depth = GaugeMetricFamily(
+            "tribunal_queue_depth", "Items queued or in flight.", labels=["verifier"]
+        )
+        workers = GaugeMetricFamily(
+            "tribunal_live_workers", "Workers with a recent heartbeat.", labels=["verifier"]
+        )
+        scored = CounterMetricFamily(
+            "tribunal_items_scored",
+            "Items given a result, by outcome.",
+            labels=["verifier", "outcome"],
+        )
+        errors = CounterMetricFamily(
+            "tribunal_item_errors",
+            "Items answered with an error, by class.",
+            labels=["verifier", "code"],
+        )
+        hits = CounterMetricFamily(
+            "tribunal_cache_hits", "Items answered from the result cache.", labels=["verifier"]
+        )
+        for verifier, value in self.depth.items():
+            depth.add_metric([verifier], value)
+        for verifier, value in self.workers.items():
+            workers.add_metric([verifier], value)
+        for verifier, stats in self.stats.items():
+            errors_total = 0
+            for name, value in stats.items():
+                if name.startswith("error:"):
+                    errors.add_metric([verifier, name.removeprefix("error:")], value)
+                    errors_total += value
+            scored.add_metric([verifier, "reward"], stats.get("scored", 0))
+            scored.add_metric([verifier, "error"], errors_total)
+            hits.add_metric([verifier], stats.get("cache_hits", 0))
+        return [depth, workers, scored, errors, hits]
+
+
+class Metrics:
+    """The metrics of one app.
+
+    Args:
+        verifiers: Names of the verifiers the app serves.
+        worker_window_s: A worker counts as live if it sent a heartbeat within this (s).
+    """
+
+    def __init__(self, verifiers: Sequence[str], worker_window_s: float) -> None:
+        self.verifiers = list(verifiers)
+        self.worker_window_s = worker_window_s
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._queue = _QueueCollector()
+        self.registry.register(self._queue)
+        self.request_latency = Histogram(
+            "tribunal_request_latency_seconds",
+            "Time to answer a scoring request (enqueue to last result).",
+            labelnames=["verifier", "route"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+
+    async def refresh(self, queue: JobQueue) -> None:
+        """Take a snapshot of the queue's depth, live workers and counters."""
+        for verifier in self.verifiers:
+            self._queue.depth[verifier] = await queue.depth(verifier)
+            self._queue.workers[verifier] = await queue.live_workers(verifier, self.worker_window_s)
+            self._queue.stats[verifier] = await queue.stats(verifier)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

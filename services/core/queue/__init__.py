@@ -1,0 +1,1 @@
+"""Queue backends (Redis Streams, embedded) behind the ``JobQueue`` interface of ``base``."""

@@ -1,0 +1,161 @@
+"""The ``JobQueue`` interface shared by the Redis Streams queue and the embedded one.
+
+Vocabulary: a *job* is a queued batch (``job_id``); each of its *items* becomes one queue
+entry; a *delivery* is one hand-over of an entry to a worker. Delivery is at least once: an
+entry whose worker stops heartbeating for ``visibility_timeout_s`` is delivered again, and
+results are written first-wins per item index, so a job never holds two results for an item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class QueuedItem:
+    """One item to enqueue.
+
+    Attributes:
+        index: Position of the item in its job (0-based).
+        payload: The validated item as JSON-ready data.
+        cache_key: Result cache key, or None when the item is not cached.
+    """
+
+    index: int
+    payload: Mapping[str, Any]
+    cache_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One entry handed to a worker.
+
+    Attributes:
+        entry_id: The queue's id of the entry (a Redis stream id).
+        job_id: The job the item belongs to.
+        index: Position of the item in its job.
+        payload: The item as enqueued.
+        cache_key: As enqueued.
+        deliveries: How many times this entry has been delivered, this one included.
+    """
+
+    entry_id: str
+    job_id: str
+    index: int
+    payload: Mapping[str, Any]
+    cache_key: str | None
+    deliveries: int
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Answer of :meth:`JobQueue.submit`."""
+
+    job_id: str
+    created: bool
+
+
+@dataclass
+class JobRecord:
+    """A job as stored: results (ItemResult JSON strings) by item index."""
+
+    job_id: str
+    verifier: str
+    total: int
+    results: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def is_done(self) -> bool:
+        """True when every item has a result."""
+        return len(self.results) >= self.total
+
+
+class JobQueue(Protocol):
+    """Queue of scoring jobs; both implementations pass ``tests/core/test_queue_contract.py``.
+
+    Every method raises ``QueueUnavailable`` when the backing store cannot be reached.
+    """
+
+    kind: str
+    """``redis`` or ``memory``."""
+
+    async def ping(self) -> None:
+        """Check the backing store answers; raise ``QueueUnavailable`` if not."""
+        ...
+
+    async def ensure_verifier(self, verifier: str) -> None:
+        """Create what ``verifier``'s queue needs (stream and consumer group); idempotent."""
+        ...
+
+    async def submit(
+        self,
+        verifier: str,
+        items: Sequence[QueuedItem],
+        *,
+        total: int,
+        prefilled: Mapping[int, str],
+        idempotency_key: str | None = None,
+        request_hash: str = "",
+    ) -> Submitted:
+        """Create a job of ``total`` items: ``prefilled`` results are stored at once, ``items``
+        are enqueued.
+
+        Raises:
+            QueueFull: The queue holds ``max_queue_items`` or more entries already.
+            IdempotencyConflict: ``idempotency_key`` names a job made from another batch.
+        """
+        ...
+
+    async def job(self, job_id: str) -> JobRecord:
+        """Return the job as stored. Raises ``JobNotFound``."""
+        ...
+
+    async def wait(self, job_id: str, timeout_s: float) -> JobRecord:
+        """Return the job once done, or as it is after ``timeout_s``. Raises ``JobNotFound``."""
+        ...
+
+    async def claim(
+        self, verifier: str, consumer: str, count: int, block_s: float
+    ) -> list[Delivery]:
+        """Hand up to ``count`` entries to ``consumer``: entries left idle by a dead worker
+        first, then new ones, waiting up to ``block_s`` for any."""
+        ...
+
+    async def extend(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Tell the queue ``consumer`` still works on these entries (resets their idle time)."""
+        ...
+
+    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
+        """Store each result (first one wins per item) and acknowledge its entry."""
+        ...
+
+    async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
+        """Copy an entry to the verifier's dead-letter stream (its error result is written
+        with :meth:`complete`)."""
+        ...
+
+    async def heartbeat(self, verifier: str, consumer: str) -> None:
+        """Record that worker ``consumer`` is alive."""
+        ...
+
+    async def live_workers(self, verifier: str, within_s: float) -> int:
+        """Count workers of ``verifier`` that sent a heartbeat within ``within_s``."""
+        ...
+
+    async def depth(self, verifier: str) -> int:
+        """Entries queued or in flight for ``verifier``."""
+        ...
+
+    async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:
+        """Add to cluster-wide counters (for ``/metrics``)."""
+        ...
+
+    async def stats(self, verifier: str) -> dict[str, int]:
+        """Return the cluster-wide counters."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close connections and stop background tasks."""
+        ...

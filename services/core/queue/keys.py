@@ -1,0 +1,56 @@
+"""Every Redis key and channel name Tribunal uses, in one place.
+
+One stream per verifier holds the queued items; its consumer group is shared by every worker
+of that verifier, on any machine. Results live in a hash per job with a TTL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONSUMER_GROUP = "workers"
+"""Name of the consumer group every worker of a verifier joins."""
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one prefix (``TRIBUNAL_KEY_PREFIX``, default ``tribunal``)."""
+
+    prefix: str
+
+    def stream(self, verifier: str) -> str:
+        """Stream of queued items of ``verifier`` (one entry per item)."""
+        return f"{self.prefix}:{verifier}:stream"
+
+    def dead_letters(self, verifier: str) -> str:
+        """Stream of items delivered more than ``max_deliveries`` times."""
+        return f"{self.prefix}:{verifier}:dead"
+
+    def workers(self, verifier: str) -> str:
+        """Sorted set: worker consumer name -> time of its last heartbeat (unix s)."""
+        return f"{self.prefix}:{verifier}:workers"
+
+    def stats(self, verifier: str) -> str:
+        """Hash of cluster-wide counters (items scored by outcome, cache hits)."""
+        return f"{self.prefix}:{verifier}:stats"
+
+    def job(self, job_id: str) -> str:
+        """Hash of a job's metadata: verifier, total."""
+        return f"{self.prefix}:job:{job_id}"
+
+    def results(self, job_id: str) -> str:
+        """Hash of a job's results: item index -> ItemResult JSON."""
+        return f"{self.prefix}:job:{job_id}:results"
+
+    def idempotency(self, verifier: str, key: str) -> str:
+        """String: ``<job_id>|<request hash>`` for a client's idempotency key."""
+        return f"{self.prefix}:idem:{verifier}:{key}"
+
+    def cache(self, verifier: str, entry: str) -> str:
+        """String: a cached item outcome (``entry`` = version:config hash:input hash)."""
+        return f"{self.prefix}:cache:{verifier}:{entry}"
+
+    @property
+    def done_channel(self) -> str:
+        """Pub/sub channel on which a job id is published when its last result is written."""
+        return f"{self.prefix}:done"

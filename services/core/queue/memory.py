@@ -1,0 +1,263 @@
+"""The embedded queue: the ``JobQueue`` contract in one process, for running without Redis.
+
+Single host, nothing survives a restart. It keeps the same semantics as the Redis queue
+(visibility timeout, delivery counts, first result wins, bound, idempotency) so that the
+worker runtime and the API cannot tell them apart, and so both pass one contract suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull
+from services.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+
+
+@dataclass
+class _Pending:
+    delivery: Delivery
+    consumer: str
+    last_seen: float
+
+
+@dataclass
+class _Stream:
+    ready: deque[Delivery] = field(default_factory=deque)
+    pending: OrderedDict[str, _Pending] = field(default_factory=OrderedDict)
+    dead: list[tuple[Delivery, str]] = field(default_factory=list)
+    workers: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class _Job:
+    record: JobRecord
+    expires_at: float
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class MemoryQueue:
+    """``JobQueue`` held in this process's memory (asyncio, one event loop).
+
+    Args:
+        max_queue_items: Bound on entries per verifier (429 above).
+        result_ttl_s: Lifetime of jobs and idempotency keys (s).
+        visibility_timeout_s: Idle time after which another consumer may claim an entry (s).
+        retry_after_s: Retry-After sent with ``QueueFull`` (s).
+    """
+
+    kind = "memory"
+
+    def __init__(
+        self,
+        *,
+        max_queue_items: int,
+        result_ttl_s: int,
+        visibility_timeout_s: float,
+        retry_after_s: float = 1.0,
+    ) -> None:
+        self.max_queue_items = max_queue_items
+        self.result_ttl_s = result_ttl_s
+        self.visibility_timeout_s = visibility_timeout_s
+        self.retry_after_s = retry_after_s
+        self._streams: dict[str, _Stream] = {}
+        self._jobs: dict[str, _Job] = {}
+        self._idempotency: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self._ids = itertools.count(1)
+
+    def _stream(self, verifier: str) -> _Stream:
+        return self._streams.setdefault(verifier, _Stream())
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for job_id in [j for j, job in self._jobs.items() if job.expires_at < now]:
+            del self._jobs[job_id]
+        for key in [k for k, v in self._idempotency.items() if v[2] < now]:
+            del self._idempotency[key]
+
+    async def ping(self) -> None:
+        """Always answers: the queue is in this process."""
+
+    async def ensure_verifier(self, verifier: str) -> None:
+        """Create the verifier's stream."""
+        self._stream(verifier)
+
+    async def submit(
+        self,
+        verifier: str,
+        items: Sequence[QueuedItem],
+        *,
+        total: int,
+        prefilled: Mapping[int, str],
+        idempotency_key: str | None = None,
+        request_hash: str = "",
+    ) -> Submitted:
+        """Create a job; see ``JobQueue.submit``."""
+        self._expire()
+        if idempotency_key is not None:
+            existing = self._idempotency.get((verifier, idempotency_key))
+            if existing is not None:
+                if existing[1] != request_hash:
+                    raise IdempotencyConflict(
+                        f"idempotency_key {idempotency_key!r} was used for a different batch "
+                        f"(job {existing[0]})",
+                        field="idempotency_key",
+                    )
+                return Submitted(job_id=existing[0], created=False)
+        stream = self._stream(verifier)
+        depth = len(stream.ready) + len(stream.pending)
+        if items and depth + len(items) > self.max_queue_items:
+            raise QueueFull(
+                f"the {verifier} queue is full ({depth} items waiting, bound "
+                f"{self.max_queue_items}); retry later",
+                retry_after_s=self.retry_after_s,
+            )
+        job_id = uuid.uuid4().hex
+        expires_at = time.monotonic() + self.result_ttl_s
+        job = _Job(JobRecord(job_id, verifier, total, dict(prefilled)), expires_at)
+        self._jobs[job_id] = job
+        for item in items:
+            stream.ready.append(
+                Delivery(
+                    entry_id=f"{next(self._ids)}-0",
+                    job_id=job_id,
+                    index=item.index,
+                    payload=item.payload,
+                    cache_key=item.cache_key,
+                    deliveries=0,
+                )
+            )
+        if items:
+            stream.arrived.set()
+        if job.record.is_done:
+            job.done.set()
+        if idempotency_key is not None:
+            self._idempotency[(verifier, idempotency_key)] = (job_id, request_hash, expires_at)
+        return Submitted(job_id=job_id, created=True)
+
+    async def job(self, job_id: str) -> JobRecord:
+        """Return a copy of the job; raise ``JobNotFound`` when unknown or expired."""
+        self._expire()
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r} (never created, or expired)", field="job_id")
+        record = job.record
+        return JobRecord(record.job_id, record.verifier, record.total, dict(record.results))
+
+    async def wait(self, job_id: str, timeout_s: float) -> JobRecord:
+        """Wait until the job is done or ``timeout_s`` passes."""
+        job = self._jobs.get(job_id)
+        if job is not None and not job.record.is_done:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(job.done.wait(), timeout_s)
+        return await self.job(job_id)
+
+    async def claim(
+        self, verifier: str, consumer: str, count: int, block_s: float
+    ) -> list[Delivery]:
+        """Reclaim entries idle past the visibility timeout, then take ready ones."""
+        stream = self._stream(verifier)
+        deadline = time.monotonic() + block_s
+        while True:
+            taken = self._take(stream, consumer, count)
+            remaining = deadline - time.monotonic()
+            if taken or remaining <= 0:
+                return taken
+            stream.arrived.clear()
+            wake = min(remaining, self.visibility_timeout_s / 4)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stream.arrived.wait(), wake)
+
+    def _take(self, stream: _Stream, consumer: str, count: int) -> list[Delivery]:
+        now = time.monotonic()
+        taken: list[Delivery] = []
+        for entry_id, pending in list(stream.pending.items()):
+            if len(taken) >= count:
+                break
+            if now - pending.last_seen >= self.visibility_timeout_s:
+                taken.append(self._hand_over(stream, pending.delivery, consumer, now, entry_id))
+        while stream.ready and len(taken) < count:
+            delivery = stream.ready.popleft()
+            taken.append(self._hand_over(stream, delivery, consumer, now, delivery.entry_id))
+        return taken
+
+    @staticmethod
+    def _hand_over(
+        stream: _Stream, delivery: Delivery, consumer: str, now: float, entry_id: str
+    ) -> Delivery:
+        handed = Delivery(
+            entry_id=entry_id,
+            job_id=delivery.job_id,
+            index=delivery.index,
+            payload=delivery.payload,
+            cache_key=delivery.cache_key,
+            deliveries=delivery.deliveries + 1,
+        )
+        stream.pending.pop(entry_id, None)
+        stream.pending[entry_id] = _Pending(handed, consumer, now)
+        return handed
+
+    async def extend(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Reset the idle time of the consumer's entries."""
+        stream = self._stream(verifier)
+        now = time.monotonic()
+        for entry_id in entry_ids:
+            pending = stream.pending.get(entry_id)
+            if pending is not None:
+                pending.consumer = consumer
+                pending.last_seen = now
+
+    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
+        """Store results first-wins and drop their entries."""
+        stream = self._stream(verifier)
+        for delivery, result in done:
+            stream.pending.pop(delivery.entry_id, None)
+            job = self._jobs.get(delivery.job_id)
+            if job is None:
+                continue
+            job.record.results.setdefault(delivery.index, result)
+            if job.record.is_done:
+                job.done.set()
+
+    async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
+        """Keep the entry in the verifier's dead-letter list."""
+        self._stream(verifier).dead.append((delivery, reason))
+
+    async def heartbeat(self, verifier: str, consumer: str) -> None:
+        """Record the worker's heartbeat time."""
+        self._stream(verifier).workers[consumer] = time.time()
+
+    async def live_workers(self, verifier: str, within_s: float) -> int:
+        """Count heartbeats newer than ``within_s``."""
+        cutoff = time.time() - within_s
+        return sum(1 for t in self._stream(verifier).workers.values() if t >= cutoff)
+
+    async def depth(self, verifier: str) -> int:
+        """Ready plus in-flight entries."""
+        stream = self._stream(verifier)
+        return len(stream.ready) + len(stream.pending)
+
+    async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:
+        """Add to the counters."""
+        stats = self._stream(verifier).stats
+        for name, amount in counters.items():
+            stats[name] = stats.get(name, 0) + amount
+
+    async def stats(self, verifier: str) -> dict[str, int]:
+        """Return a copy of the counters."""
+        return dict(self._stream(verifier).stats)
+
+    def dead_letters(self, verifier: str) -> list[tuple[Delivery, str]]:
+        """Entries moved to the dead-letter list, with their reason (for inspection)."""
+        return list(self._stream(verifier).dead)
+
+    async def aclose(self) -> None:
+        """Nothing to close."""

@@ -1,0 +1,414 @@
+"""The Redis Streams queue: one stream per verifier, one consumer group, results per job.
+
+Submission is one Lua script (idempotency check, bound check, job metadata and one XADD per
+item, atomically); completion is another (first result wins per item index, then XACK and
+XDEL, and a publish on the done channel when the job's last result lands). Workers read with
+XREADGROUP, keep their entries with a heartbeat (XCLAIM ... JUSTID resets the idle time
+without counting a delivery) and pick up the entries of dead workers with XAUTOCLAIM once
+those have been idle for the visibility timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
+from services.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from services.core.queue.keys import CONSUMER_GROUP, Keys
+
+logger = logging.getLogger(__name__)
+
+_SUBMIT = """
+local stream, meta, results, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local max_queue, ttl, job_id, verifier = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local total, request_hash = tonumber(ARGV[5]), ARGV[6]
+local n_pre, n_items, channel = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+if idem ~= '' then
+  local existing = redis.call('GET', idem)
+  if existing then return {'existing', existing} end
+end
+local depth = redis.call('XLEN', stream)
+if n_items > 0 and depth + n_items > max_queue then return {'full', tostring(depth)} end
+redis.call('HSET', meta, 'verifier', verifier, 'total', total)
+redis.call('EXPIRE', meta, ttl)
+local a = 10
+for _ = 1, n_pre do
+  redis.call('HSET', results, ARGV[a], ARGV[a + 1])
+  a = a + 2
+end
+if n_pre > 0 then redis.call('EXPIRE', results, ttl) end
+for _ = 1, n_items do
+  redis.call('XADD', stream, '*', 'job', job_id, 'index', ARGV[a], 'item', ARGV[a + 1],
+             'cache', ARGV[a + 2])
+  a = a + 3
+end
+if idem ~= '' then redis.call('SET', idem, job_id .. '|' .. request_hash, 'EX', ttl) end
+if n_items == 0 then redis.call('PUBLISH', channel, job_id) end
+return {'created', job_id}
+"""
+
+_COMPLETE = """
+local stream, group, ttl, prefix, channel = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local a = 5
+while a <= #ARGV do
+  local entry, job_id, index, result = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local results = prefix .. ':job:' .. job_id .. ':results'
+  if redis.call('HSETNX', results, index, result) == 1 then
+    redis.call('EXPIRE', results, ttl)
+    local total = redis.call('HGET', prefix .. ':job:' .. job_id, 'total')
+    if total and redis.call('HLEN', results) >= tonumber(total) then
+      redis.call('PUBLISH', channel, job_id)
+    end
+  end
+  redis.call('XACK', stream, group, entry)
+  redis.call('XDEL', stream, entry)
+  a = a + 4
+end
+return 1
+"""
+
+
+class RedisStreamsQueue:
+    """``JobQueue`` on Redis Streams (redis-py asyncio).
+
+    Args:
+        url: Redis URL (``redis://host:port/db``).
+        keys: Key names under the configured prefix.
+        max_queue_items: Bound on entries per verifier stream (429 above).
+        result_ttl_s: Lifetime of job metadata, results and idempotency keys (s).
+        visibility_timeout_s: Idle time after which another worker may claim an entry (s).
+        retry_after_s: Retry-After sent with ``QueueFull`` and ``QueueUnavailable`` (s).
+    """
+
+    kind = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        keys: Keys,
+        *,
+        max_queue_items: int,
+        result_ttl_s: int,
+        visibility_timeout_s: float,
+        retry_after_s: float = 1.0,
+    ) -> None:
+        self.url = url
+        self.keys = keys
+        self.max_queue_items = max_queue_items
+        self.result_ttl_s = result_ttl_s
+        self.visibility_timeout_s = visibility_timeout_s
+        self.retry_after_s = retry_after_s
+        # One try, no backoff: when Redis is down the API answers 503 at once instead of
+        # holding the request through redis-py's default retries.
+        self.redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=2.0,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=10,
+            decode_responses=True,
+        )
+        self._submit = self.redis.register_script(_SUBMIT)
+        self._complete = self.redis.register_script(_COMPLETE)
+        self._autoclaim_cursor: dict[tuple[str, str], str] = {}
+        self._last_autoclaim: dict[tuple[str, str], float] = {}
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._closing = False
+
+    @contextlib.asynccontextmanager
+    async def _unavailable_as_503(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise QueueUnavailable(
+                f"the queue is unavailable: Redis at {self.url} is not reachable ({exc})",
+                retry_after_s=self.retry_after_s,
+            ) from exc
+
+    async def ping(self) -> None:
+        """Raise ``QueueUnavailable`` unless Redis answers PING."""
+        async with self._unavailable_as_503():
+            await self.redis.ping()
+
+    async def ensure_verifier(self, verifier: str) -> None:
+        """Create the stream and its consumer group (reading from the start: ``0``)."""
+        async with self._unavailable_as_503():
+            try:
+                await self.redis.xgroup_create(
+                    self.keys.stream(verifier), CONSUMER_GROUP, id="0", mkstream=True
+                )
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def submit(
+        self,
+        verifier: str,
+        items: Sequence[QueuedItem],
+        *,
+        total: int,
+        prefilled: Mapping[int, str],
+        idempotency_key: str | None = None,
+        request_hash: str = "",
+    ) -> Submitted:
+        """Create a job atomically; see ``JobQueue.submit``."""
+        job_id = uuid.uuid4().hex
+        idem = self.keys.idempotency(verifier, idempotency_key) if idempotency_key else ""
+        args: list[Any] = [
+            self.max_queue_items,
+            self.result_ttl_s,
+            job_id,
+            verifier,
+            total,
+            request_hash,
+            len(prefilled),
+            len(items),
+            self.keys.done_channel,
+        ]
+        for index, result in prefilled.items():
+            args += [index, result]
+        for item in items:
+            args += [item.index, json.dumps(item.payload), item.cache_key or ""]
+        keys = [self.keys.stream(verifier), self.keys.job(job_id), self.keys.results(job_id), idem]
+        async with self._unavailable_as_503():
+            status, value = await self._submit(keys=keys, args=args)
+        if status == "full":
+            raise QueueFull(
+                f"the {verifier} queue is full ({value} items waiting, bound "
+                f"{self.max_queue_items}); retry later",
+                retry_after_s=self.retry_after_s,
+            )
+        if status == "existing":
+            existing_job, _, existing_hash = value.partition("|")
+            if existing_hash != request_hash:
+                raise IdempotencyConflict(
+                    f"idempotency_key {idempotency_key!r} was used for a different batch "
+                    f"(job {existing_job})",
+                    field="idempotency_key",
+                )
+            return Submitted(job_id=existing_job, created=False)
+        return Submitted(job_id=job_id, created=True)
+
+    async def job(self, job_id: str) -> JobRecord:
+        """Return the stored job; raise ``JobNotFound`` when it never existed or expired."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.job(job_id))
+            pipe.hgetall(self.keys.results(job_id))
+            meta, results = await pipe.execute()
+        if not meta:
+            raise JobNotFound(f"no job {job_id!r} (never created, or expired)", field="job_id")
+        return JobRecord(
+            job_id=job_id,
+            verifier=meta["verifier"],
+            total=int(meta["total"]),
+            results={int(k): v for k, v in results.items()},
+        )
+
+    async def wait(self, job_id: str, timeout_s: float) -> JobRecord:
+        """Wait for the done notification, re-reading the job at least once a second in
+        case a notification was lost while the pub/sub connection was down."""
+        self._ensure_listener()
+        event = asyncio.Event()
+        self._waiters.setdefault(job_id, set()).add(event)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                record = await self.job(job_id)
+                remaining = deadline - time.monotonic()
+                if record.is_done or remaining <= 0:
+                    return record
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+                event.clear()
+        finally:
+            waiters = self._waiters.get(job_id)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[job_id]
+
+    def _ensure_listener(self) -> None:
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.create_task(self._listen(), name="tribunal-done-listener")
+
+    async def _listen(self) -> None:
+        """Wake the local waiters of each job id published on the done channel.
+
+        Polls with a timeout rather than ``pubsub.listen()``: a task blocked in ``listen`` does
+        not always honour cancellation (redis-py), and ``aclose`` must not hang on it.
+        """
+        while not self._closing:
+            try:
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(self.keys.done_channel)
+                    while not self._closing:
+                        message = await pubsub.get_message(timeout=0.5)
+                        if message is None:
+                            continue
+                        for event in self._waiters.get(message["data"], ()):
+                            event.set()
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                logger.warning("done-channel listener lost Redis (%s); reconnecting", exc)
+                await asyncio.sleep(1.0)
+
+    async def claim(
+        self, verifier: str, consumer: str, count: int, block_s: float
+    ) -> list[Delivery]:
+        """Reclaim idle entries (at most every quarter visibility timeout), then read new ones."""
+        stream = self.keys.stream(verifier)
+        deliveries: list[Delivery] = []
+        async with self._unavailable_as_503():
+            now = time.monotonic()
+            slot = (verifier, consumer)
+            if now - self._last_autoclaim.get(slot, 0.0) >= self.visibility_timeout_s / 4:
+                self._last_autoclaim[slot] = now
+                deliveries += await self._reclaim(verifier, consumer, count)
+            wanted = count - len(deliveries)
+            if wanted > 0:
+                block_ms = None if deliveries else max(1, int(block_s * 1000))
+                answer: Any = await self.redis.xreadgroup(
+                    CONSUMER_GROUP, consumer, {stream: ">"}, count=wanted, block=block_ms
+                )
+                for _, entries in answer or []:
+                    deliveries += [_delivery(eid, fields, 1) for eid, fields in entries if fields]
+        return deliveries
+
+    async def _reclaim(self, verifier: str, consumer: str, count: int) -> list[Delivery]:
+        stream = self.keys.stream(verifier)
+        slot = (verifier, consumer)
+        cursor = self._autoclaim_cursor.get(slot, "0-0")
+        answer = await self.redis.xautoclaim(
+            stream,
+            CONSUMER_GROUP,
+            consumer,
+            min_idle_time=int(self.visibility_timeout_s * 1000),
+            start_id=cursor,
+            count=count,
+        )
+        self._autoclaim_cursor[slot] = answer[0]
+        entries = [(eid, fields) for eid, fields in answer[1] if fields]
+        if not entries:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for eid, _ in entries:
+                pipe.xpending_range(stream, CONSUMER_GROUP, min=eid, max=eid, count=1)
+            pending = await pipe.execute()
+        out = []
+        for (eid, fields), info in zip(entries, pending, strict=True):
+            times = int(info[0]["times_delivered"]) if info else 1
+            out.append(_delivery(eid, fields, times))
+        logger.info("reclaimed %d idle entries of %s", len(out), verifier)
+        return out
+
+    async def extend(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Reset the idle time of ``entry_ids`` (JUSTID: not counted as a delivery)."""
+        if not entry_ids:
+            return
+        async with self._unavailable_as_503():
+            await self.redis.xclaim(
+                self.keys.stream(verifier),
+                CONSUMER_GROUP,
+                consumer,
+                min_idle_time=0,
+                message_ids=list(entry_ids),
+                justid=True,
+            )
+
+    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
+        """Write results first-wins, acknowledge and delete their entries."""
+        if not done:
+            return
+        args: list[Any] = [
+            CONSUMER_GROUP,
+            self.result_ttl_s,
+            self.keys.prefix,
+            self.keys.done_channel,
+        ]
+        for delivery, result in done:
+            args += [delivery.entry_id, delivery.job_id, delivery.index, result]
+        async with self._unavailable_as_503():
+            await self._complete(keys=[self.keys.stream(verifier)], args=args)
+
+    async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
+        """Copy the entry, with its delivery count and the reason, to the dead-letter stream."""
+        async with self._unavailable_as_503():
+            await self.redis.xadd(
+                self.keys.dead_letters(verifier),
+                {
+                    "job": delivery.job_id,
+                    "index": delivery.index,
+                    "item": json.dumps(delivery.payload),
+                    "deliveries": delivery.deliveries,
+                    "reason": reason,
+                },
+                maxlen=100_000,
+                approximate=True,
+            )
+
+    async def heartbeat(self, verifier: str, consumer: str) -> None:
+        """Record the worker's heartbeat time."""
+        async with self._unavailable_as_503():
+            await self.redis.zadd(self.keys.workers(verifier), {consumer: time.time()})
+
+    async def live_workers(self, verifier: str, within_s: float) -> int:
+        """Count heartbeats newer than ``within_s``; forget workers silent for an hour."""
+        key = self.keys.workers(verifier)
+        now = time.time()
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(key, "-inf", now - 3600)
+            pipe.zcount(key, now - within_s, "+inf")
+            _, live = await pipe.execute()
+        return int(live)
+
+    async def depth(self, verifier: str) -> int:
+        """XLEN of the stream: acknowledged entries are deleted, so this is the backlog."""
+        async with self._unavailable_as_503():
+            return int(await self.redis.xlen(self.keys.stream(verifier)))
+
+    async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:
+        """HINCRBY each counter."""
+        if not counters:
+            return
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            for name, amount in counters.items():
+                pipe.hincrby(self.keys.stats(verifier), name, amount)
+            await pipe.execute()
+
+    async def stats(self, verifier: str) -> dict[str, int]:
+        """HGETALL of the counters."""
+        async with self._unavailable_as_503():
+            raw = await self.redis.hgetall(self.keys.stats(verifier))
+        return {str(k): int(v) for k, v in raw.items()}
+
+    async def aclose(self) -> None:
+        """Stop the listener and close the connection pool."""
+        self._closing = True
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._listener, 2.0)
+        await self.redis.aclose()
+
+
+def _delivery(entry_id: str, fields: Mapping[str, str], deliveries: int) -> Delivery:
+    return Delivery(
+        entry_id=entry_id,
+        job_id=fields["job"],
+        index=int(fields["index"]),
+        payload=json.loads(fields["item"]),
+        cache_key=fields.get("cache") or None,
+        deliveries=deliveries,
+    )

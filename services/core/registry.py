@@ -1,0 +1,33 @@
+"""The services Tribunal ships, by name, loaded lazily (the math service never imports the
+judge's dependencies)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from services.core.service import ServiceSpec
+
+SERVICES: dict[str, str] = {
+    "math": "services.math.api",
+    "code": "services.code.api",
+    "judge": "services.judge.api",
+}
+"""Service name -> module defining ``SERVICE: ServiceSpec``."""
+
+
+def load_service(name: str) -> ServiceSpec:
+    """Return the ``ServiceSpec`` of service ``name``.
+
+    Raises:
+        KeyError: No service has that name (the message lists the names).
+    """
+    if name not in SERVICES:
+        raise KeyError(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
+    spec: ServiceSpec = importlib.import_module(SERVICES[name]).SERVICE
+    return spec
+
+
+def available_services() -> list[str]:
+    """Names of the services whose module is present in this installation."""
+    return [name for name, module in SERVICES.items() if importlib.util.find_spec(module)]

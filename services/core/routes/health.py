@@ -1,0 +1,49 @@
+"""``/healthz`` (the process answers), ``/readyz`` (queue and workers), ``/metrics``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from services.core.deps import RuntimeDep
+from services.core.errors import QueueUnavailable
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", operation_id="healthz")
+async def healthz() -> dict[str, str]:
+    """Liveness: the process serves HTTP. Does not touch the queue."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready."}})
+async def readyz(runtime: RuntimeDep) -> JSONResponse:
+    """Readiness: the queue answers and every verifier has at least one live worker."""
+    checks: dict[str, Any] = {"queue": runtime.queue.kind}
+    ready = True
+    try:
+        await runtime.queue.ping()
+        for name in runtime.services:
+            live = await runtime.queue.live_workers(name, runtime.metrics.worker_window_s)
+            checks[f"workers.{name}"] = live
+            ready = ready and live > 0
+    except QueueUnavailable as exc:
+        checks["error"] = exc.message
+        ready = False
+    status = "ready" if ready else "not_ready"
+    return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", operation_id="metrics", response_class=Response)
+async def metrics(runtime: RuntimeDep) -> Response:
+    """Prometheus metrics: queue depth, live workers, items scored, errors by class, cache
+    hits (cluster-wide) and request latency (this process)."""
+    # Serve the last snapshot when Redis is down: a scrape must not fail because of it.
+    with contextlib.suppress(QueueUnavailable):
+        await runtime.metrics.refresh(runtime.queue)
+    return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)

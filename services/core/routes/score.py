@@ -1,0 +1,45 @@
+"""``POST /v1/<verifier>/score``: enqueue a batch, wait, answer in request order."""
+
+# No ``from __future__ import annotations`` here: FastAPI must see the request model built
+# at run time for each verifier as a real annotation, not a string.
+
+import time
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from services.core.deps import RuntimeDep, require_api_key
+from services.core.envelope import ScoreResponse
+from services.core.routes.responses import ERROR_RESPONSES
+
+
+def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRouter:
+    """Build the synchronous scoring route of one verifier."""
+    router = APIRouter(
+        prefix=f"/v1/{verifier_name}",
+        tags=[verifier_name],
+        dependencies=[Depends(require_api_key)],
+    )
+
+    @router.post(
+        "/score",
+        response_model=ScoreResponse,
+        operation_id=f"{verifier_name}_score",
+        summary=f"Score a batch with the {verifier_name} verifier",
+        responses=ERROR_RESPONSES,
+    )
+    async def score(body: request_model, runtime: RuntimeDep) -> Response:  # type: ignore[valid-type]
+        """Queue every item, wait for all results (up to ``TRIBUNAL_SYNC_TIMEOUT_S``) and
+        return them in request order. An item that cannot be scored has ``reward: null``
+        and an ``error``; an item that fails its schema gets a ``bad_input`` error naming
+        the field while the rest of the batch is scored."""
+        service = runtime.services[verifier_name]
+        started = time.perf_counter()
+        text = await service.score(body.items, runtime.settings.sync_timeout_s)  # type: ignore[attr-defined]
+        runtime.metrics.request_latency.labels(verifier_name, "score").observe(
+            time.perf_counter() - started
+        )
+        return Response(text, media_type="application/json")
+
+    return router

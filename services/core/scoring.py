@@ -1,0 +1,217 @@
+"""The API side of scoring: validate items, answer cache hits, enqueue, wait, assemble.
+
+Validation is per item. An item that does not match the verifier's schema gets a
+``bad_input`` result naming its field, and the rest of the batch is scored; only a batch in
+which no item is valid is refused as a whole (422), so a curl with a typo gets a plain error
+while a trainer's batch with one broken item loses only that item.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, create_model
+from pydantic_core import ErrorDetails
+
+from services.core.cache import ResultCache, cache_entry
+from services.core.envelope import ItemOutcome, ItemResult, JobState, ScoreItem
+from services.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
+from services.core.hashing import sha256_hex
+from services.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from services.core.verifier import Verifier
+from services.core.worker import result_json, verifier_info
+
+
+@dataclass(frozen=True)
+class InvalidItem:
+    """An item that failed its schema; it keeps its raw value and the first error."""
+
+    raw: Any
+    errors: list[ErrorDetails]
+
+    def bad_input(self, index: int) -> BadInput:
+        """Return the ``BadInput`` for this item at position ``index`` of the batch."""
+        first = self.errors[0]
+        path = ".".join(str(part) for part in ("items", index, *first["loc"]))
+        return BadInput(f"{path}: {first['msg']}", field=path)
+
+    def item_id(self, index: int) -> str:
+        """The item's own id when it has a usable one, else its position."""
+        raw_id = self.raw.get("id") if isinstance(self.raw, dict) else None
+        return raw_id if isinstance(raw_id, str) and raw_id else str(index)
+
+
+def _keep_invalid(value: Any, handler: Any) -> Any:
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        return InvalidItem(raw=value, errors=exc.errors())
+
+
+def lenient_item(item_model: type[ScoreItem]) -> Any:
+    """Return ``item_model`` as an annotated type whose invalid values become ``InvalidItem``.
+
+    The JSON schema (and so OpenAPI) is still ``item_model``'s.
+    """
+    return Annotated[item_model, WrapValidator(_keep_invalid)]
+
+
+def score_request_model(verifier: Verifier) -> type[BaseModel]:
+    """Build ``<Name>ScoreRequest``: ``{"items": [<item>, ...]}`` with lenient items."""
+    name = "".join(part.capitalize() for part in verifier.name.split("_"))
+    items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
+    model: type[BaseModel] = create_model(
+        f"{name}ScoreRequest",
+        __config__=ConfigDict(extra="forbid"),
+        items=(items_type, Field(min_length=1)),
+    )
+    return model
+
+
+class ScoringService:
+    """Scores batches for one verifier through the queue.
+
+    Args:
+        verifier: The verifier (its item model, name, version and config hash are used here;
+            it is not started by the API unless the queue is embedded).
+        queue: The job queue.
+        cache: The result cache.
+        max_batch_items: Items per request (``PayloadTooLarge`` above).
+        request_model: The verifier's score request model (``score_request_model``), built
+            once per app so that the route and ``/v1/jobs`` validate with the same class.
+    """
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        queue: JobQueue,
+        cache: ResultCache,
+        max_batch_items: int,
+        request_model: type[BaseModel],
+    ) -> None:
+        self.verifier = verifier
+        self.queue = queue
+        self.cache = cache
+        self.max_batch_items = max_batch_items
+        self.info = verifier_info(verifier)
+        self.request_model = request_model
+
+    def parse_items(self, raw_items: Any) -> list[ScoreItem | InvalidItem]:
+        """Validate ``{"items": raw_items}`` against this verifier's schema (for ``/v1/jobs``).
+
+        Raises:
+            BadInput: ``items`` is not a non-empty list.
+        """
+        try:
+            request = self.request_model.model_validate({"items": raw_items})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first["loc"])
+            raise BadInput(f"{path}: {first['msg']}", field=path) from exc
+        items: list[ScoreItem | InvalidItem] = request.items  # type: ignore[attr-defined]
+        return items
+
+    async def submit(
+        self, items: Sequence[ScoreItem | InvalidItem], idempotency_key: str | None = None
+    ) -> Submitted:
+        """Queue a batch: invalid items and cache hits get their results at once.
+
+        Raises:
+            PayloadTooLarge: More than ``max_batch_items`` items.
+            BadInput: No item of the batch is valid (the first item's error is raised).
+            QueueFull, QueueUnavailable, IdempotencyConflict: From the queue.
+        """
+        if len(items) > self.max_batch_items:
+            raise PayloadTooLarge(
+                f"items: {len(items)} items in one request; the limit is "
+                f"{self.max_batch_items} (TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use "
+                f"several jobs",
+                field="items",
+            )
+        if all(isinstance(item, InvalidItem) for item in items):
+            first = items[0]
+            assert isinstance(first, InvalidItem)
+            raise first.bad_input(0)
+        prefilled: dict[int, str] = {}
+        payloads: list[tuple[int, dict[str, Any], str | None]] = []
+        for index, item in enumerate(items):
+            if isinstance(item, InvalidItem):
+                outcome = ItemOutcome.failed(item.bad_input(index))
+                prefilled[index] = result_json(item.item_id(index), outcome, self.info)
+                continue
+            cache_payload = self.verifier.cache_payload(item)
+            key = (
+                None
+                if cache_payload is None
+                else cache_entry(self.info.version, self.info.config_hash, cache_payload)
+            )
+            payloads.append((index, item.model_dump(mode="json"), key))
+        await self._answer_from_cache(payloads, prefilled)
+        queued = [QueuedItem(i, payload, key) for i, payload, key in payloads if i not in prefilled]
+        request_hash = sha256_hex(
+            [
+                self.verifier.name,
+                [item.raw if isinstance(item, InvalidItem) else None for item in items],
+                [p for _, p, _ in payloads],
+            ]
+        )
+        return await self.queue.submit(
+            self.verifier.name,
+            queued,
+            total=len(items),
+            prefilled=prefilled,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+        )
+
+    async def _answer_from_cache(
+        self, payloads: list[tuple[int, dict[str, Any], str | None]], prefilled: dict[int, str]
+    ) -> None:
+        keyed = [(i, payload, key) for i, payload, key in payloads if key]
+        if not keyed:
+            return
+        values = await self.cache.get_many([key for _, _, key in keyed if key])
+        hits = 0
+        for (index, payload, _), value in zip(keyed, values, strict=True):
+            if value is None:
+                continue
+            outcome = ItemOutcome.model_validate_json(value)
+            prefilled[index] = result_json(str(payload["id"]), outcome, self.info, cached=True)
+            hits += 1
+        if hits:
+            await self.queue.incr_stats(self.verifier.name, {"cache_hits": hits})
+
+    async def score(self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float) -> str:
+        """Queue a batch, wait for it and return the ``ScoreResponse`` as JSON text.
+
+        Raises:
+            ScoringTimeout: Not done within ``timeout_s``; the message gives the job id to poll.
+        """
+        submitted = await self.submit(items)
+        record = await self.queue.wait(submitted.job_id, timeout_s)
+        if not record.is_done:
+            raise ScoringTimeout(
+                f"the batch was not scored within {timeout_s:g} s; it stays queued: "
+                f"GET /v1/jobs/{submitted.job_id} for its results"
+            )
+        return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
+
+
+async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> JobState:
+    """Return a job's state, long-polling up to ``wait_s`` for it to be done."""
+    record: JobRecord = await (queue.wait(job_id, wait_s) if wait_s > 0 else queue.job(job_id))
+    results: list[ItemResult | None] = [
+        ItemResult.model_validate(json.loads(record.results[i])) if i in record.results else None
+        for i in range(record.total)
+    ]
+    return JobState(
+        job_id=record.job_id,
+        verifier=record.verifier,
+        status="done" if record.is_done else "pending",
+        total=record.total,
+        completed=len(record.results),
+        results=results,
+    )

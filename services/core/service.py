@@ -1,0 +1,54 @@
+"""What a service is: a name, a port, its settings and the verifiers it serves.
+
+Each verifier package declares one ``ServiceSpec`` in its ``api.py``; the CLI and the app
+factory take it from there (see ``services.core.registry``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter
+
+from services.core.settings import CoreSettings
+from services.core.verifier import Verifier
+
+
+def _no_routers() -> Sequence[APIRouter]:
+    return ()
+
+
+def _no_hint(settings: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A deployable service.
+
+    Attributes:
+        name: Service name (``math``, ``code``, ``judge``), used by the CLI and for
+            ``openapi/<name>.json``.
+        port: Default port (``TRIBUNAL_<NAME>_PORT`` overrides it).
+        settings_cls: The service's settings class (a ``CoreSettings`` subclass).
+        create_verifiers: Build the service's verifiers from its settings (cheap: no process
+            or connection is made before ``Verifier.start``).
+        routers: Extra routes beyond ``/v1/<verifier>/score`` (e.g. ``/v1/code/run``).
+        startup_hint: A line to print at start-up about the configuration, or None.
+        worker_processes: Default number of worker processes ``tribunal up`` starts.
+    """
+
+    name: str
+    port: int
+    settings_cls: type[CoreSettings]
+    create_verifiers: Callable[[Any], list[Verifier]]
+    routers: Callable[[], Sequence[APIRouter]] = _no_routers
+    startup_hint: Callable[[Any], str | None] = _no_hint
+    worker_processes: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self) -> CoreSettings:
+        """Read this service's settings from the environment."""
+        return self.settings_cls()

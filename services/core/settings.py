@@ -1,0 +1,81 @@
+"""Settings shared by every service, read from ``TRIBUNAL_*`` environment variables.
+
+Each verifier subclasses :class:`CoreSettings` and adds its own fields, named with the
+verifier as a prefix (``math_timeout_s`` is read from ``TRIBUNAL_MATH_TIMEOUT_S``). Nothing
+here is built at import time: the CLI and the app factory create a settings object and pass
+it down.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CoreSettings(BaseSettings):
+    """Queue, limits and HTTP settings common to every service."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TRIBUNAL_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0", description="Redis holding the queue and cache."
+    )
+    queue: Literal["auto", "redis", "memory"] = Field(
+        default="auto",
+        description=(
+            "Queue backend: redis, memory (embedded, single host, nothing survives a restart), "
+            "or auto (redis when it answers, else memory)."
+        ),
+    )
+    key_prefix: str = Field(default="tribunal", description="Prefix of every Redis key.")
+    host: str = Field(default="127.0.0.1", description="Address the HTTP API binds to.")
+    api_key: SecretStr | None = Field(
+        default=None, description="When set, every /v1 request needs `Authorization: Bearer <key>`."
+    )
+    max_batch_items: int = Field(default=4096, ge=1, description="Items per request (413 above).")
+    max_request_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="Bytes per request body (413 above)."
+    )
+    max_queue_items: int = Field(
+        default=100_000, ge=1, description="Items waiting per verifier; 429 + Retry-After above."
+    )
+    sync_timeout_s: float = Field(
+        default=300.0, gt=0, description="How long POST /v1/<verifier>/score waits for results."
+    )
+    max_wait_s: float = Field(
+        default=60.0, gt=0, description="Longest long-poll of GET /v1/jobs/{id}?wait=."
+    )
+    result_ttl_s: int = Field(default=3600, ge=1, description="How long job results are kept.")
+    cache_ttl_s: int = Field(
+        default=86400, ge=0, description="Result cache lifetime; 0 disables it."
+    )
+    cache_max_items: int = Field(
+        default=100_000, ge=0, description="Entries of the embedded (in-memory) result cache."
+    )
+    worker_batch_size: int = Field(default=64, ge=1, description="Items a worker pulls per read.")
+    worker_concurrency: int = Field(
+        default=4, ge=1, description="Batches one worker process scores at once."
+    )
+    visibility_timeout_s: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "An item pending this long without a worker heartbeat is claimed by another worker."
+        ),
+    )
+    max_deliveries: int = Field(
+        default=3, ge=1, description="Deliveries before an item goes to the dead-letter stream."
+    )
+    worker_heartbeat_s: float = Field(
+        default=2.0, gt=0, description="How often a worker proves it is alive and holds its items."
+    )
+    log_level: str = Field(default="INFO", description="Python logging level.")
+
+    @property
+    def api_key_value(self) -> str | None:
+        """The bearer token, or None when auth is off."""
+        return self.api_key.get_secret_value() if self.api_key else None

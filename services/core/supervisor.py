@@ -1,0 +1,138 @@
+"""``tribunal up``: run every service's API and workers as child processes, in the foreground.
+
+With Redis (``TRIBUNAL_REDIS_URL`` answers) each service gets an API process and its worker
+processes. Without, each API process runs its workers in-process on the embedded queue.
+Ctrl-C (or SIGTERM) stops every child: SIGTERM first, SIGKILL after a grace period. If a
+child dies on its own, the whole stack stops and says which.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import redis
+import typer
+
+from services.core.service import ServiceSpec
+from services.core.settings import CoreSettings
+
+
+def say(line: str) -> None:
+    """Print one line for the person who ran ``tribunal up``."""
+    typer.echo(line)
+
+
+def redis_answers(url: str, timeout_s: float = 1.0) -> bool:
+    """True if a Redis server answers PING at ``url`` within ``timeout_s``."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        return bool(client.ping())
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+@dataclass
+class Child:
+    """A child process and what it is, for messages."""
+
+    label: str
+    process: subprocess.Popen[bytes]
+
+
+class Supervisor:
+    """Starts, watches and stops the stack.
+
+    Args:
+        specs: The services to run.
+        settings: Core settings (Redis URL, host).
+        grace_s: Time between SIGTERM and SIGKILL at shutdown (s).
+    """
+
+    def __init__(
+        self, specs: list[ServiceSpec], settings: CoreSettings, grace_s: float = 10.0
+    ) -> None:
+        self.specs = specs
+        self.settings = settings
+        self.grace_s = grace_s
+        self.children: list[Child] = []
+        self._stop = False
+
+    def request_stop(self) -> None:
+        """Ask the watch loop to stop the stack (signal-safe)."""
+        self._stop = True
+
+    def run(self) -> int:
+        """Start everything, wait for Ctrl-C or a child's death, stop everything.
+
+        Returns:
+            0 after a requested stop, 1 when a child died on its own.
+        """
+        use_redis = self.settings.queue != "memory" and redis_answers(self.settings.redis_url)
+        if use_redis:
+            say(f"queue: Redis at {self.settings.redis_url}")
+        else:
+            say(
+                f"queue: no Redis answers at {self.settings.redis_url}; using the embedded "
+                "in-process queue (single host, nothing survives a restart)"
+            )
+        try:
+            self._start(use_redis)
+            return self._watch()
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            self._stop_children()
+
+    def _start(self, use_redis: bool) -> None:
+        queue = "redis" if use_redis else "memory"
+        for spec in self.specs:
+            settings = spec.settings()
+            port = getattr(settings, f"{spec.name}_port", spec.port)
+            hint = spec.startup_hint(settings)
+            if hint:
+                say(f"{spec.name}: {hint}")
+            env = {"TRIBUNAL_QUEUE": queue}
+            self._spawn(f"{spec.name} api", ["api", spec.name, "--port", str(port)], env)
+            if use_redis:
+                for n in range(spec.worker_processes):
+                    self._spawn(f"{spec.name} worker {n}", ["worker", spec.name], env)
+            say(f"{spec.name}: http://{settings.host}:{port}  (POST /v1/{spec.name}/score)")
+        say("Ctrl-C stops everything.")
+
+    def _spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
+        argv = [sys.executable, "-m", "services.core.cli", *args]
+        # A session of its own: Ctrl-C reaches the children only through this supervisor,
+        # which stops them in order.
+        process = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True)
+        self.children.append(Child(label, process))
+
+    def _watch(self) -> int:
+        while not self._stop:
+            for child in self.children:
+                code = child.process.poll()
+                if code is not None:
+                    say(f"{child.label} exited with code {code}; stopping the stack")
+                    return 1
+            time.sleep(0.2)
+        return 0
+
+    def _stop_children(self) -> None:
+        for child in self.children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        for child in self.children:
+            try:
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        if self.children:
+            say("stopped")

@@ -1,0 +1,60 @@
+"""The worker process: start a service's verifiers and run their queue workers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from services.core.errors import ConfigurationError
+from services.core.queue.factory import build_cache, redis_queue
+from services.core.service import ServiceSpec
+from services.core.settings import CoreSettings
+from services.core.worker import WorkerRuntime
+
+logger = logging.getLogger(__name__)
+
+
+async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
+    """Run until SIGTERM/SIGINT: batches in progress finish, then verifiers are closed.
+
+    Workers need Redis (the embedded queue lives inside an API process). If Redis is down
+    at start, they wait for it rather than exit, so a stack can start in any order.
+
+    Raises:
+        ConfigurationError: A verifier refuses to start (e.g. the code sandbox cannot isolate).
+    """
+    if settings.queue == "memory":
+        raise ConfigurationError(
+            "TRIBUNAL_QUEUE=memory: workers of the embedded queue run inside the API process "
+            "(tribunal api); a separate worker needs Redis"
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    queue = redis_queue(settings)
+    verifiers = spec.create_verifiers(settings)
+    started = []
+    try:
+        for verifier in verifiers:
+            await verifier.start()
+            started.append(verifier)
+        runtimes = [
+            WorkerRuntime(
+                verifier,
+                queue,
+                build_cache(settings, queue, verifier.name),
+                batch_size=settings.worker_batch_size,
+                concurrency=settings.worker_concurrency,
+                max_deliveries=settings.max_deliveries,
+                heartbeat_s=settings.worker_heartbeat_s,
+            )
+            for verifier in verifiers
+        ]
+        await asyncio.gather(*(runtime.run(stop) for runtime in runtimes))
+    finally:
+        for verifier in started:
+            await verifier.aclose()
+        await queue.aclose()
+        logger.info("worker stopped")

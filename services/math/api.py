@@ -1,0 +1,32 @@
+"""The math service: ``POST /v1/math/score`` on port 8101 (``tribunal api math``)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from services.core.app import create_app as create_core_app
+from services.core.service import ServiceSpec
+from services.core.verifier import Verifier
+from services.math.settings import MathSettings
+from services.math.verifier import MathVerifier
+
+
+def create_verifiers(settings: MathSettings) -> list[Verifier]:
+    """The math service serves one verifier."""
+    return [
+        MathVerifier(
+            settings.to_config(),
+            processes=settings.math_processes,
+            timeout_s=settings.math_timeout_s,
+        )
+    ]
+
+
+SERVICE = ServiceSpec(
+    name="math", port=8101, settings_cls=MathSettings, create_verifiers=create_verifiers
+)
+
+
+def create_app(settings: MathSettings | None = None) -> FastAPI:
+    """Build the math service's app (settings from the environment when omitted)."""
+    return create_core_app(SERVICE, settings)

@@ -1,0 +1,65 @@
+"""Pydantic models of the math verifier's payload: the item, its options, its details."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.core.envelope import ScoreItem
+from services.math.verify import MathScore, ScoreMethod
+
+
+class MathOptions(BaseModel):
+    """Per-item overrides of the service's ``MathConfig`` (unset fields keep the service's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    float_rounding: int | None = Field(
+        default=None,
+        ge=0,
+        le=15,
+        description="Decimal places both sides are rounded to when one is a decimal "
+        "(Math-Verify's float_rounding; service default 6).",
+    )
+    strict: bool | None = Field(
+        default=None,
+        description="Variable names matter and sets differ from tuples (Math-Verify's "
+        "strict; service default true).",
+    )
+
+
+class MathItem(ScoreItem):
+    """One completion to grade against a reference answer."""
+
+    response: str = Field(
+        description="The completion; its final answer is the last \\boxed{}, a GSM8K "
+        "'#### N' line, 'The answer is ...', or its last number."
+    )
+    ground_truth: str = Field(
+        min_length=1,
+        max_length=10_000,
+        description="The reference answer: '18', '1,000', '\\frac{1}{2}', '$x=3$', or a "
+        "text whose last \\boxed{} holds it.",
+    )
+    options: MathOptions | None = Field(default=None, description="Per-item overrides.")
+
+
+class MathDetails(BaseModel):
+    """What was compared, returned with every math result for debugging."""
+
+    extracted_answer: str | None = Field(
+        description="The completion's final answer as extracted; null when none was found."
+    )
+    extracted_ground_truth: str = Field(description="The ground truth as compared.")
+    method: ScoreMethod = Field(
+        description="How the answer was found: boxed, fbox, gsm8k_hash, answer_phrase, "
+        "last_number, or none."
+    )
+
+    @classmethod
+    def from_score(cls, score: MathScore) -> MathDetails:
+        """Build the details of a ``verify_answer`` result."""
+        return cls(
+            extracted_answer=score.extracted_answer,
+            extracted_ground_truth=score.extracted_ground_truth,
+            method=score.method,
+        )

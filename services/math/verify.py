@@ -1,0 +1,301 @@
+"""Grade a completion against a ground truth: extraction, then Math-Verify equivalence.
+
+:func:`verify_answer` extracts the completion's final answer (``services.math.extract``),
+then compares it with the ground truth: plain decimal numbers directly (the fast path), any
+other answer through Math-Verify (``math_verify.parse`` / ``math_verify.verify``,
+huggingface/Math-Verify 0.9.0). Both sides are given to ``parse`` as ``\\boxed{<answer>}``,
+so what is compared is exactly what was extracted, never a number that Math-Verify's own
+regexes pick out of the surrounding prose (its PR #82: ``1-1/e`` read as ``1+1/e``).
+
+Math-Verify's own timeouts are always off (``parsing_timeout=None``,
+``timeout_seconds=None``): they use SIGALRM, which breaks off the main thread (issues #50,
+#55) and gave wrong answers inside FastAPI (issue #11). The caller runs this function in a
+worker process that is killed on a hard deadline (``services.core.pool``), so that no input
+can hang the service. ``raise_on_error=True`` is always passed, and errors are classified
+(Math-Verify's ``verify`` otherwise answers ``False`` both for "not equal" and for "could
+not compare", issue #62):
+
+- a ground truth that Math-Verify cannot turn into a sympy value (only its string
+  fallback, or nothing) is the input's fault: ``BadInput``;
+- a completion without an extractable answer is the completion's fault: reward 0, method
+  ``none``; so is an answer longer than ``MathConfig.max_answer_chars``;
+- a comparison that raises inside sympy is Tribunal's (or sympy's) limitation, not a wrong
+  answer: ``InternalError`` (reward ``None`` for that item, never a silent 0).
+
+Decisions that follow Math-Verify (each one is a test in ``tests/math/test_verify.py``):
+``50\\%`` equals ``0.5`` *and* ``50`` (a percent equals its fraction, and an integer percent
+equals the bare integer: Math-Verify's ``sympy_numeric_eq``); ``10 \\text{ cm}`` equals
+``10`` (unit words are dropped); ``x = 3`` equals ``3`` (an assignment is unwrapped when
+the other side is a bare value); ``1,000`` equals ``1000`` (a comma before three digits
+is a thousands separator) while ``1,2`` is the set ``{1, 2}``; ``\\frac{1}{3}`` equals
+``0.333333`` but not ``0.33`` (``float_rounding=6``). The comparison is not symmetric:
+the ground truth goes first, as Math-Verify's ``verify(gold, target)`` requires.
+
+Known issues:
+    - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
+      does not assume ``n > 0``).
+    - A completion's answer Math-Verify cannot turn into sympy is compared as a normalized
+      string (Math-Verify's fallback); it can only match a ground truth that also failed to
+      parse, which is refused as ``BadInput``, so in practice it gets reward 0.
+    - A number followed by plain words (``18 dollars``) is compared as the number, so
+      ``5 apples`` equals ``5 oranges``; ``\\text{}`` units go through Math-Verify's own
+      unit handling.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from itertools import product
+from typing import Any, Literal
+
+import sympy
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+from services.core.errors import BadInput, InternalError
+from services.math.config import MathConfig
+from services.math.extract import ExtractionMethod, clean_answer, extract_answer, last_boxed
+
+logger = logging.getLogger(__name__)
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+
+_EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
+# "18 dollars", "$5 per hour": a number followed by plain words (3+ letters first, so that
+# "2 x" or "3 pi" stay expressions). Math-Verify reads the words as a product of symbols.
+_NUMBER_THEN_WORDS = re.compile(
+    r"((?:\\\$|\$)?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]+[A-Za-z]{3}[A-Za-z \t]*"
+)
+_PARSE_CACHE_SIZE = 1024
+# 20 significant digits: far below the 30 digits evaluated, far above any real tie.
+_EXACT_RTOL = sympy.Float(10, 30) ** -20
+
+
+@dataclass(frozen=True)
+class MathScore:
+    """The outcome of one completion.
+
+    Attributes:
+        reward: 1.0 if the answer equals the ground truth, else 0.0 (range ``{0.0, 1.0}``).
+        extracted_answer: The completion's answer as extracted, or None (method ``none``).
+        extracted_ground_truth: The ground truth as compared (``\\boxed{}`` and ``$``
+            stripped).
+        method: How the answer was found (``boxed``, ``fbox``, ``gsm8k_hash``,
+            ``answer_phrase``, ``last_number``), or ``none``.
+    """
+
+    reward: float
+    extracted_answer: str | None
+    extracted_ground_truth: str
+    method: ScoreMethod
+
+
+def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:
+    """Score ``response`` against ``ground_truth``: 1.0 if its final answer is equivalent.
+
+    CPU-bound and without a deadline of its own: run it in a killable worker process.
+
+    Args:
+        response: The completion (any length; extraction is linear time).
+        ground_truth: The reference answer (``18``, ``1,000``, ``\\frac{1}{2}``, ``$x=3$``,
+            or a text whose last ``\\boxed{}`` holds it).
+        config: Extraction and comparison settings; ``MathConfig()`` when None.
+
+    Returns:
+        The reward and what was compared.
+
+    Raises:
+        BadInput: ``ground_truth`` is empty or Math-Verify cannot parse it into a sympy
+            value (``field="ground_truth"``): an item error, reward None.
+        InternalError: The comparison itself raised inside sympy (an item error).
+
+    Examples:
+        >>> verify_answer("so the total is \\\\boxed{\\\\dfrac{1}{2}}", "0.5").reward
+        1.0
+        >>> verify_answer("She has 1,000 left.\\n#### 1000", "1,000").method
+        'gsm8k_hash'
+    """
+    config = config or MathConfig()
+    truth = _ground_truth_text(ground_truth)
+    truth_number = _plain_number(truth) if config.allow_fast_path else None
+    gold = None if truth_number is not None else _parse_gold(truth)
+
+    extraction = extract_answer(response, allow_last_number=config.allow_last_number)
+    if extraction is None:
+        return MathScore(0.0, None, truth, "none")
+    answer, method = extraction.text, extraction.method
+    if len(answer) > config.max_answer_chars:
+        return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
+    with_words = _NUMBER_THEN_WORDS.fullmatch(answer)
+    compared = with_words.group(1) if with_words is not None else answer
+
+    if truth_number is not None:
+        answer_number = _plain_number(compared)
+        if answer_number is not None:
+            same = _numbers_equal(truth_number, answer_number, config.float_rounding)
+            if same is not None:
+                return MathScore(float(same), answer, truth, method)
+        gold = _parse_gold(truth)
+    assert gold is not None  # parsed above unless the fast path could answer
+    same = _equivalent(gold, _parse_answer(compared), config)
+    return MathScore(1.0 if same else 0.0, answer, truth, method)
+
+
+def _ground_truth_text(ground_truth: str) -> str:
+    """Return the answer inside ``ground_truth`` (its last ``\\boxed{}``, ``$`` stripped)."""
+    boxed = last_boxed(ground_truth)
+    text = boxed.text if boxed is not None else clean_answer(ground_truth)
+    if not text:
+        raise BadInput("ground_truth is empty", field="ground_truth")
+    return text
+
+
+def _plain_number(text: str) -> Decimal | None:
+    """Return ``text`` as a Decimal if it is a plain decimal number (``-1,234.5``)."""
+    text = _CURRENCY.sub("", text)
+    if len(text) > 100 or _PLAIN_NUMBER.fullmatch(text) is None:
+        return None
+    return Decimal(text.replace(",", ""))
+
+
+def _numbers_equal(gold: Decimal, answer: Decimal, float_rounding: int) -> bool | None:
+    """Compare two plain numbers as Math-Verify would, or None when that needs sympy.
+
+    Math-Verify compares two integers exactly and otherwise rounds both to
+    ``float_rounding`` decimals (``sympy_numeric_eq``). Equal values are equal under any
+    rounding; values further apart than two rounding steps, and than the relative precision
+    of a sympy Float, are different under any rounding. Near-ties go to Math-Verify.
+    """
+    if gold == answer:
+        return True
+    if gold.as_tuple().exponent == 0 and answer.as_tuple().exponent == 0:
+        return False  # two integers: Math-Verify compares sympy Integers exactly
+    difference = abs(gold - answer)
+    step = Decimal(10) ** -float_rounding
+    relative = max(abs(gold), abs(answer)) * Decimal("1e-12")
+    if difference > 2 * step and difference > relative:
+        return False
+    return None
+
+
+@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse_gold(truth: str) -> tuple[Any, ...]:
+    """Parse a ground truth with Math-Verify; cached (a group shares its ground truth).
+
+    Raises:
+        BadInput: Math-Verify finds nothing in it, or raises on it.
+    """
+    try:
+        parsed = _parse(truth)
+    except Exception as exc:  # Math-Verify and sympy raise anything
+        raise BadInput(
+            f"ground_truth could not be parsed: {type(exc).__name__}: {exc}",
+            field="ground_truth",
+        ) from exc
+    if not any(isinstance(value, sympy.Basic | sympy.MatrixBase) for value in parsed):
+        # Nothing, or only Math-Verify's string fallback: latex2sympy could not read it.
+        raise BadInput(
+            f"ground_truth has no parseable math answer: {truth[:200]!r}", field="ground_truth"
+        )
+    return _defined(parsed)
+
+
+@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse_answer(answer: str) -> tuple[Any, ...]:
+    """Parse a completion's answer; an error is the completion's fault (empty: reward 0)."""
+    try:
+        return _defined(_parse(answer))
+    except Exception:  # Math-Verify and sympy raise anything on arbitrary model text
+        logger.debug("answer could not be parsed: %.200r", answer, exc_info=True)
+        return ()
+
+
+def _parse(text: str) -> tuple[Any, ...]:
+    """Run Math-Verify's ``parse`` on ``\\boxed{text}``, timeouts off, errors raised."""
+    latex = "\\boxed{" + _CURRENCY.sub("", text) + "}"
+    parsed = parse(
+        latex,
+        extraction_config=_EXTRACTION_CONFIG,
+        parsing_timeout=None,  # the caller's process has a deadline
+        raise_on_error=True,
+    )
+    return tuple(parsed)
+
+
+def _defined(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop sympy values that contain ``zoo`` or ``nan``, keeping the string form.
+
+    ``12:00`` parses to ``12/0 = zoo``: comparing two such values raised inside sympy, so
+    times are compared as strings instead (``12:00`` vs ``1:00``, Math-Verify issue #14).
+    """
+    return tuple(
+        value
+        for value in values
+        if not (
+            isinstance(value, sympy.Basic | sympy.MatrixBase) and value.has(sympy.zoo, sympy.nan)
+        )
+    )
+
+
+def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConfig) -> bool:
+    """Whether any gold candidate equals any answer candidate (Math-Verify's ``verify``).
+
+    Each pair is compared on its own so that an error in one pair is seen (Math-Verify
+    would log it at debug level and answer ``False``) and does not hide a later match.
+
+    Raises:
+        InternalError: No pair matched and at least one comparison raised.
+    """
+    failure: Exception | None = None
+    for gold_value, answer_value in product(gold, answer):
+        try:
+            same = verify(
+                gold_value,
+                answer_value,
+                float_rounding=config.float_rounding,
+                numeric_precision=config.numeric_precision,
+                strict=config.strict,
+                allow_set_relation_comp=config.allow_set_relation_comp,
+                timeout_seconds=None,
+                raise_on_error=True,
+            )
+        except Exception as exc:  # sympy raises anything (ValueError, TypeError, ...)
+            failure = exc
+            continue
+        if same and (not config.exact_guard or _exact_values_agree(gold_value, answer_value)):
+            return True
+    if failure is not None:
+        raise InternalError(
+            f"Math-Verify could not compare the answer with the ground truth: "
+            f"{type(failure).__name__}: {failure}"
+        ) from failure
+    return False
+
+
+def _exact_values_agree(gold: Any, answer: Any) -> bool:
+    """Check that two exact constants Math-Verify called equal agree to 20 digits.
+
+    Math-Verify's numeric test ``(a - b).evalf(chop=True) == 0`` chops any difference below
+    its precision, so ``1/2004!`` equals ``1/2006!`` (issue #14). For constants without
+    decimals or percentages (where rounding is intended), compare the values relatively.
+    Anything this check cannot evaluate keeps Math-Verify's verdict.
+    """
+    if not (isinstance(gold, sympy.Expr) and isinstance(answer, sympy.Expr)) or gold == answer:
+        return True
+    for value in (gold, answer):
+        if not value.is_number or value.has(sympy.Float, sympy.UnevaluatedExpr):
+            return True
+    try:
+        gold_value = gold.evalf(30)
+        answer_value = answer.evalf(30)
+        scale = max(abs(gold_value), abs(answer_value))
+        if scale == 0:
+            return True
+        return bool(abs(gold_value - answer_value) <= scale * _EXACT_RTOL)
+    except (TypeError, ValueError, ArithmeticError):
+        return True

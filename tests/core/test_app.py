@@ -1,0 +1,181 @@
+"""The HTTP app through ``httpx.ASGITransport``: envelope, errors, limits, jobs, auth, health."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from services.core import errors
+from services.core.app import create_app
+from services.core.settings import CoreSettings
+from tests.core.toy import ToyVerifier, toy_spec
+
+
+async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tribunal") as client:
+            yield client
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    settings = CoreSettings(queue="memory", max_batch_items=10, max_request_bytes=4096)
+    async for c in client_for(create_app(toy_spec(ToyVerifier()), settings)):
+        yield c
+
+
+async def test_score_answers_each_item_in_request_order(client: httpx.AsyncClient) -> None:
+    items = [{"id": "b", "text": "aa"}, {"id": "a", "text": "xyz"}]
+    response = await client.post("/v1/toy/score", json={"items": items})
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [r["id"] for r in results] == ["b", "a"]
+    assert [r["reward"] for r in results] == [1.0, 0.0]
+    assert results[0]["verifier"] == {"name": "toy", "version": "1", "config_hash": "0" * 16}
+    assert results[0]["error"] is None and results[0]["cached"] is False
+
+
+async def test_one_bad_item_fails_itself_and_the_rest_is_scored(client: httpx.AsyncClient) -> None:
+    items = [{"id": "ok", "text": "a"}, {"id": "broken", "text": 3}, {"id": "x", "txt": "a"}]
+    response = await client.post("/v1/toy/score", json={"items": items})
+    assert response.status_code == 200
+    ok, broken, misspelt = response.json()["results"]
+    assert ok["reward"] == 1.0
+    assert broken["id"] == "broken" and broken["reward"] is None
+    assert broken["error"]["code"] == "bad_input" and broken["error"]["field"] == "items.1.text"
+    assert misspelt["error"]["field"] in {"items.2.text", "items.2.txt"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"items": [{"id": "q"}]}, "items.0.text"),
+        ({"items": [{"id": "q", "text": ["not", "a", "string"]}]}, "items.0.text"),
+        ({"items": []}, "items"),
+        ({}, "items"),
+        ({"items": "nope"}, "items"),
+    ],
+)
+async def test_a_batch_with_nothing_valid_is_refused_naming_the_field(
+    client: httpx.AsyncClient, body: dict[str, object], field: str
+) -> None:
+    response = await client.post("/v1/toy/score", json=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "bad_input" and error["field"] == field
+    assert field in error["message"]
+
+
+async def test_oversize_batches_get_413(client: httpx.AsyncClient) -> None:
+    many = [{"id": str(i), "text": "a"} for i in range(11)]
+    response = await client.post("/v1/toy/score", json={"items": many})
+    assert response.status_code == 413
+    assert response.json()["error"]["field"] == "items"
+    assert "TRIBUNAL_MAX_BATCH_ITEMS" in response.json()["error"]["message"]
+
+    big = [{"id": "1", "text": "a" * 5000}]
+    response = await client.post("/v1/toy/score", json={"items": big})
+    assert response.status_code == 413
+    assert "TRIBUNAL_MAX_REQUEST_BYTES" in response.json()["error"]["message"]
+
+
+async def test_streamed_oversize_body_gets_413(client: httpx.AsyncClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"items": [{"id": "1", "text": "'
+        for _ in range(10):
+            yield b"a" * 1000
+        yield b'"}]}'
+
+    response = await client.post(
+        "/v1/toy/score", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413
+
+
+async def test_jobs_long_poll_and_idempotency(client: httpx.AsyncClient) -> None:
+    body = {"verifier": "toy", "items": [{"id": "q", "text": "ae"}], "idempotency_key": "k1"}
+    created = await client.post("/v1/jobs", json=body)
+    assert created.status_code == 202 and created.json()["created"] is True
+    job_id = created.json()["job_id"]
+    again = await client.post("/v1/jobs", json=body)
+    assert again.json() == {"job_id": job_id, "created": False}
+    conflict = await client.post("/v1/jobs", json={**body, "items": [{"id": "q", "text": "zz"}]})
+    assert conflict.status_code == 409
+    assert conflict.json()["error"]["field"] == "idempotency_key"
+
+    state = (await client.get(f"/v1/jobs/{job_id}", params={"wait": 5})).json()
+    assert state["status"] == "done" and state["completed"] == state["total"] == 1
+    assert state["results"][0]["reward"] == 1.0
+
+    missing = await client.get("/v1/jobs/nope")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "job_not_found"
+    wrong = await client.post(
+        "/v1/jobs", json={**body, "verifier": "math", "idempotency_key": None}
+    )
+    assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "verifier"
+    bad_item = await client.post("/v1/jobs", json={"verifier": "toy", "items": [{"id": 1}]})
+    assert bad_item.status_code == 422 and bad_item.json()["error"]["field"] == "items.0.id"
+
+
+async def test_health_ready_and_metrics(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"]["queue"] == "memory"
+    await client.post(
+        "/v1/toy/score", json={"items": [{"id": "1", "text": "bad"}, {"id": "2", "text": "a"}]}
+    )
+    await client.post("/v1/toy/score", json={"items": [{"id": "3", "text": "a"}]})
+    text = (await client.get("/metrics")).text
+    assert 'tribunal_item_errors_total{code="bad_input",verifier="toy"} 1.0' in text
+    assert 'tribunal_items_scored_total{outcome="reward",verifier="toy"} 1.0' in text
+    assert 'tribunal_cache_hits_total{verifier="toy"} 1.0' in text
+    assert 'tribunal_queue_depth{verifier="toy"} 0.0' in text
+    assert 'tribunal_request_latency_seconds_count{route="score",verifier="toy"} 2.0' in text
+
+
+async def test_bearer_token_is_required_when_configured() -> None:
+    settings = CoreSettings(queue="memory", api_key="s3cret")
+    async for client in client_for(create_app(toy_spec(ToyVerifier()), settings)):
+        body = {"items": [{"id": "1", "text": "a"}]}
+        refused = await client.post("/v1/toy/score", json=body)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+        wrong = await client.post("/v1/toy/score", json=body, headers={"authorization": "Bearer x"})
+        assert wrong.status_code == 401
+        ok = await client.post(
+            "/v1/toy/score", json=body, headers={"authorization": "Bearer s3cret"}
+        )
+        assert ok.status_code == 200
+        assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_sync_score_timeout_names_the_job_to_poll() -> None:
+    class Slow(ToyVerifier):
+        async def score(self, items):  # type: ignore[no-untyped-def]
+            import asyncio
+
+            await asyncio.sleep(2)
+            return await super().score(items)
+
+    settings = CoreSettings(queue="memory", sync_timeout_s=0.2)
+    async for client in client_for(create_app(toy_spec(Slow()), settings)):
+        response = await client.post("/v1/toy/score", json={"items": [{"id": "1", "text": "a"}]})
+        assert response.status_code == 504
+        error = response.json()["error"]
+        assert error["code"] == "timeout" and error["retryable"] is True
+        assert "/v1/jobs/" in error["message"]
+
+
+def test_every_error_class_has_a_code_a_status_and_an_openapi_entry() -> None:
+    app = create_app(toy_spec(ToyVerifier()), CoreSettings(queue="memory"))
+    declared = app.openapi()["paths"]["/v1/toy/score"]["post"]["responses"]
+    codes = set()
+    for cls in errors.ALL_ERRORS:
+        assert cls.code and 400 <= cls.http_status < 600, cls
+        codes.add(cls.code)
+        if cls.http_status < 500 or cls.http_status in (503, 504):
+            assert str(cls.http_status) in declared, f"{cls.__name__} missing from OpenAPI"
+    assert len(codes) == len(errors.ALL_ERRORS) - 1  # the base shares internal_error

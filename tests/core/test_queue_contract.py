@@ -1,0 +1,156 @@
+"""The ``JobQueue`` contract, run on both implementations: Redis Streams and embedded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull
+from services.core.queue.base import JobQueue, QueuedItem
+from services.core.queue.keys import Keys
+from services.core.queue.memory import MemoryQueue
+from services.core.queue.redis_streams import RedisStreamsQueue
+
+VISIBILITY_S = 0.5
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def queue(request: pytest.FixtureRequest, key_prefix: str) -> AsyncIterator[JobQueue]:
+    limits = {"max_queue_items": 10, "result_ttl_s": 60, "visibility_timeout_s": VISIBILITY_S}
+    q: JobQueue
+    if request.param == "memory":
+        q = MemoryQueue(**limits)
+    else:
+        server = request.getfixturevalue("redis_server")
+        q = RedisStreamsQueue(server.url, Keys(key_prefix), **limits)
+    await q.ensure_verifier("v")
+    yield q
+    await q.aclose()
+
+
+def items(n: int, start: int = 0) -> list[QueuedItem]:
+    return [QueuedItem(i, {"id": f"i{i}", "x": i}, None) for i in range(start, start + n)]
+
+
+async def test_submitted_items_are_claimed_once_with_their_payload(queue: JobQueue) -> None:
+    submitted = await queue.submit("v", items(3), total=3, prefilled={})
+    assert submitted.created
+    first = await queue.claim("v", "c1", 2, block_s=0.1)
+    second = await queue.claim("v", "c2", 5, block_s=0.1)
+    assert [d.payload["x"] for d in first] == [0, 1]
+    assert [d.payload["x"] for d in second] == [2]
+    assert {d.job_id for d in first + second} == {submitted.job_id}
+    assert all(d.deliveries == 1 for d in first + second)
+    assert await queue.claim("v", "c3", 5, block_s=0.1) == []
+
+
+async def test_job_is_done_when_every_item_has_a_result(queue: JobQueue) -> None:
+    submitted = await queue.submit("v", items(2), total=3, prefilled={2: "pre"})
+    deliveries = await queue.claim("v", "c", 10, block_s=0.1)
+    await queue.complete("v", [(deliveries[0], "r0")])
+    record = await queue.job(submitted.job_id)
+    assert not record.is_done and record.results == {0: "r0", 2: "pre"}
+    await queue.complete("v", [(deliveries[1], "r1")])
+    record = await queue.job(submitted.job_id)
+    assert record.is_done and record.results == {0: "r0", 1: "r1", 2: "pre"}
+    assert await queue.depth("v") == 0
+
+
+async def test_first_result_wins_when_an_item_is_completed_twice(queue: JobQueue) -> None:
+    submitted = await queue.submit("v", items(1), total=1, prefilled={})
+    [delivery] = await queue.claim("v", "c", 1, block_s=0.1)
+    await queue.complete("v", [(delivery, "first")])
+    await queue.complete("v", [(delivery, "second")])
+    assert (await queue.job(submitted.job_id)).results == {0: "first"}
+
+
+async def test_wait_returns_on_completion_and_times_out_while_pending(queue: JobQueue) -> None:
+    submitted = await queue.submit("v", items(1), total=1, prefilled={})
+    started = time.monotonic()
+    record = await queue.wait(submitted.job_id, 0.3)
+    assert not record.is_done and time.monotonic() - started >= 0.25
+
+    async def finish() -> None:
+        [delivery] = await queue.claim("v", "c", 1, block_s=1)
+        await asyncio.sleep(0.2)
+        await queue.complete("v", [(delivery, "r")])
+
+    task = asyncio.create_task(finish())
+    started = time.monotonic()
+    record = await queue.wait(submitted.job_id, 10)
+    await task
+    assert record.is_done and time.monotonic() - started < 5
+
+
+async def test_a_job_of_prefilled_results_only_is_done_at_once(queue: JobQueue) -> None:
+    submitted = await queue.submit("v", [], total=2, prefilled={0: "a", 1: "b"})
+    record = await queue.wait(submitted.job_id, 5)
+    assert record.is_done and record.results == {0: "a", 1: "b"}
+
+
+async def test_an_idle_entry_is_redelivered_with_its_delivery_count(queue: JobQueue) -> None:
+    await queue.submit("v", items(1), total=1, prefilled={})
+    [first] = await queue.claim("v", "dead-worker", 1, block_s=0.1)
+    assert await queue.claim("v", "other", 1, block_s=0.1) == []
+    await asyncio.sleep(VISIBILITY_S + 0.2)
+    [again] = await queue.claim("v", "other", 1, block_s=0.5)
+    assert again.entry_id == first.entry_id and again.payload == first.payload
+    assert again.deliveries == 2
+
+
+async def test_extend_keeps_an_entry_from_other_workers(queue: JobQueue) -> None:
+    await queue.submit("v", items(1), total=1, prefilled={})
+    [delivery] = await queue.claim("v", "busy", 1, block_s=0.1)
+    for _ in range(4):
+        await asyncio.sleep(VISIBILITY_S / 2)
+        await queue.extend("v", "busy", [delivery.entry_id])
+    assert await queue.claim("v", "other", 1, block_s=0.05) == []
+
+
+async def test_a_full_queue_refuses_with_retry_after(queue: JobQueue) -> None:
+    await queue.submit("v", items(8), total=8, prefilled={})
+    with pytest.raises(QueueFull) as caught:
+        await queue.submit("v", items(3), total=3, prefilled={})
+    assert caught.value.retry_after_s and caught.value.http_status == 429
+    assert await queue.depth("v") == 8
+
+
+async def test_idempotency_key_returns_the_same_job_or_conflicts(queue: JobQueue) -> None:
+    first = await queue.submit(
+        "v", items(2), total=2, prefilled={}, idempotency_key="k", request_hash="h1"
+    )
+    again = await queue.submit(
+        "v", items(2), total=2, prefilled={}, idempotency_key="k", request_hash="h1"
+    )
+    assert again.job_id == first.job_id and not again.created
+    assert await queue.depth("v") == 2
+    with pytest.raises(IdempotencyConflict):
+        await queue.submit(
+            "v", items(2), total=2, prefilled={}, idempotency_key="k", request_hash="h2"
+        )
+
+
+async def test_unknown_job_is_not_found(queue: JobQueue) -> None:
+    with pytest.raises(JobNotFound):
+        await queue.job("no-such-job")
+
+
+async def test_dead_letter_heartbeat_and_stats(queue: JobQueue) -> None:
+    await queue.submit("v", items(1), total=1, prefilled={})
+    [delivery] = await queue.claim("v", "c", 1, block_s=0.1)
+    await queue.dead_letter("v", delivery, "test")
+    await queue.heartbeat("v", "c")
+    assert await queue.live_workers("v", within_s=5) == 1
+    await queue.incr_stats("v", {"scored": 2})
+    await queue.incr_stats("v", {"scored": 1, "error:timeout": 1})
+    assert await queue.stats("v") == {"scored": 3, "error:timeout": 1}
+
+
+async def test_verifiers_have_separate_queues(queue: JobQueue) -> None:
+    await queue.ensure_verifier("w")
+    await queue.submit("v", items(1), total=1, prefilled={})
+    assert await queue.claim("w", "c", 1, block_s=0.05) == []
+    assert await queue.depth("w") == 0 and await queue.depth("v") == 1

@@ -1,0 +1,124 @@
+"""The worker runtime on a real queue: dedupe, cache, dead letters, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.core.cache import MemoryCache, RedisCache, cache_entry
+from services.core.queue.base import JobQueue, QueuedItem
+from services.core.queue.keys import Keys
+from services.core.queue.memory import MemoryQueue
+from services.core.queue.redis_streams import RedisStreamsQueue
+from services.core.worker import WorkerRuntime
+from tests.core.toy import ToyVerifier
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def queue_and_cache(
+    request: pytest.FixtureRequest, key_prefix: str
+) -> AsyncIterator[tuple[JobQueue, object]]:
+    limits = {"max_queue_items": 1000, "result_ttl_s": 60, "visibility_timeout_s": 0.3}
+    if request.param == "memory":
+        queue: JobQueue = MemoryQueue(**limits)
+        cache: object = MemoryCache(100, 60)
+    else:
+        server = request.getfixturevalue("redis_server")
+        rq = RedisStreamsQueue(server.url, Keys(key_prefix), **limits)
+        queue, cache = rq, RedisCache(rq.redis, rq.keys, "toy", 60)
+    await queue.ensure_verifier("toy")
+    yield queue, cache
+    await queue.aclose()
+
+
+def queued(texts: list[str]) -> list[QueuedItem]:
+    return [
+        QueuedItem(i, {"id": f"i{i}", "text": t}, cache_entry("1", "0" * 16, {"text": t}))
+        for i, t in enumerate(texts)
+    ]
+
+
+async def drain(runtime: WorkerRuntime, queue: JobQueue) -> None:
+    while deliveries := await queue.claim("toy", runtime.consumer, 64, block_s=0.05):
+        await runtime.process(deliveries)
+
+
+async def test_identical_items_of_a_group_are_scored_once_then_cached(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+    verifier = ToyVerifier()
+    runtime = WorkerRuntime(verifier, queue, cache)
+    group = ["same answer"] * 4 + ["other"]
+    job = await queue.submit("toy", queued(group), total=5, prefilled={})
+    await drain(runtime, queue)
+    assert verifier.calls == [["same answer", "other"]]
+    results = [json.loads(r) for _, r in sorted((await queue.job(job.job_id)).results.items())]
+    assert [r["id"] for r in results] == ["i0", "i1", "i2", "i3", "i4"]
+    assert results[0]["reward"] == pytest.approx(4 / 11) and not results[0]["cached"]
+    assert results[0]["verifier"] == {"name": "toy", "version": "1", "config_hash": "0" * 16}
+
+    job = await queue.submit("toy", queued(["same answer"]), total=1, prefilled={})
+    await drain(runtime, queue)
+    assert len(verifier.calls) == 1, "a repeat must be served from the cache"
+    [result] = (await queue.job(job.job_id)).results.values()
+    assert json.loads(result)["cached"] is True
+    assert (await queue.stats("toy"))["cache_hits"] == 1
+
+
+async def test_item_errors_are_results_and_never_cached(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+    verifier = ToyVerifier()
+    runtime = WorkerRuntime(verifier, queue, cache)
+    for _ in range(2):
+        job = await queue.submit("toy", queued(["bad", "fine"]), total=2, prefilled={})
+        await drain(runtime, queue)
+        bad, fine = (
+            json.loads(r) for _, r in sorted((await queue.job(job.job_id)).results.items())
+        )
+        assert bad["reward"] is None and bad["error"]["code"] == "bad_input"
+        assert bad["error"]["field"] == "text" and fine["reward"] == 0.5
+    assert [c for c in verifier.calls if "bad" in c] == [["bad", "fine"], ["bad"]]
+
+
+async def test_an_entry_that_keeps_failing_goes_to_dead_letters(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+    runtime = WorkerRuntime(ToyVerifier(), queue, cache, max_deliveries=2)
+    job = await queue.submit("toy", queued(["poison"]), total=1, prefilled={})
+    for _ in range(2):  # two workers take it and die without a result
+        assert await queue.claim("toy", "doomed", 1, block_s=0.5)
+        await asyncio.sleep(0.35)
+    await drain(runtime, queue)
+    [result] = [json.loads(r) for r in (await queue.job(job.job_id)).results.values()]
+    assert result["reward"] is None
+    assert result["error"]["code"] == "dead_letter" and result["error"]["retryable"] is False
+    assert await queue.depth("toy") == 0
+
+
+async def test_a_crashing_verifier_fails_its_batch_as_internal_errors(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+
+    class Crashing(ToyVerifier):
+        async def score(self, items):
+            raise RuntimeError("bug")
+
+    runtime = WorkerRuntime(Crashing(), queue, cache)
+    job = await queue.submit("toy", queued(["a", "b"]), total=2, prefilled={})
+    await drain(runtime, queue)
+    results = [json.loads(r) for r in (await queue.job(job.job_id)).results.values()]
+    assert [r["error"]["code"] for r in results] == ["internal_error"] * 2
+    assert all(r["reward"] is None for r in results)
+
+
+async def test_run_scores_until_stopped(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+    runtime = WorkerRuntime(ToyVerifier(), queue, cache, heartbeat_s=0.1, block_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    job = await queue.submit("toy", queued([f"t{i}" for i in range(200)]), total=200, prefilled={})
+    record = await queue.wait(job.job_id, 10)
+    assert record.is_done and len(record.results) == 200
+    assert await queue.live_workers("toy", within_s=5) == 1
+    stop.set()
+    await asyncio.wait_for(task, 5)
