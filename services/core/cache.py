@@ -7,13 +7,17 @@ entry. Only scored outcomes are cached, never errors (an error may not recur).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.core.errors import QueueUnavailable
 from services.core.hashing import sha256_hex
 from services.core.queue.keys import Keys
 
@@ -55,17 +59,30 @@ class RedisCache:
         """MGET the entries."""
         if not keys:
             return []
-        values: list[Any] = await self.redis.mget([self.keys.cache(self.verifier, k) for k in keys])
+        async with _redis_errors():
+            values: list[Any] = await self.redis.mget(
+                [self.keys.cache(self.verifier, k) for k in keys]
+            )
         return values
 
     async def set_many(self, values: Mapping[str, str]) -> None:
         """SET EX each entry in one pipeline."""
         if not values:
             return
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with _redis_errors(), self.redis.pipeline(transaction=False) as pipe:
             for key, value in values.items():
                 pipe.set(self.keys.cache(self.verifier, key), value, ex=self.ttl_s)
             await pipe.execute()
+
+
+@contextlib.asynccontextmanager
+async def _redis_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise QueueUnavailable(
+            f"the result cache is unavailable: Redis is not reachable ({exc})", retry_after_s=1.0
+        ) from exc
 
 
 class MemoryCache:

@@ -129,8 +129,8 @@ class WorkerRuntime:
                     await self.queue.extend(
                         self.verifier.name, self.consumer, list(self._in_flight)
                     )
-            except QueueUnavailable as exc:
-                logger.warning("heartbeat failed: %s", exc.message)
+            except Exception as exc:
+                logger.warning("heartbeat failed: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.heartbeat_s)
 
@@ -144,8 +144,16 @@ class WorkerRuntime:
                 logger.warning("claim failed: %s; retrying in 1 s", exc.message)
                 await asyncio.sleep(1.0)
                 continue
-            if deliveries:
+            if not deliveries:
+                continue
+            try:
                 await self.process(deliveries)
+            except Exception:
+                # The loop must outlive any one batch: its entries stay pending and are
+                # delivered again (and dead-lettered if they keep failing).
+                logger.exception(
+                    "batch of %d entries failed; they will be redelivered", len(deliveries)
+                )
 
     async def process(self, deliveries: Sequence[Delivery]) -> None:
         """Score one claimed batch and write its results (the unit a test can drive)."""

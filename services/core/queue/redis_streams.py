@@ -269,6 +269,20 @@ class RedisStreamsQueue:
         self, verifier: str, consumer: str, count: int, block_s: float
     ) -> list[Delivery]:
         """Reclaim idle entries (at most every quarter visibility timeout), then read new ones."""
+        try:
+            return await self._claim(verifier, consumer, count, block_s)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # Redis restarted without persistence (or the stream was deleted): the group is
+            # gone. Recreate it; entries added since are read from the start.
+            logger.warning("consumer group of %s is missing; recreating it", verifier)
+            await self.ensure_verifier(verifier)
+            return []
+
+    async def _claim(
+        self, verifier: str, consumer: str, count: int, block_s: float
+    ) -> list[Delivery]:
         stream = self.keys.stream(verifier)
         deliveries: list[Delivery] = []
         async with self._unavailable_as_503():

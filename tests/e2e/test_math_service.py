@@ -1,0 +1,160 @@
+"""The math service as real processes: ``tribunal api`` + ``tribunal worker`` + a real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from tests.conftest import DATA, RedisServer, RunningService
+
+pytestmark = pytest.mark.e2e
+
+
+def math500(n: int) -> list[dict[str, str]]:
+    with (DATA / "math" / "math500_test.jsonl").open() as f:
+        rows = [json.loads(line) for line in f][:n]
+    return [{"response": r["solution"], "ground_truth": r["answer"]} for r in rows]
+
+
+def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
+    return {
+        "TRIBUNAL_REDIS_URL": redis.url,
+        "TRIBUNAL_QUEUE": "redis",
+        "TRIBUNAL_KEY_PREFIX": prefix,
+        "TRIBUNAL_MATH_PROCESSES": "1",
+        **extra,
+    }
+
+
+def test_the_readme_curl_example(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    running = service("math", env=env_for(redis_server, key_prefix))
+    body = {
+        "items": [
+            {
+                "id": "q1",
+                "response": "so the answer is \\boxed{\\frac{1}{2}}",
+                "ground_truth": "0.5",
+            }
+        ]
+    }
+    with running.client() as client:
+        response = client.post("/v1/math/score", json=body)
+    assert response.status_code == 200
+    [result] = response.json()["results"]
+    assert result["id"] == "q1" and result["reward"] == 1.0 and result["error"] is None
+    assert result["details"]["extracted_answer"] == "\\frac{1}{2}"
+    assert result["verifier"]["name"] == "math" and result["cached"] is False
+
+
+def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = env_for(
+        redis_server,
+        key_prefix,
+        TRIBUNAL_VISIBILITY_TIMEOUT_S="2",
+        TRIBUNAL_WORKER_BATCH_SIZE="4",
+        TRIBUNAL_WORKER_CONCURRENCY="1",
+        TRIBUNAL_CACHE_TTL_S="0",
+    )
+    running = service("math", workers=2, env=env)
+    items = [{"id": f"q{i}", **item} for i, item in enumerate(math500(500) * 2)]
+    with running.client() as client:
+        job_id = client.post("/v1/jobs", json={"verifier": "math", "items": items}).json()["job_id"]
+        while client.get(f"/v1/jobs/{job_id}").json()["completed"] < 40:
+            time.sleep(0.02)
+        victim = running.processes["worker0"]
+        os.killpg(victim.pid, signal.SIGKILL)  # the worker and its verification processes
+        victim.wait()
+        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 60}).json()
+    assert state["status"] == "done", state["completed"]
+    assert [r["id"] for r in state["results"]] == [item["id"] for item in items]
+    assert all(r["reward"] == 1.0 for r in state["results"]), [
+        r for r in state["results"] if r["reward"] != 1.0
+    ][:3]
+
+
+def test_redis_down_gives_503_and_the_service_recovers(
+    service: Callable[..., RunningService], own_redis: RedisServer, key_prefix: str
+) -> None:
+    running = service("math", env=env_for(own_redis, key_prefix))
+    body = {"items": [{"id": "q", "response": "#### 7", "ground_truth": "7"}]}
+    with running.client() as client:
+        assert client.post("/v1/math/score", json=body).json()["results"][0]["reward"] == 1.0
+        own_redis.stop()
+        down = client.post("/v1/math/score", json=body)
+        assert down.status_code == 503
+        error = down.json()["error"]
+        assert error["code"] == "queue_unavailable" and error["retryable"] is True
+        assert "Redis" in error["message"] and down.headers["retry-after"]
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code == 503
+        own_redis.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            again = client.post("/v1/math/score", json=body)
+            if again.status_code == 200:
+                break
+            time.sleep(0.5)
+        assert again.status_code == 200 and again.json()["results"][0]["reward"] == 1.0
+    assert all(p.poll() is None for p in running.processes.values()), running.log_text()
+
+
+def test_one_pathological_item_does_not_hold_up_the_other_99(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = env_for(
+        redis_server, key_prefix, TRIBUNAL_MATH_TIMEOUT_S="2", TRIBUNAL_MATH_PROCESSES="2"
+    )
+    running = service("math", env=env)
+    items = [{"id": f"q{i}", **item} for i, item in enumerate(math500(98))]
+    items.insert(40, {"id": "tower", "response": "\\boxed{9^{9^{9^{9^{9}}}}}", "ground_truth": "1"})
+    items.insert(
+        70, {"id": "huge", "response": "The answer is 42. " + "x" * 1_000_000, "ground_truth": "42"}
+    )
+    started = time.monotonic()
+    with running.client() as client:
+        response = client.post("/v1/math/score", json={"items": items})
+    elapsed = time.monotonic() - started
+    results = {r["id"]: r for r in response.json()["results"]}
+    assert results["tower"]["reward"] is None
+    assert results["tower"]["error"]["code"] == "timeout" and results["tower"]["error"]["retryable"]
+    assert results["huge"]["reward"] == 1.0
+    others = [r for i, r in results.items() if i not in {"tower", "huge"}]
+    assert len(others) == 98 and all(r["reward"] == 1.0 for r in others)
+    assert elapsed < 2 + 10, elapsed  # one deadline plus the batch's own work
+
+
+def test_bad_input_is_named_over_real_http(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    running = service("math", env=env_for(redis_server, key_prefix, TRIBUNAL_MAX_BATCH_ITEMS="5"))
+    with running.client() as client:
+        cases = [
+            ({"items": [{"id": "q", "response": "1"}]}, 422, "items.0.ground_truth"),
+            ({"items": [{"id": "q", "response": 1, "ground_truth": "1"}]}, 422, "items.0.response"),
+            ({"items": []}, 422, "items"),
+            (
+                {"items": [{"id": str(i), "response": "1", "ground_truth": "1"} for i in range(6)]},
+                413,
+                "items",
+            ),
+        ]
+        for body, status, field in cases:
+            response = client.post("/v1/math/score", json=body)
+            assert response.status_code == status, body
+            assert response.json()["error"]["field"] == field
+        not_json = client.post(
+            "/v1/math/score", content=b"{", headers={"content-type": "application/json"}
+        )
+        assert not_json.status_code == 422 and not_json.json()["error"]["code"] == "bad_input"
+        with pytest.raises(httpx.HTTPStatusError):
+            client.get("/v1/jobs/unknown").raise_for_status()
