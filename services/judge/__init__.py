@@ -1,0 +1,33 @@
+"""The rubric judge: grade a long-form response against positive and negative rubrics.
+
+Public surface: :class:`JudgeVerifier` (the ``Verifier`` the core runs), its
+:class:`JudgeConfig` / :class:`JudgeSettings`, the item and details models, rubrics and
+static sets, prompt building and the aggregation rule.
+"""
+
+from services.judge.config import BackendConfig, JudgeConfig
+from services.judge.prompts import PROMPT_VERSION, build_prompt
+from services.judge.rubric_sets import available_rubric_sets, load_rubric_set
+from services.judge.rubrics import Polarity, Rubric
+from services.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
+from services.judge.scorer import aggregate
+from services.judge.settings import JudgeSettings
+from services.judge.verifier import JudgeVerifier
+
+__all__ = [
+    "PROMPT_VERSION",
+    "BackendConfig",
+    "JudgeConfig",
+    "JudgeDetails",
+    "JudgeItem",
+    "JudgeSettings",
+    "JudgeVerifier",
+    "Polarity",
+    "Rubric",
+    "RubricResult",
+    "RubricVerdict",
+    "aggregate",
+    "available_rubric_sets",
+    "build_prompt",
+    "load_rubric_set",
+]

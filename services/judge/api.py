@@ -1,0 +1,42 @@
+"""The judge service: ``POST /v1/judge/score`` on port 8103 (``tribunal api judge``)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from services.core.app import create_app as create_core_app
+from services.core.service import ServiceSpec
+from services.core.verifier import Verifier
+from services.judge.settings import JudgeSettings
+from services.judge.verifier import JudgeVerifier
+
+
+def create_verifiers(settings: JudgeSettings) -> list[Verifier]:
+    """The judge service serves one verifier."""
+    return [JudgeVerifier(settings.to_config())]
+
+
+def startup_hint(settings: JudgeSettings) -> str | None:
+    """One line on how to configure a backend when none is."""
+    if settings.to_config().backend.kind != "none":
+        return None
+    return (
+        "no judge backend configured: its items get backend_unavailable errors. Set "
+        "TRIBUNAL_JUDGE_BASE_URL=http://host:8000/v1 (any OpenAI-compatible server, e.g. vLLM) "
+        "and TRIBUNAL_JUDGE_MODEL, or TRIBUNAL_JUDGE_BACKEND=transformers with "
+        "TRIBUNAL_JUDGE_MODEL=<local model path>"
+    )
+
+
+SERVICE = ServiceSpec(
+    name="judge",
+    port=8103,
+    settings_cls=JudgeSettings,
+    create_verifiers=create_verifiers,
+    startup_hint=startup_hint,
+)
+
+
+def create_app(settings: JudgeSettings | None = None) -> FastAPI:
+    """Build the judge service's app (settings from the environment when omitted)."""
+    return create_core_app(SERVICE, settings)

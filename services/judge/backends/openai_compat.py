@@ -1,0 +1,248 @@
+"""Judge backend for any OpenAI-compatible chat-completions server (vLLM, SGLang, hosted).
+
+Request (``POST {base_url}/chat/completions``)::
+
+    model, messages, max_tokens, temperature, seed, n=1,
+    response_format = {"type": "json_schema",
+                       "json_schema": {"name": "rubric_verdicts", "schema": ...}}
+                      (or {"type": "json_object"}, or absent: ``structured_output``),
+    logprobs = true, top_logprobs = K        (when ``logprobs`` is on),
+    chat_template_kwargs = {...}             (when set; vLLM / SGLang only)
+
+Load: at most ``max_concurrency`` requests are in flight. Calls beyond that wait on an
+``asyncio.Semaphore`` *in front of* the aiohttp client, whose connection pool is sized to
+the same limit, so the pool never holds a queue of thousands of requests (NeMo Gym saw a
+40-minute stall from httpcore's O(n²) pool assignment at 16,000 queued requests; see
+NVIDIA-NeMo/Gym ``engineering-notes/aiohttp-vs-httpx.mdx``).
+
+Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with
+exponential backoff and jitter (a longer ``Retry-After`` wins); the semaphore is released
+while waiting. Other 4xx are not retried: a context-length error is ``BadInput``, anything
+else (bad key, unknown model, unsupported parameter) is ``ConfigurationError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any
+
+import aiohttp
+
+from services.core.errors import (
+    BackendUnavailable,
+    BadInput,
+    ConfigurationError,
+    ParseError,
+    ScoringTimeout,
+    TribunalError,
+)
+from services.judge.backends.base import Completion, CompletionRequest, TokenLogprob
+from services.judge.config import BackendConfig
+from services.judge.prompts import VERDICT_TOKEN_PUNCTUATION
+
+logger = logging.getLogger(__name__)
+
+_RETRY_AFTER_CAP_S = 60.0
+_CONTEXT_MARKERS = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "too long",
+    "max_model_len",
+)
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way that another attempt may fix."""
+
+    def __init__(self, error: TribunalError, retry_after_s: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after_s = retry_after_s
+
+
+class OpenAICompatBackend:
+    """Chat-completions client with a concurrency bound, per-attempt deadline and retries.
+
+    Args:
+        config: Backend settings; ``base_url`` and ``model`` are required.
+    """
+
+    kind = "openai"
+
+    def __init__(self, config: BackendConfig) -> None:
+        if not config.base_url:
+            raise ValueError("the openai backend needs base_url")
+        self.config = config
+        self.model = config.model
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self._session: aiohttp.ClientSession | None = None
+        self._semaphore = asyncio.Semaphore(config.max_concurrency)
+        self.in_flight = 0
+        """Requests currently inside the semaphore (for metrics and tests)."""
+
+    async def start(self) -> None:
+        """Open the HTTP session (no request is made: the server may come up later)."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.config.max_concurrency, limit_per_host=self.config.max_concurrency
+            )
+            headers = {"Content-Type": "application/json"}
+            if self.config.api_key:
+                headers["Authorization"] = f"Bearer {self.config.api_key}"
+            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+
+    async def aclose(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """Return the JSON body of one call (public so tests and docs can show it)."""
+        cfg = self.config
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.prompt.messages(),
+            "max_tokens": request.max_tokens,
+            "temperature": cfg.temperature if request.temperature is None else request.temperature,
+            "n": 1,
+        }
+        seed = cfg.seed if request.seed is None else request.seed
+        if seed is not None:
+            body["seed"] = seed
+        if cfg.structured_output == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "rubric_verdicts", "schema": request.schema},
+            }
+        elif cfg.structured_output == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        if cfg.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = cfg.top_logprobs
+        if cfg.chat_template_kwargs:
+            body["chat_template_kwargs"] = dict(cfg.chat_template_kwargs)
+        return body
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Run one call with retries.
+
+        Raises:
+            BackendUnavailable: Unreachable, 429 or 5xx on every attempt.
+            ScoringTimeout: Every attempt overran ``timeout_s``.
+            BadInput: The prompt exceeds the model's context.
+            ConfigurationError: Any other 4xx (key, model, parameters).
+            ParseError: A 200 whose body is not a chat completion.
+        """
+        if self._session is None:
+            await self.start()
+        body = self.request_body(request)
+        attempts = self.config.max_retries + 1
+        last: _Retryable | None = None
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(self._backoff_s(attempt, last))
+            try:
+                return await self._attempt(body)
+            except _Retryable as exc:
+                last = exc
+                logger.debug("judge call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
+        assert last is not None
+        error = last.error
+        note = f" (after {attempts} attempt{'s' if attempts > 1 else ''})"
+        raise type(error)(error.message + note, retry_after_s=error.retry_after_s)
+
+    def _backoff_s(self, attempt: int, last: _Retryable | None) -> float:
+        base = min(self.config.backoff_max_s, self.config.backoff_s * 2.0 ** (attempt - 1))
+        delay = base * (0.5 + random.random() / 2)  # jitter: spread retries of a burst
+        if last is not None and last.retry_after_s:
+            delay = max(delay, min(last.retry_after_s, _RETRY_AFTER_CAP_S))
+        return delay
+
+    async def _attempt(self, body: dict[str, Any]) -> Completion:
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
+        async with self._semaphore:
+            self.in_flight += 1
+            try:
+                async with self._session.post(self.url, json=body, timeout=timeout) as resp:
+                    if resp.status == 200:
+                        data = await resp.json(content_type=None)
+                        return _completion_from(data)
+                    text = (await resp.text())[:500]
+                    _raise_for_status(resp.status, text, resp.headers.get("Retry-After"))
+                    raise AssertionError("unreachable")  # pragma: no cover
+            except TimeoutError:
+                raise _Retryable(
+                    ScoringTimeout(f"judge call exceeded {self.config.timeout_s:g} s")
+                ) from None
+            except aiohttp.ClientError as exc:
+                raise _Retryable(
+                    BackendUnavailable(f"judge backend at {self.url} unreachable: {exc!r}"[:500])
+                ) from None
+            except ValueError as exc:  # a 200 whose body is not JSON
+                raise ParseError(f"judge backend answered a non-JSON body: {exc}") from None
+            finally:
+                self.in_flight -= 1
+
+
+def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
+    if status == 429 or status >= 500:
+        delay = _seconds(retry_after)
+        raise _Retryable(
+            BackendUnavailable(
+                f"judge backend answered HTTP {status}: {text}", retry_after_s=delay
+            ),
+            delay,
+        )
+    lowered = text.lower()
+    if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+        raise BadInput(f"the prompt does not fit the judge model's context: {text}")
+    raise ConfigurationError(f"judge backend rejected the request with HTTP {status}: {text}")
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None  # an HTTP-date Retry-After: fall back to our own backoff
+
+
+def _completion_from(data: Any) -> Completion:
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        usage = data.get("usage") or {}
+        content = message.get("content") or ""
+        tokens = _tokens_from((choice.get("logprobs") or {}).get("content"))
+        return Completion(
+            text=content,
+            finish_reason=choice.get("finish_reason"),
+            tokens=tokens,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            refusal=message.get("refusal"),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ParseError(
+            f"judge backend answered a body that is not a completion: {exc!r}"
+        ) from None
+
+
+def _tokens_from(content: Any) -> tuple[TokenLogprob, ...] | None:
+    """Per-token log-probabilities; alternatives are kept only where a verdict digit could be
+    (a reason of 60 tokens x 5 alternatives is otherwise parsed for nothing)."""
+    if not content:
+        return None
+    out = []
+    for t in content:
+        text = str(t["token"])
+        core = text.strip(VERDICT_TOKEN_PUNCTUATION)
+        top: tuple[tuple[str, float], ...] = ()
+        if len(core) == 1 and core.isdigit():
+            top = tuple((str(a["token"]), float(a["logprob"])) for a in t.get("top_logprobs") or ())
+        out.append(TokenLogprob(token=text, logprob=float(t["logprob"]), top=top))
+    return tuple(out)

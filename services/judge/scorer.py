@@ -1,0 +1,65 @@
+"""The scoring rule: rubric scores -> one reward in [0, 1].
+
+Each rubric i has a score s_i in [0, 1] (how far a requirement is met, or how far a flaw is
+present), a weight w_i > 0 and a polarity.
+
+``weighted_mean`` (default)::
+
+    reward = Σ_i w_i·t_i / Σ_i w_i,   t_i = s_i (positive) or 1 - s_i (negative)
+
+so a response that meets every requirement and shows no flaw scores 1, and every rubric
+moves the reward by at most its share of the total weight.
+
+``dr_tulu`` (DR Tulu, arXiv 2511.19399; rlresearch/dr-tulu
+``open_instruct/search_rewards/longform_rubric_rewards.py``)::
+
+    raw = Σ_i σ_i·w_i·s_i / Σ_{positive} w_i,   σ_i = +1 (positive) or -1 (negative)
+
+then clipped to [0, 1] (``raw`` is kept in details). With no positive rubric the
+denominator is 1. Here s_i of a negative rubric means "the flaw is present", which is the
+reading DR Tulu's shared prompt leaves to the judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.judge.config import Aggregation
+from services.judge.rubrics import Polarity, Rubric
+
+
+def reward_term(rubric: Rubric, score: float) -> float:
+    """Return what a rubric contributes to the weighted mean: s, or 1 - s for a flaw."""
+    return score if rubric.polarity is Polarity.POSITIVE else 1.0 - score
+
+
+def aggregate(scored: Sequence[tuple[Rubric, float]], mode: Aggregation) -> tuple[float, float]:
+    """Combine rubric scores into a reward.
+
+    Args:
+        scored: (rubric, s) pairs, s in [0, 1]; at least one.
+        mode: ``weighted_mean`` or ``dr_tulu``.
+
+    Returns:
+        (reward in [0, 1], raw aggregate before clipping).
+
+    Raises:
+        ValueError: ``scored`` is empty.
+
+    Examples:
+        >>> pos = Rubric("states the dose", weight=2.0)
+        >>> neg = Rubric("confuses correlation with causation", Polarity.NEGATIVE)
+        >>> aggregate([(pos, 1.0), (neg, 0.5)], "weighted_mean")
+        (0.8333333333333334, 0.8333333333333334)
+        >>> aggregate([(pos, 1.0), (neg, 0.5)], "dr_tulu")
+        (0.75, 0.75)
+    """
+    if not scored:
+        raise ValueError("no rubric scores to aggregate")
+    if mode == "weighted_mean":
+        total = sum(r.weight for r, _ in scored)
+        raw = sum(r.weight * reward_term(r, s) for r, s in scored) / total
+    else:
+        positive = sum(r.weight for r, _ in scored if r.polarity is Polarity.POSITIVE)
+        raw = sum(r.signed_weight * s for r, s in scored) / (positive or 1.0)
+    return min(1.0, max(0.0, raw)), raw

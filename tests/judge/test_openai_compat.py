@@ -1,0 +1,158 @@
+"""The openai backend against a real HTTP server: parameters, retries, limits, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import deque
+
+import pytest
+
+from services.core.errors import (
+    BackendUnavailable,
+    BadInput,
+    ConfigurationError,
+    ScoringTimeout,
+)
+from services.judge.backends import CompletionRequest, OpenAICompatBackend
+from services.judge.config import BackendConfig
+from services.judge.prompts import build_prompt, verdict_schema
+from services.judge.rubrics import Rubric
+from services.judge.testing import FakeOpenAIServer
+
+
+def _request(text: str = "criterion") -> CompletionRequest:
+    prompt = build_prompt("Q", "R", [Rubric(text)])
+    return CompletionRequest(prompt, verdict_schema(prompt.keys, 300), max_tokens=64)
+
+
+def _backend(url: str, **kw: object) -> OpenAICompatBackend:
+    fields: dict[str, object] = {
+        "kind": "openai",
+        "model": "fake-judge",
+        "base_url": url,
+        "max_retries": 2,
+        "backoff_s": 0.01,
+        "backoff_max_s": 0.02,
+        "timeout_s": 5.0,
+    }
+    fields.update(kw)
+    return OpenAICompatBackend(BackendConfig(**fields))  # type: ignore[arg-type]
+
+
+async def test_request_parameters(openai_compat_server: FakeOpenAIServer) -> None:
+    backend = _backend(openai_compat_server.base_url, api_key="sk-test", seed=7)
+    await backend.start()
+    try:
+        completion = await backend.complete(_request())
+    finally:
+        await backend.aclose()
+    assert completion.tokens is not None and completion.prompt_tokens > 0
+    body = openai_compat_server.stats.requests[0]
+    assert body["model"] == "fake-judge" and body["temperature"] == 0.0 and body["seed"] == 7
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["r1"]
+    assert body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+async def test_hosted_api_shape(openai_compat_server: FakeOpenAIServer) -> None:
+    backend = _backend(
+        openai_compat_server.base_url,
+        structured_output="json_object",
+        logprobs=False,
+        chat_template_kwargs=(),
+    )
+    await backend.complete(_request())
+    await backend.aclose()
+    body = openai_compat_server.stats.requests[0]
+    assert body["response_format"] == {"type": "json_object"}
+    assert "logprobs" not in body and "chat_template_kwargs" not in body
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "timeout"])
+async def test_retries_retryable_failures(
+    openai_compat_server: FakeOpenAIServer, fault: str
+) -> None:
+    openai_compat_server.script.faults = deque([fault, fault])
+    openai_compat_server.script.hang_s = 1.0
+    backend = _backend(openai_compat_server.base_url, timeout_s=0.3)
+    completion = await backend.complete(_request())
+    await backend.aclose()
+    assert '"verdict": 2' in completion.text
+    assert len(openai_compat_server.stats.requests) == 3  # two failures, then success
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [("429", BackendUnavailable), ("500", BackendUnavailable), ("timeout", ScoringTimeout)],
+)
+async def test_gives_up_after_retries(
+    openai_compat_server: FakeOpenAIServer, fault: str, error: type[Exception]
+) -> None:
+    openai_compat_server.script.faults = deque([fault] * 5)
+    openai_compat_server.script.hang_s = 1.0
+    backend = _backend(openai_compat_server.base_url, timeout_s=0.3, max_retries=1)
+    with pytest.raises(error, match="after 2 attempts"):
+        await backend.complete(_request())
+    await backend.aclose()
+    assert len(openai_compat_server.stats.requests) == 2
+
+
+@pytest.mark.parametrize(("fault", "error"), [("400", ConfigurationError), ("context", BadInput)])
+async def test_no_retry_on_client_errors(
+    openai_compat_server: FakeOpenAIServer, fault: str, error: type[Exception]
+) -> None:
+    openai_compat_server.script.faults = deque([fault] * 3)
+    backend = _backend(openai_compat_server.base_url)
+    with pytest.raises(error):
+        await backend.complete(_request())
+    await backend.aclose()
+    assert len(openai_compat_server.stats.requests) == 1
+
+
+async def test_concurrency_limit_never_exceeded(openai_compat_server: FakeOpenAIServer) -> None:
+    openai_compat_server.latency_s = 0.02
+    backend = _backend(openai_compat_server.base_url, max_concurrency=4)
+    await asyncio.gather(*(backend.complete(_request(f"c{i}")) for i in range(60)))
+    await backend.aclose()
+    assert openai_compat_server.stats.answered == 60
+    assert openai_compat_server.stats.max_in_flight == 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_backend_down() -> None:
+    backend = _backend(f"http://127.0.0.1:{_free_port()}/v1", max_retries=1)
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await backend.complete(_request())
+    await backend.aclose()
+
+
+@pytest.mark.slow
+async def test_thousands_queued_calls_flow(openai_compat_server: FakeOpenAIServer) -> None:
+    # The pool-collapse check: every call is queued at once; the semaphore in front of the
+    # client keeps the pool at the limit, the first answers come back at once, none fail.
+    openai_compat_server.latency_s = 0.01
+    openai_compat_server.record_bodies = False
+    backend = _backend(openai_compat_server.base_url, max_concurrency=64)
+    request = _request()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    first: list[float] = []
+
+    async def one() -> None:
+        await backend.complete(request)
+        if not first:
+            first.append(loop.time() - t0)
+
+    await asyncio.gather(*(one() for _ in range(3000)))
+    await backend.aclose()
+    assert openai_compat_server.stats.answered == 3000
+    assert openai_compat_server.stats.max_in_flight <= 64
+    assert first[0] < 1.0

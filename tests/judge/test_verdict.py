@@ -1,0 +1,87 @@
+"""Verdicts: constrained JSON, expected scores from log-probabilities, never a silent 0."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from services.core.errors import ParseError, Refusal
+from services.judge.backends.base import Completion, TokenLogprob
+from services.judge.verdict import ParsedVerdict, read_verdicts
+
+
+def _tok(text: str, top: dict[str, float] | None = None) -> TokenLogprob:
+    alts = tuple((t, math.log(p)) for t, p in (top or {text: 1.0}).items())
+    own = dict(alts).get(text, 0.0)
+    return TokenLogprob(text, own, alts)
+
+
+def test_hard_verdicts() -> None:
+    text = '{"r1": {"reason": "ok", "verdict": 2}, "r2": {"reason": "no", "verdict": 0}}'
+    got = read_verdicts(Completion(text), ["r1", "r2"])
+    assert got["r1"] == ParsedVerdict(2, 1.0, "verdict", None, "ok")
+    assert got["r2"] == ParsedVerdict(0, 0.0, "verdict", None, "no")
+
+
+def test_expected_score_from_logprobs() -> None:
+    # The verdict token " 2" merged with a space; alternatives " 1" and "0" count too.
+    tokens = (
+        _tok('{"r1": {"reason": "partly \\"verdict\\": 0", "verdict":'),
+        _tok(" 2", {" 2": 0.6, " 1": 0.3, "0": 0.05, "Hello": 0.05}),
+        _tok("}}"),
+    )
+    text = "".join(t.token for t in tokens)
+    got = read_verdicts(Completion(text, tokens=tokens), ["r1"])["r1"]
+    assert isinstance(got, ParsedVerdict)
+    assert got.source == "logprobs" and got.level == 2
+    probs = {"0": 0.05 / 0.95, "1": 0.3 / 0.95, "2": 0.6 / 0.95}
+    assert got.probs == pytest.approx(probs)
+    assert got.score == pytest.approx((probs["1"] * 1 + probs["2"] * 2) / 2)
+
+
+def test_tokens_that_do_not_spell_the_text_fall_back_to_the_level() -> None:
+    tokens = (_tok('{"r1": {"reason": "", "verdict": '), _tok("1"), _tok("} }"))
+    got = read_verdicts(Completion('{"r1": {"reason": "", "verdict": 1}}', tokens=tokens), ["r1"])
+    assert got["r1"] == ParsedVerdict(1, 0.5, "verdict", None, "")
+
+
+def test_single_key_without_wrapper_and_think_block() -> None:
+    text = '<think>hmm {"verdict": 0}</think>```json\n{"reason": "fine", "verdict": "1"}\n```'
+    assert read_verdicts(Completion(text), ["r1"])["r1"] == ParsedVerdict(
+        1, 0.5, "verdict", None, "fine"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "finish", "match"),
+    [
+        ("The response is great, 2/2.", "stop", "not a JSON object"),
+        ('{"r1": {"reason": "cut', "length", "token limit"),
+        ('{"r1": {"reason": "x", "verdict": 7}}', "stop", "no verdict"),
+        ('{"r1": {"reason": "x", "verdict": true}}', "stop", "no verdict"),
+        ('{"r2": {"reason": "x", "verdict": 1}}', "stop", "no verdict"),
+    ],
+)
+def test_unreadable_is_parse_error_not_zero(text: str, finish: str, match: str) -> None:
+    got = read_verdicts(Completion(text, finish_reason=finish), ["r1"])["r1"]
+    assert isinstance(got, ParseError) and got.retryable
+    assert match in got.message
+
+
+def test_partial_parse_keeps_the_readable_verdicts() -> None:
+    text = '{"r1": {"reason": "", "verdict": 2}, "r2": {"reason": "", "verdict": "high"}}'
+    got = read_verdicts(Completion(text), ["r1", "r2"])
+    assert isinstance(got["r1"], ParsedVerdict) and isinstance(got["r2"], ParseError)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        Completion("", refusal="I can't help with that."),
+        Completion("", finish_reason="content_filter"),
+    ],
+)
+def test_refusal(completion: Completion) -> None:
+    with pytest.raises(Refusal):
+        read_verdicts(completion, ["r1"])
