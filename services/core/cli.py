@@ -78,6 +78,26 @@ def worker(service: ServiceArg) -> None:
 
 
 @app.command()
+def healthcheck(
+    service: ServiceArg,
+    port: Annotated[int | None, typer.Option(help="Port (default: the service's).")] = None,
+) -> None:
+    """Exit 0 if the service's /readyz answers 200 (for container healthchecks), else 1."""
+    import httpx
+
+    spec = _spec(service)
+    settings = spec.settings()
+    url = f"http://127.0.0.1:{port or _port(spec, settings)}/readyz"
+    try:
+        response = httpx.get(url, timeout=3.0)
+    except httpx.HTTPError as exc:
+        typer.echo(f"{url}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"{url}: {response.status_code} {response.text}")
+    raise typer.Exit(0 if response.status_code == 200 else 1)
+
+
+@app.command()
 def openapi(
     out_dir: Annotated[Path, typer.Option(help="Where to write <service>.json.")] = Path("openapi"),
 ) -> None:
