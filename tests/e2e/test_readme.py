@@ -1,0 +1,80 @@
+"""The README's curl examples work as written against ``tribunal up``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, free_port, stop_process, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+
+def curl_commands() -> list[str]:
+    """Every ``curl`` command of the README's sh blocks, continuation lines joined."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        joined = block.replace("\\\n", "")
+        commands += [
+            line.strip() for line in joined.splitlines() if line.strip().startswith("curl ")
+        ]
+    return commands
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
+    ports = {"8101": str(free_port()), "8103": str(free_port())}
+    env = {
+        **os.environ,
+        "TRIBUNAL_MATH_PORT": ports["8101"],
+        "TRIBUNAL_JUDGE_PORT": ports["8103"],
+        "TRIBUNAL_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "TRIBUNAL_KEY_PREFIX": key_prefix,
+    }
+    with (tmp_path / "up.log").open("wb") as log:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "services.core.cli", "up"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        for port in ports.values():
+            wait_ready(f"http://127.0.0.1:{port}", 60, {"tribunal up": up})
+        commands = curl_commands()
+        assert len(commands) >= 5
+        job_id = None
+        answers = []
+        for command in commands:
+            for documented, actual in ports.items():
+                command = command.replace(f"localhost:{documented}", f"localhost:{actual}")
+            if "<id>" in command:
+                assert job_id is not None
+                command = command.replace("<id>", job_id)
+            run = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, timeout=60
+            )
+            assert run.returncode == 0, (command, run.stderr)
+            answer = json.loads(run.stdout)
+            job_id = answer.get("job_id", job_id)
+            answers.append(answer)
+        math, job, polled, judge, error = answers
+        assert math["results"][0]["reward"] == 1.0
+        assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
+        assert job["created"] is True
+        assert polled["status"] == "done" and [r["reward"] for r in polled["results"]] == [1.0, 1.0]
+        assert judge["results"][0]["error"]["code"] == "backend_unavailable"
+        assert error["error"]["field"] == "items.0.ground_truth"
+    finally:
+        stop_process(up)
+        print((tmp_path / "up.log").read_text())
