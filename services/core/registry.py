@@ -30,4 +30,11 @@ def load_service(name: str) -> ServiceSpec:
 
 def available_services() -> list[str]:
     """Names of the services whose module is present in this installation."""
-    return [name for name, module in SERVICES.items() if importlib.util.find_spec(module)]
+    return [name for name, module in SERVICES.items() if _installed(module)]
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package itself is absent
+        return False
