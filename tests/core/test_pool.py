@@ -1,0 +1,45 @@
+"""The process pool's hard deadline: overrunning tasks are killed, processes replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from services.core.errors import InternalError, ScoringTimeout
+from services.core.pool import DeadlinePool
+from tests.core.pool_tasks import crash, raise_value_error, sleep_then_pid
+
+
+@pytest.fixture
+def pool() -> Iterator[DeadlinePool]:
+    pool = DeadlinePool(2)
+    yield pool
+    pool.close()
+
+
+async def test_an_overrunning_task_times_out_while_the_others_finish(pool: DeadlinePool) -> None:
+    started = time.monotonic()
+    results = await asyncio.gather(
+        pool.run(sleep_then_pid, 60, timeout_s=0.5),
+        *(pool.run(sleep_then_pid, 0.01, timeout_s=5) for _ in range(20)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], ScoringTimeout) and results[0].retryable
+    assert all(isinstance(pid, int) for pid in results[1:])
+    assert time.monotonic() - started < 5
+    killed_pid_reused = await pool.run(sleep_then_pid, 0, timeout_s=5)
+    assert isinstance(killed_pid_reused, int), "a replacement process serves new tasks"
+
+
+async def test_a_dead_process_is_an_internal_error_and_is_replaced(pool: DeadlinePool) -> None:
+    with pytest.raises(InternalError, match="died"):
+        await pool.run(crash, timeout_s=5)
+    assert isinstance(await pool.run(sleep_then_pid, 0, timeout_s=5), int)
+
+
+async def test_exceptions_of_the_task_come_back_as_they_are(pool: DeadlinePool) -> None:
+    with pytest.raises(ValueError, match="inside the task"):
+        await pool.run(raise_value_error, timeout_s=5)
