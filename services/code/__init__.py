@@ -1,0 +1,44 @@
+"""The code runner: sandboxed execution of untrusted programs, scored against tests.
+
+Public surface: the two verifiers, their configuration and settings, the item models and
+the verdict enum.
+"""
+
+from services.code.config import CodeConfig
+from services.code.schemas import (
+    AssertTests,
+    CodeDetails,
+    CodeItem,
+    CodeOptions,
+    FunctionCase,
+    FunctionTests,
+    Limits,
+    RunDetails,
+    RunItem,
+    StdioCase,
+    StdioTests,
+    TestDetail,
+)
+from services.code.settings import CodeSettings
+from services.code.verdicts import TestVerdict
+from services.code.verifier import CodeRunVerifier, CodeVerifier
+
+__all__ = [
+    "AssertTests",
+    "CodeConfig",
+    "CodeDetails",
+    "CodeItem",
+    "CodeOptions",
+    "CodeRunVerifier",
+    "CodeSettings",
+    "CodeVerifier",
+    "FunctionCase",
+    "FunctionTests",
+    "Limits",
+    "RunDetails",
+    "RunItem",
+    "StdioCase",
+    "StdioTests",
+    "TestDetail",
+    "TestVerdict",
+]

@@ -1,0 +1,1220 @@
+"""The in-sandbox driver (stdio, function-call and test roles) and the value codec.
+
+This module has two lives. Imported by the service, it provides the value codec
+(:func:`encode_value`, :func:`decode_value`) that ``compare.py`` uses. Run inside a sandbox as
+``python3 -I -S -c <this file's source> <result_fd> <pid1>``, it is the *driver*: trusted code
+that starts before any untrusted code and keeps the only handle on the result channel.
+
+Channels (all pipes, opened by the service before the sandbox starts):
+
+* fd 0, commands: first 32 raw bytes are a per-run random token, then one JSON object per line.
+* ``result_fd``, records: ``<token> <json>\\n``. The driver is the only process that holds it:
+  every child it forks closes it and zeroes the token (kept in one bytearray, never copied
+  into a ``bytes``) before any untrusted code runs, and the driver makes itself non-dumpable,
+  so neither ``/proc/1/fd``, ``/proc/1/mem`` nor ``ptrace`` reach it from its children.
+* fd 1 / fd 2: the driver's own diagnostics (capped by the service; never parsed).
+
+Roles (the first command's ``role``):
+
+* ``stdio``: for each ``case`` command fork a fresh process (Python: a fork of this warm
+  interpreter that runs the code as ``__main__``; C++: exec of the compiled binary), feed its
+  stdin from a memfd, capture stdout/stderr with caps, enforce the wall-clock limit, kill every
+  other process of the sandbox and wipe the writable directories; report raw bytes and status.
+  Comparison happens in the service.
+* ``call``: keep one worker process that loaded the solution and answers ``call`` commands
+  (``target`` like ``add`` or ``Solution().twoSum``, encoded args) with encoded return values.
+  The worker is restarted after a crash or timeout. Values cross as tagged JSON (never pickle),
+  so an object whose ``__eq__`` always says True arrives as plain data.
+* ``test``: runs a trusted ``check(candidate)`` (HumanEval / MBPP style) in a sandbox that holds
+  no untrusted code; ``candidate`` and any other name the test takes from the solution are
+  proxies whose calls the service relays to a ``call`` sandbox. The program never sees the
+  test, so it can neither read expected values nor patch the assertions.
+
+The driver is pid 1 of its pid namespace (``bwrap --as-pid-1``): signals from inside the
+sandbox without a handler are ignored by the kernel, so the program cannot kill it.
+"""
+
+from __future__ import annotations
+
+# Only cheap C modules at import time: the driver starts once per sandbox, and ``json``,
+# ``base64``, ``signal`` and ``typing`` would pull in ``re`` and ``enum`` (about 15 ms).
+import _json
+import _signal as signal
+import binascii
+import builtins
+import math
+import os
+import select
+import sys
+import time
+
+MYPY = False
+if MYPY:  # annotations only (``from __future__ import annotations``): never imported at run time
+    from collections.abc import Callable
+    from typing import Any
+
+TOKEN_BYTES = 32
+"""Length of the per-run token that prefixes every record of the result channel."""
+
+_READ_CHUNK = 1 << 16
+_MAX_COMMAND_BYTES = 256 * 1024 * 1024
+_MAX_MESSAGE_CHARS = 2000
+_WIPE_DIRS_DEFAULT: tuple[str, ...] = ()
+
+# --------------------------------------------------------------------------------------------
+# JSON without importing ``json`` (the C accelerator directly; same output as json.dumps with
+# separators=(",", ":"), allow_nan=False; loads refuses NaN/Infinity and trailing data)
+# --------------------------------------------------------------------------------------------
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON here")
+
+
+_ENCODE = _json.make_encoder(
+    {}, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
+)
+
+
+class _ScanContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_no_constant)
+    memo: dict[Any, Any] = {}  # noqa: RUF012 - the C scanner reads it and keeps its own
+
+
+_SCAN = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]
+_WHITESPACE = " \t\n\r"
+
+
+def dumps(value: Any) -> str:
+    """Serialise JSON compactly (ASCII, no NaN); raise TypeError/ValueError otherwise."""
+    return "".join(_ENCODE(value, 0))
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse one JSON document; raise ValueError on anything else."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    start = len(text) - len(text.lstrip(_WHITESPACE))
+    try:
+        value, end = _SCAN(text, start)
+    except (StopIteration, SystemError):
+        # Without ``json.decoder`` in sys.modules the C scanner cannot build its error and
+        # returns NULL (SystemError): both mean "not JSON".
+        raise ValueError("not JSON") from None
+    if text[end:].strip(_WHITESPACE):
+        raise ValueError("trailing data after JSON")
+    return value
+
+
+def _b64encode(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+# --------------------------------------------------------------------------------------------
+# Value codec (tagged JSON)
+# --------------------------------------------------------------------------------------------
+#
+# Wire form of one value: {"v": <enc>, "o": [<object>, ...]} where <enc> is JSON with these
+# tags (a dict with exactly one "$" key): {"$tuple": [...]}, {"$set": [...]},
+# {"$frozenset": [...]}, {"$dict": [[k, v], ...]}, {"$bytes": "<base64>"},
+# {"$float": "nan" | "inf" | "-inf"}, {"$complex": [re, im]}, {"$range": [start, stop, step]},
+# {"$opaque": [type name, truth, repr]} (no data form), {"$ref": n}. Objects of plain
+# classes (LeetCode's TreeNode / ListNode) are listed flat in "o" as {"c": class name,
+# "a": [[attr, <enc>], ...]} and referenced by index, so long linked lists and cycles never
+# recurse.
+
+_UNSERIALISABLE = (
+    type,
+    type(len),
+    type(lambda: None),
+    type(sys),
+)
+
+
+class CodecError(ValueError):
+    """A value cannot be serialised, or a wire value is malformed."""
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        self.objects: list[dict[str, Any]] = []
+        self._ids: dict[int, int] = {}
+        self._pending: list[tuple[int, Any]] = []
+        self._keep: list[Any] = []
+
+    def run(self, value: Any) -> dict[str, Any]:
+        top = self.enc(value)
+        while self._pending:
+            index, obj = self._pending.pop()
+            attrs = vars(obj)
+            if type(attrs) is not dict:
+                raise CodecError(f"cannot serialise {type(obj).__name__}")
+            items = []
+            for key, item in list(attrs.items()):
+                if type(key) is not str:
+                    raise CodecError("attribute names must be strings")
+                items.append([key, self.enc(item)])
+            self.objects[index]["a"] = items
+        return {"v": top, "o": self.objects}
+
+    def enc(self, v: Any) -> Any:  # noqa: C901 - one flat type dispatch reads best
+        if v is None or v is True or v is False:
+            return v
+        if isinstance(v, bool):
+            return bool.__bool__(v)
+        if isinstance(v, int):
+            return int.__int__(v)
+        if isinstance(v, float):
+            f = float.__float__(v)
+            if math.isfinite(f):
+                return f
+            return {"$float": "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf")}
+        if isinstance(v, str):
+            return str.__str__(v)
+        if isinstance(v, list):
+            return [self.enc(x) for x in list.__iter__(v)]
+        if isinstance(v, tuple):
+            return {"$tuple": [self.enc(x) for x in tuple.__iter__(v)]}
+        if isinstance(v, dict):
+            return {"$dict": [[self.enc(k), self.enc(x)] for k, x in dict.items(v)]}
+        if isinstance(v, frozenset):
+            return {"$frozenset": [self.enc(x) for x in frozenset.__iter__(v)]}
+        if isinstance(v, set):
+            return {"$set": [self.enc(x) for x in set.__iter__(v)]}
+        if isinstance(v, (bytes, bytearray)):
+            return {"$bytes": _b64encode(bytes(v))}
+        if isinstance(v, complex):
+            return {"$complex": [self.enc(v.real), self.enc(v.imag)]}
+        if type(v) is range:
+            return {"$range": [v.start, v.stop, v.step]}
+        return self._object(v)
+
+    def _object(self, v: Any) -> Any:
+        if isinstance(v, _UNSERIALISABLE) or not isinstance(getattr(v, "__dict__", None), dict):
+            # No data form (a regex match, an iterator ...): keep its truth value and repr, so
+            # that `assert f(x)` works; it equals nothing, so it can never fake a value.
+            try:
+                truth = bool(v)
+                text = repr(v)
+            except Exception as exc:
+                raise CodecError(f"cannot serialise a value of type {type(v).__name__}") from exc
+            name = type(v).__name__
+            return {"$opaque": [str.__str__(name), truth, str.__str__(text)[:_MAX_MESSAGE_CHARS]]}
+        key = id(v)
+        if key in self._ids:
+            return {"$ref": self._ids[key]}
+        index = len(self.objects)
+        self._ids[key] = index
+        self._keep.append(v)  # keep ids unique while encoding
+        self.objects.append({"c": type(v).__name__, "a": []})
+        self._pending.append((index, v))
+        return {"$ref": index}
+
+
+def encode_value(value: Any) -> dict[str, Any]:
+    """Serialise a Python value to the tagged-JSON wire form.
+
+    Args:
+        value: None, bool, int, float, str, bytes, complex, list, tuple, dict, set, frozenset,
+            or an instance of a plain class (attributes in ``__dict__``), nested.
+
+    Returns:
+        ``{"v": encoded, "o": objects}``, JSON-serialisable with ``allow_nan=False``.
+
+    Raises:
+        CodecError: For functions, classes, modules and other values without a data form.
+    """
+    return _Encoder().run(value)
+
+
+class RemoteObject:
+    """An object decoded from the wire whose class is not known on this side."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {vars(self)!r}>"
+
+
+class Opaque:
+    """A value without a data form (regex match, iterator ...): truth value and repr only.
+
+    Equal only to itself, so it can never stand in for an expected value.
+    """
+
+    def __init__(self, type_name: str, truth: bool, text: str) -> None:
+        self.type_name = type_name
+        self.truth = truth
+        self.text = text
+
+    def __bool__(self) -> bool:
+        return self.truth
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+class _Decoder:
+    def __init__(self, objects: list[Any], resolve: Callable[[str], Any]) -> None:
+        if type(objects) is not list:
+            raise CodecError("objects must be a list")
+        self.instances: list[Any] = []
+        for spec in objects:
+            if type(spec) is not dict or type(spec.get("c")) is not str:
+                raise CodecError("malformed object")
+            cls: Any = resolve(spec["c"])
+            if not isinstance(cls, type):
+                cls = type(spec["c"], (RemoteObject,), {})
+            try:
+                self.instances.append(cls.__new__(cls))
+            except Exception as exc:
+                raise CodecError(f"cannot create {spec['c']}: {exc}") from None
+        for spec, instance in zip(objects, self.instances, strict=True):
+            attrs = spec.get("a")
+            if type(attrs) is not list:
+                raise CodecError("malformed object attributes")
+            for pair in attrs:
+                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                    raise CodecError("malformed object attribute")
+                instance.__dict__[pair[0]] = self.dec(pair[1])
+
+    def dec(self, e: Any) -> Any:  # noqa: C901 - one flat tag dispatch reads best
+        if e is None or type(e) in (bool, int, float, str):
+            return e
+        if type(e) is list:
+            return [self.dec(x) for x in e]
+        if type(e) is not dict or len(e) != 1:
+            raise CodecError("malformed value")
+        ((tag, body),) = e.items()
+        if tag == "$tuple" and type(body) is list:
+            return tuple(self.dec(x) for x in body)
+        if tag == "$set" and type(body) is list:
+            return {self.dec(x) for x in body}
+        if tag == "$frozenset" and type(body) is list:
+            return frozenset(self.dec(x) for x in body)
+        if tag == "$dict" and type(body) is list:
+            out = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("malformed dict item")
+                out[self.dec(pair[0])] = self.dec(pair[1])
+            return out
+        if tag == "$bytes" and type(body) is str:
+            return binascii.a2b_base64(body.encode("ascii"), strict_mode=True)
+        if tag == "$float" and body in _FLOATS:
+            return _FLOATS[body]
+        if tag == "$complex" and type(body) is list and len(body) == 2:
+            return complex(self.dec(body[0]), self.dec(body[1]))
+        if tag == "$range" and type(body) is list and [type(x) for x in body] == [int] * 3:
+            return range(*body)
+        if tag == "$opaque" and type(body) is list and len(body) == 3:
+            name, truth, text = body
+            if type(name) is str and type(truth) is bool and type(text) is str:
+                return Opaque(name, truth, text)
+        if tag == "$ref" and type(body) is int and 0 <= body < len(self.instances):
+            return self.instances[body]
+        raise CodecError(f"unknown tag {tag!r}")
+
+
+def decode_value(wire: Any, resolve: Callable[[str], Any] | None = None) -> Any:
+    """Rebuild a Python value from its wire form.
+
+    Args:
+        wire: ``{"v": ..., "o": [...]}`` as produced by :func:`encode_value`.
+        resolve: Maps a class name to the class to instantiate (without calling
+            ``__init__``); unknown names become :class:`RemoteObject` subclasses.
+
+    Raises:
+        CodecError: On any malformed part (unknown tag, bad reference, unhashable key ...).
+    """
+    if type(wire) is not dict or set(wire) != {"v", "o"}:
+        raise CodecError("malformed wire value")
+    try:
+        decoder = _Decoder(wire["o"], resolve or (lambda name: None))
+        return decoder.dec(wire["v"])
+    except CodecError:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CodecError(f"malformed value: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Driver plumbing
+# --------------------------------------------------------------------------------------------
+
+
+def _quietly(fn: Callable[..., Any], *args: Any) -> None:
+    """Call ``fn(*args)``, ignoring OSError (the process or fd is already gone)."""
+    try:
+        fn(*args)
+    except OSError:
+        return
+
+
+def _exc_name(exc: BaseException) -> str:
+    """The class name of a (possibly hostile) exception."""
+    try:
+        name = type(exc).__name__
+        return str.__str__(name)[:200] if isinstance(name, str) else "<unnamed>"
+    except BaseException:
+        return "<unnamed>"
+
+
+def _describe(exc: BaseException, with_type: bool = True) -> str:
+    """``Type: message`` of a (possibly hostile) exception, capped; never raises."""
+    try:
+        text = str(exc)
+        text = str.__str__(text) if isinstance(text, str) else ""
+    except BaseException:
+        text = "<unprintable>"
+    text = f"{_exc_name(exc)}: {text}" if with_type else text
+    return text[:_MAX_MESSAGE_CHARS]
+
+
+def _write_all(fd: int, parts: list[Any]) -> None:
+    views = [memoryview(p) for p in parts if len(p)]
+    while views:
+        n = os.writev(fd, views)
+        while n and views:
+            if n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+class _Channel:
+    """The result channel: token-prefixed JSON records on a pipe only the driver holds."""
+
+    def __init__(self, fd: int, token: bytearray) -> None:
+        self.fd = fd
+        self.token = token
+
+    def send(self, record: dict[str, Any]) -> None:
+        payload = dumps(record).encode()
+        _write_all(self.fd, [self.token, b" ", payload, b"\n"])
+
+    def burn(self) -> None:
+        """In a forked child, before untrusted code: forget the token and close the fd."""
+        for k in range(len(self.token)):
+            self.token[k] = 0
+        _quietly(os.close, self.fd)
+
+
+class _LineReader:
+    def __init__(self, fd: int, limit: int = _MAX_COMMAND_BYTES) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.buf = bytearray()
+
+    def readline(self, deadline: float | None = None) -> bytes | None:
+        """Return the next line (without newline); None on EOF; raise TimeoutError."""
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 1]
+                return line
+            if len(self.buf) > self.limit:
+                raise OverflowError("line too long")
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not select.select([self.fd], [], [], wait)[0]:
+                    raise TimeoutError
+            chunk = os.read(self.fd, _READ_CHUNK)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+
+def _read_exact_into(fd: int, buf: bytearray) -> None:
+    view = memoryview(buf)
+    got = 0
+    while got < len(buf):
+        n = os.readv(fd, [view[got:]])
+        if n == 0:
+            raise EOFError("command channel closed before the token")
+        got += n
+
+
+def _make_undumpable() -> None:
+    """PR_SET_DUMPABLE=0: same-uid children can no longer ptrace us or open /proc/1/{mem,fd}."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
+    import resource
+
+    if memory_mb:
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if cpu_s:
+        cpu = max(1, math.ceil(cpu_s))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
+def _wipe(path: str) -> None:
+    """Remove everything below ``path`` (not ``path`` itself), without following links."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _wipe(entry.path)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+class _Driver:
+    """State shared by the roles: channel, commands, process hygiene."""
+
+    def __init__(self, chan: _Channel, commands: _LineReader, pid1: bool) -> None:
+        self.chan = chan
+        self.commands = commands
+        self.pid1 = pid1
+        self.groups: set[int] = set()
+
+    def enter_child(
+        self, stdin_fd: int, stdout_fd: int, stderr_fd: int, keep_fd: int | None = None
+    ) -> None:
+        """In a freshly forked child: drop every trusted handle, wire the standard fds.
+
+        ``keep_fd`` (the sealed binary of a C++ program) ends up as fd 3, close-on-exec.
+        """
+        self.chan.burn()
+        if not self.pid1:
+            os.setpgid(0, 0)
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stderr_fd, 2)
+        if keep_fd is not None:
+            if keep_fd != 3:
+                os.dup2(keep_fd, 3)
+            os.set_inheritable(3, False)
+        os.closerange(3 if keep_fd is None else 4, 65536)
+        # Python semantics (SIGPIPE and SIGXFSZ ignored, Ctrl-C raises) for forked Python
+        # children; exec'd binaries get default dispositions back (see run_case).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def kill_others(self) -> None:
+        """SIGKILL every process of the sandbox but the driver, then reap them."""
+        if self.pid1:
+            _quietly(os.kill, -1, signal.SIGKILL)
+        else:
+            for group in self.groups:
+                _quietly(os.killpg, group, signal.SIGKILL)
+        self.reap(block=True)
+        self.groups.clear()
+
+    def reap(self, block: bool = False) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+
+def _status_of(wait_status: int) -> tuple[int | None, int | None]:
+    if os.WIFSIGNALED(wait_status):
+        return None, os.WTERMSIG(wait_status)
+    return os.waitstatus_to_exitcode(wait_status), None
+
+
+# --------------------------------------------------------------------------------------------
+# stdio role
+# --------------------------------------------------------------------------------------------
+
+
+def _run_python_main(code: Any) -> None:
+    """In the child: run compiled code as ``__main__`` like ``python3 -I -S solution.py``."""
+    import io
+    import types
+
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), "utf-8")
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), "utf-8")
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), "utf-8", errors="backslashreplace", line_buffering=True
+    )
+    for name in ("stdin", "stdout", "stderr"):  # sys.__stdout__ & co. as in a fresh interpreter
+        setattr(sys, f"__{name}__", getattr(sys, name))
+    sys.argv = ["solution.py"]
+    module = types.ModuleType("__main__")
+    module.__dict__["__file__"] = "solution.py"
+    sys.modules["__main__"] = module
+    status = 0
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    try:
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        status = status or 120
+    os._exit(status)
+
+
+def _exit_status(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except BaseException:
+        return 1
+    return 1
+
+
+class _Capture:
+    """Reads one pipe into a capped buffer."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self.fd = fd
+        self.cap = cap
+        self.data = bytearray()
+        self.truncated = False
+        self.open = True
+
+    def pump(self) -> None:
+        try:
+            chunk = os.read(self.fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.open = False
+            os.close(self.fd)
+            return
+        room = self.cap - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+            chunk = chunk[: max(room, 0)]
+        self.data += chunk
+
+
+class _StdioRole:
+    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+        self.driver = driver
+        self.language = setup["language"]
+        self.wipe_dirs = [str(d) for d in setup.get("wipe_dirs", _WIPE_DIRS_DEFAULT)]
+        self.kill_on_overflow = bool(setup.get("kill_on_overflow", True))
+        self.code: Any = None
+        self.binary = str(setup.get("binary", "/box/main"))
+        self.binary_fd: int | None = None
+        self.setup_error: dict[str, Any] | None = None
+        self.source = str(setup["code"])
+        self.setup = setup
+
+    def prepare(self) -> dict[str, Any]:
+        if self.language == "python":
+            try:
+                self.code = compile(self.source, "solution.py", "exec", dont_inherit=True)
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+                message = _describe(exc)
+                self.setup_error = {"status": "compile_error", "stderr": message}
+            return {"op": "ready", **(self.setup_error or {"status": "ok"})}
+        return self._compile_cpp()
+
+    def _compile_cpp(self) -> dict[str, Any]:
+        src = os.path.join(os.path.dirname(self.binary), "main.cpp")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(self.source)
+        argv = [*self.setup["compile_argv"], src, "-o", self.binary]
+
+        def compiler() -> None:
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)
+            os.execv(argv[0], argv)
+
+        result = self.execute(
+            compiler,
+            b"",
+            float(self.setup["compile_timeout_s"]),
+            int(self.setup["compile_memory_mb"]),
+            1 << 16,
+            wipe=False,
+        )
+        os.unlink(src)
+        if result["status"] == "exited" and result["exit_code"] == 0:
+            # Keep the binary in a sealed memfd and delete the file: the program cannot
+            # rewrite its own binary between cases, and /box is empty for every case.
+            import fcntl
+
+            self.binary_fd = os.memfd_create("main", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+            with open(self.binary, "rb") as binary:
+                _write_all(self.binary_fd, [binary.read()])
+            os.unlink(self.binary)
+            seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            fcntl.fcntl(self.binary_fd, fcntl.F_ADD_SEALS, seals)
+        if result["status"] != "exited" or result["exit_code"] != 0:
+            stderr = binascii.a2b_base64(result["stderr"]).decode("utf-8", "replace")
+            if result["status"] == "timeout":
+                stderr = "compilation timed out\n" + stderr
+            self.setup_error = {"status": "compile_error", "stderr": stderr[-_MAX_MESSAGE_CHARS:]}
+            return {"op": "ready", **self.setup_error}
+        return {"op": "ready", "status": "ok", "compile_ms": result["time_ms"]}
+
+    def run_case(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        if self.setup_error is not None:
+            return {"i": cmd["i"], **self.setup_error}
+        stdin = str(cmd.get("stdin", "")).encode("utf-8", "surrogateescape")
+        if self.language == "python":
+            code = self.code
+
+            def target() -> None:
+                _run_python_main(code)
+
+        else:
+            environment = dict(os.environ)
+
+            def target() -> None:
+                for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+                os.execve(3, ["main"], environment)
+
+        result = self.execute(
+            target,
+            stdin,
+            float(cmd["timeout_s"]),
+            int(cmd["memory_mb"]),
+            int(cmd["max_output_bytes"]),
+            wipe=True,
+        )
+        return {"i": cmd["i"], **result}
+
+    def execute(
+        self,
+        target: Callable[[], None],
+        stdin: bytes,
+        timeout_s: float,
+        memory_mb: int,
+        cap: int,
+        wipe: bool,
+    ) -> dict[str, Any]:
+        """Fork, run ``target`` in the child with limits, capture and wait; kill the rest."""
+        stdin_fd = os.memfd_create("stdin")
+        os.write(stdin_fd, stdin) if len(stdin) < (1 << 20) else _write_all(stdin_fd, [stdin])
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                self.driver.enter_child(stdin_fd, out_w, err_w, self.binary_fd)
+                _set_limits(memory_mb, timeout_s + 1)
+                target()
+            finally:
+                os._exit(127)
+        self.driver.groups.add(pid)
+        for fd in (stdin_fd, out_w, err_w):
+            os.close(fd)
+        result = self._supervise(pid, start, timeout_s, _Capture(out_r, cap), _Capture(err_r, cap))
+        if wipe:
+            for path in self.wipe_dirs:
+                _wipe(path)
+        return result
+
+    def _supervise(
+        self, pid: int, start: float, timeout_s: float, out: _Capture, err: _Capture
+    ) -> dict[str, Any]:
+        deadline = start + timeout_s
+        pidfd = os.pidfd_open(pid)
+        poller = select.poll()
+        poller.register(out.fd, select.POLLIN)
+        poller.register(err.fd, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        captures = {out.fd: out, err.fd: err}
+        wait_status: int | None = None
+        timed_out = False
+        end = start
+        while wait_status is None:
+            wait_ms = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+            for fd, _ in poller.poll(wait_ms):
+                if fd == pidfd:
+                    _, wait_status = os.waitpid(pid, 0)
+                    end = time.monotonic()
+                    break
+                captures[fd].pump()
+                if not captures[fd].open:
+                    poller.unregister(fd)
+            if wait_status is None and self.kill_on_overflow and out.truncated:
+                os.kill(pid, signal.SIGKILL)
+            if wait_status is None and time.monotonic() >= deadline:
+                timed_out = True
+                os.kill(pid, signal.SIGKILL)
+                _, wait_status = os.waitpid(pid, 0)
+                end = time.monotonic()
+        os.close(pidfd)
+        # The main process is gone: kill anything it left (daemons holding the pipes), then
+        # drain what is buffered until EOF.
+        self.driver.kill_others()
+        for cap in (out, err):
+            while cap.open:
+                cap.pump()
+        exit_code, sig = _status_of(wait_status)
+        return {
+            "status": "timeout" if timed_out else ("signaled" if sig else "exited"),
+            "exit_code": exit_code,
+            "signal": sig,
+            "stdout": _b64encode(bytes(out.data)),
+            "stderr": _b64encode(bytes(err.data)),
+            "stdout_truncated": out.truncated,
+            "stderr_truncated": err.truncated,
+            "time_ms": round((end - start) * 1000, 3),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# call role
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_target(namespace: dict[str, Any], target: str) -> Any:
+    """Resolve ``add`` / ``Solution().twoSum`` / ``mod.Cls().f`` in a namespace.
+
+    Each dotted part is a name, optionally followed by ``()`` (call it without arguments).
+    """
+    obj: Any = None
+    for index, part in enumerate(target.split(".")):
+        call = part.endswith("()")
+        name = part[:-2] if call else part
+        if not name.isidentifier():
+            raise NameError(f"bad entry point {target!r}")
+        if index == 0:
+            if name not in namespace:
+                raise NameError(f"name {name!r} is not defined by the program")
+            obj = namespace[name]
+        else:
+            obj = getattr(obj, name)
+        if call:
+            obj = obj()
+    return obj
+
+
+def _send_line(fd: int, record: dict[str, Any]) -> None:
+    _write_all(fd, [dumps(record).encode(), b"\n"])
+
+
+def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
+    """The worker: load the solution once, then answer call requests (untrusted from here)."""
+    namespace: dict[str, Any] = {"__name__": "__solution__", "__builtins__": builtins}
+    try:
+        exec(code, namespace)
+    except BaseException as exc:
+        name = type(exc).__name__
+        message = _describe(exc, with_type=False)
+        _send_line(replies_fd, {"i": -1, "status": "load_error", "exc": name, "msg": message})
+        os._exit(1)
+    _send_line(replies_fd, {"i": -1, "status": "ready"})
+
+    def resolve(name: str) -> Any:
+        value = namespace.get(name)
+        return value if isinstance(value, type) else None
+
+    reader = _LineReader(requests_fd)
+    while True:
+        line = reader.readline()
+        if line is None:
+            os._exit(0)
+        request = loads(line)
+        try:
+            fn = resolve_target(namespace, request["target"])
+            if request.get("get"):
+                # The test asks what a name of the program is: callables stay here.
+                if callable(fn):
+                    record = {"i": request["i"], "status": "callable"}
+                else:
+                    record = {"i": request["i"], "status": "ok", "value": encode_value(fn)}
+            else:
+                args = decode_value(request["args"], resolve)
+                kwargs = decode_value(request["kwargs"], resolve)
+                value = fn(*args, **kwargs)
+                record = {"i": request["i"], "status": "ok", "value": encode_value(value)}
+        except BaseException as exc:
+            name = _exc_name(exc)
+            message = _describe(exc, with_type=False)
+            record = {"i": request["i"], "status": "raised", "exc": name, "msg": message}
+        try:
+            _send_line(replies_fd, record)
+        except (ValueError, TypeError, RecursionError) as exc:
+            fail = {"i": request["i"], "status": "raised", "exc": type(exc).__name__}
+            _send_line(replies_fd, {**fail, "msg": "result is not serialisable"})
+
+
+class _CallRole:
+    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+        self.driver = driver
+        self.setup = setup
+        self.memory_mb = int(setup["memory_mb"])
+        self.cpu_budget_s = float(setup["cpu_budget_s"])
+        self.max_reply_bytes = int(setup["max_output_bytes"])
+        self.code: Any = None
+        self.failure: dict[str, Any] | None = None
+        self.worker: int | None = None
+        self.to_worker = -1
+        self.replies: _LineReader | None = None
+
+    def prepare(self) -> dict[str, Any]:
+        try:
+            self.code = compile(str(self.setup["code"]), "solution.py", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            message = _describe(exc)
+            self.failure = {"status": "compile_error", "msg": message}
+            return {"op": "ready", **self.failure}
+        return {"op": "ready", "status": "ok"}
+
+    def ensure_worker(self, deadline: float) -> dict[str, Any] | None:
+        """Start the worker if needed; return a failure record if it cannot load."""
+        if self.worker is not None:
+            return None
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        devnull = os.open("/dev/null", os.O_RDWR)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                import fcntl
+
+                self.driver.chan.burn()
+                if not self.driver.pid1:
+                    os.setpgid(0, 0)
+                # Park the worker's pipes high, then give them fds 3 and 4 and drop the rest.
+                high_req = fcntl.fcntl(req_r, fcntl.F_DUPFD, 100)
+                high_rep = fcntl.fcntl(rep_w, fcntl.F_DUPFD, 100)
+                for fd in (0, 1, 2):
+                    os.dup2(devnull, fd)
+                os.dup2(high_req, 3)
+                os.dup2(high_rep, 4)
+                os.closerange(5, 65536)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                _set_limits(self.memory_mb, self.cpu_budget_s)
+                _worker_main(self.code, 3, 4)
+            finally:
+                os._exit(127)
+        self.driver.groups.add(pid)
+        for fd in (req_r, rep_w, devnull):
+            os.close(fd)
+        os.set_blocking(req_w, False)
+        self.worker, self.to_worker = pid, req_w
+        self.replies = _LineReader(rep_r, self.max_reply_bytes + 4096)
+        reply = self._receive(deadline)
+        if reply.get("status") == "ready":
+            return None
+        self.stop_worker()
+        # Loading is deterministic: a program that fails to load (exception, crash, endless
+        # module-level loop) fails every call the same way, without reloading it each time.
+        if reply.get("status") == "load_error":
+            exc = str(reply.get("exc", ""))
+            self.failure = {"status": "load_error", "exc": exc, "msg": str(reply.get("msg", ""))}
+        elif reply.get("status") in ("timeout", "crashed", "output_limit"):
+            self.failure = {k: v for k, v in reply.items() if k != "i"}
+        else:
+            # Whatever the program wrote into the harness's pipe, it is not a ready record.
+            self.failure = {"status": "protocol", "msg": "the program wrote into the harness pipe"}
+        return self.failure
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            _quietly(os.kill, self.worker, signal.SIGKILL)
+        self.driver.kill_others()
+        if self.to_worker >= 0:
+            os.close(self.to_worker)
+        if self.replies is not None:
+            os.close(self.replies.fd)
+        self.worker, self.to_worker, self.replies = None, -1, None
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        assert self.replies is not None
+        try:
+            line = self.replies.readline(deadline)
+        except TimeoutError:
+            self.stop_worker()
+            return {"status": "timeout"}
+        except OverflowError:
+            self.stop_worker()
+            return {"status": "output_limit"}
+        if line is None:
+            return self._crashed()
+        try:
+            reply = loads(line)
+        except (ValueError, RecursionError):
+            reply = None
+        if type(reply) is not dict:
+            self.stop_worker()
+            return {"status": "protocol", "msg": "malformed reply from the program's process"}
+        return reply
+
+    def _crashed(self) -> dict[str, Any]:
+        assert self.worker is not None
+        _, wait_status = os.waitpid(self.worker, 0)
+        self.worker = None
+        exit_code, sig = _status_of(wait_status)
+        self.stop_worker()
+        return {"status": "crashed", "exit_code": exit_code, "signal": sig}
+
+    def call(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        start = time.monotonic()
+        deadline = start + float(cmd["timeout_s"])
+        index = cmd["i"]
+        if self.failure is not None:
+            return {"i": index, **self.failure, "time_ms": 0.0}
+        failure = self.ensure_worker(deadline)
+        if failure is not None:
+            return {"i": index, **failure, "time_ms": _ms(start)}
+        start = time.monotonic()
+        deadline = start + float(cmd["timeout_s"])
+        request = {
+            "i": index,
+            "target": cmd["target"],
+            "args": cmd["args"],
+            "kwargs": cmd["kwargs"],
+            "get": bool(cmd.get("get")),
+        }
+        data = dumps(request).encode() + b"\n"
+        if not self._send(data, deadline):
+            return {"i": index, "status": "timeout", "time_ms": _ms(start)}
+        reply = self._receive(deadline)
+        elapsed = _ms(start)
+        status = reply.get("status")
+        if status in ("ok", "raised") and reply.get("i") != index:
+            self.stop_worker()
+            return {"i": index, "status": "protocol", "msg": "reply for another call"}
+        if status == "ok":
+            return {"i": index, "status": "ok", "value": reply.get("value"), "time_ms": elapsed}
+        if status == "callable" and cmd.get("get"):
+            return {"i": index, "status": "callable", "time_ms": elapsed}
+        if status == "raised":
+            return {
+                "i": index,
+                "status": "raised",
+                "exc": str(reply.get("exc", "")),
+                "msg": str(reply.get("msg", "")),
+                "time_ms": elapsed,
+            }
+        if status in ("timeout", "crashed", "output_limit", "protocol"):
+            return {**{k: v for k, v in reply.items() if k != "i"}, "i": index, "time_ms": elapsed}
+        self.stop_worker()
+        return {"i": index, "status": "protocol", "msg": "unexpected reply", "time_ms": elapsed}
+
+    def _send(self, data: bytes, deadline: float) -> bool:
+        view = memoryview(data)
+        while view:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([], [self.to_worker], [], wait)[1]:
+                self.stop_worker()
+                return False
+            try:
+                n = os.write(self.to_worker, view)
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                return True  # the reply read will see the crash
+            view = view[n:]
+        return True
+
+
+def _ms(start: float) -> float:
+    return round((time.monotonic() - start) * 1000, 3)
+
+
+# --------------------------------------------------------------------------------------------
+# test role (trusted test code; the solution lives in another sandbox)
+# --------------------------------------------------------------------------------------------
+
+
+class _Abort(BaseException):
+    """The solution cannot go on (timeout, crash, load failure): end the check."""
+
+
+_RELAYABLE = {
+    name
+    for name, value in vars(builtins).items()
+    if isinstance(value, type)
+    and issubclass(value, Exception)
+    and name not in ("StopIteration", "StopAsyncIteration")
+}
+
+
+class _TestRole:
+    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+        self.driver = driver
+        self.setup = setup
+        self.calls = 0
+
+    def remote_call(
+        self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any], get: bool = False
+    ) -> Any:
+        try:
+            wire_args = encode_value(list(args))
+            wire_kwargs = encode_value(dict(kwargs))
+        except CodecError as exc:
+            raise TypeError(f"argument cannot be sent to the program: {exc}") from None
+        self.calls += 1
+        command = {"op": "call", "target": target, "args": wire_args, "kwargs": wire_kwargs}
+        self.driver.chan.send({**command, "get": get})
+        line = self.driver.commands.readline()
+        if line is None:
+            raise _Abort("service closed the command channel")
+        reply = loads(line)
+        status = reply.get("status")
+        if status == "ok":
+            return decode_value(reply["value"], self._resolve)
+        if status == "callable" and get:
+            return _Proxy(self, target)
+        if status == "raised":
+            name = str(reply.get("exc", ""))
+            cls: Any = getattr(builtins, name) if name in _RELAYABLE else RemoteError
+            error = cls(reply.get("msg", ""))
+            error._tribunal_remote = True
+            raise error
+        raise _Abort(status)
+
+    def _resolve(self, name: str) -> Any:
+        value = dict.get(self.namespace, name)
+        return value if isinstance(value, type) else None
+
+    def run(self) -> dict[str, Any]:
+        role = self
+        builtin_names = vars(builtins)
+
+        class Namespace(dict):  # type: ignore[type-arg]
+            def __missing__(self, name: str) -> Any:
+                if name in builtin_names:
+                    return builtin_names[name]
+                if name.startswith("__"):
+                    raise KeyError(name)
+                if name in sys.stdlib_module_names:
+                    # A module the test uses without importing it (the program imported it in
+                    # the shared namespace of the original harness).
+                    return __import__(name)
+                # A name of the program: a function stays there (proxy), data is copied here.
+                value = role.remote_call(name, (), {}, get=True)
+                self[name] = value
+                return value
+
+        self.namespace: dict[str, Any] = Namespace(__name__="__test__", __builtins__=builtins)
+        try:
+            test_code = compile(str(self.setup["test"]), "test.py", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            message = _describe(exc)
+            return {"op": "done", "status": "bad_test", "msg": message}
+        try:
+            exec(test_code, self.namespace)
+            check = dict.get(self.namespace, "check")
+            if not callable(check):
+                return {"op": "done", "status": "bad_test", "msg": "the test defines no check()"}
+            check(_Proxy(self, str(self.setup["entry_point"])))
+        except _Abort:
+            return {"op": "done", "status": "aborted", "calls": self.calls}
+        except AssertionError as exc:
+            message = _describe(exc, with_type=False)
+            return {"op": "done", "status": "failed", "msg": message, "calls": self.calls}
+        except BaseException as exc:
+            remote = bool(getattr(exc, "_tribunal_remote", False))
+            message = _describe(exc)
+            status = "remote_error" if remote else "test_error"
+            return {"op": "done", "status": status, "msg": message, "calls": self.calls}
+        return {"op": "done", "status": "passed", "calls": self.calls}
+
+
+class RemoteError(Exception):
+    """An exception raised by the program whose class has no builtin counterpart."""
+
+
+class _Proxy:
+    """Stands for a callable of the solution; calls travel to the solution's sandbox."""
+
+    def __init__(self, role: _TestRole, target: str) -> None:
+        self._role = role
+        self._target = target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._role.remote_call(self._target, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<solution {self._target}>"
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """Run the driver: token, setup command, then the role's command loop."""
+    result_fd = int(sys.argv[1])
+    pid1 = sys.argv[2] == "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.set_inheritable(result_fd, False)
+    _make_undumpable()
+    token = bytearray(TOKEN_BYTES)
+    _read_exact_into(0, token)
+    chan = _Channel(result_fd, token)
+    commands = _LineReader(0)
+    driver = _Driver(chan, commands, pid1)
+    first = commands.readline()
+    if first is None:
+        return
+    setup = loads(first)
+    for path in setup.get("sys_path", ()):
+        if os.path.isdir(path) and path not in sys.path:
+            sys.path.append(path)
+    role = setup["role"]
+    if role == "test":
+        chan.send(_TestRole(driver, setup).run())
+        return
+    handler: _StdioRole | _CallRole = (
+        _StdioRole(driver, setup) if role == "stdio" else _CallRole(driver, setup)
+    )
+    chan.send(handler.prepare())
+    while True:
+        line = commands.readline()
+        if line is None:
+            break
+        command = loads(line)
+        if command.get("op") == "exit":
+            break
+        driver.reap()
+        if isinstance(handler, _StdioRole):
+            chan.send(handler.run_case(command))
+        else:
+            chan.send(handler.call(command))
+    driver.kill_others()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,587 @@
+"""Run one item's tests in sandboxes and turn what happened into per-case verdicts.
+
+* stdio: one sandbox per item; the driver forks a fresh process per case.
+* function: one sandbox per item; one warm worker answers every call (restarted after a
+  crash or timeout); return values are compared here (``compare.py``).
+* assert: two sandboxes per item, on the same slot: the program's (``call`` role) and the
+  test's (``test`` role, no untrusted code in it). Every call the test makes of the program is
+  relayed here as JSON, so the program never sees the test and cannot touch its assertions.
+* run: a stdio execution of one input whose output is returned, not compared.
+
+Faults of the program are verdicts; faults of Tribunal or the sandbox raise ``SandboxError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.code.compare import return_value_matches, stdout_matches
+from services.code.config import CXX_FLAGS, CodeConfig
+from services.code.harness import encode_value
+from services.code.sandbox import (
+    ChannelViolation,
+    Execution,
+    SandboxLimits,
+    SandboxSession,
+    SlotPool,
+    sweep,
+)
+from services.code.schemas import (
+    AssertTests,
+    CodeItem,
+    FunctionTests,
+    Limits,
+    RunItem,
+    StdioTests,
+)
+from services.code.verdicts import TestVerdict
+from services.core.errors import BadInput, SandboxError
+
+_GRACE_S = 2.0
+"""Slack on top of a case's own limit before the service stops waiting for the driver."""
+_STARTUP_S = 10.0
+_DRIVER_MEMORY_MB = 256
+_MESSAGE_CHARS = 1000
+_RUNTIME_ERROR_SIGNALS = {int(signal.SIGSEGV): "segmentation fault", int(signal.SIGABRT): "aborted"}
+
+
+@dataclass(frozen=True)
+class CaseLimits:
+    """Limits of every case of one item, after clamping to the server's maxima."""
+
+    timeout_s: float
+    memory_mb: int
+    max_output_bytes: int
+
+
+def effective_limits(limits: Limits | None, config: CodeConfig) -> CaseLimits:
+    """Apply defaults and clamp an item's limits to the server's maxima."""
+    limits = limits or Limits()
+    return CaseLimits(
+        timeout_s=min(limits.timeout_s or config.default_timeout_s, config.max_timeout_s),
+        memory_mb=min(limits.memory_mb or config.default_memory_mb, config.max_memory_mb),
+        max_output_bytes=min(
+            limits.max_output_bytes or config.default_max_output_bytes, config.max_output_bytes
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The verdict of one case, its time and why it failed."""
+
+    verdict: TestVerdict
+    time_ms: float | None = None
+    message: str | None = None
+
+
+@dataclass
+class Lease:
+    """A held slot: the uid this item runs as, and the spare sandbox already started on it."""
+
+    uid: int | None
+    spare: SandboxSession | None = None
+    used: list[SandboxSession] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ItemRun:
+    """Everything the scorer needs about one scored item."""
+
+    cases: list[CaseResult]
+    compile_message: str | None = None
+
+
+def _cap(text: str | None) -> str | None:
+    return None if text is None else text[:_MESSAGE_CHARS]
+
+
+def _stderr_tail(data: bytes) -> str:
+    return data.decode("utf-8", "replace")[-_MESSAGE_CHARS:]
+
+
+def _is_memory_error(stderr: bytes) -> bool:
+    lines = stderr.rstrip().splitlines()
+    last = lines[-1] if lines else b""
+    return last.startswith(b"MemoryError") or b"std::bad_alloc" in stderr[-4096:]
+
+
+def classify_execution(
+    execution: Execution, truncation_fails: bool = True
+) -> tuple[TestVerdict | None, str | None]:
+    """Verdict of an execution that did not exit cleanly; ``(None, None)`` if it exited 0.
+
+    With ``truncation_fails`` (scoring), output truncation also fails: a program may not be
+    judged on part of its output. Runs return the truncated output with a flag instead.
+    """
+    if execution.status == "compile_error":
+        return TestVerdict.COMPILE_ERROR, _stderr_tail(execution.stderr)
+    if execution.status == "timeout":
+        return TestVerdict.TIME_LIMIT, None
+    if execution.signal is not None:
+        if execution.stdout_truncated:
+            return TestVerdict.WRONG_ANSWER, "output limit exceeded"
+        if execution.signal in (int(signal.SIGXCPU), int(signal.SIGKILL)):
+            return TestVerdict.TIME_LIMIT, f"killed by signal {execution.signal} (CPU limit)"
+        if _is_memory_error(execution.stderr):
+            return TestVerdict.MEMORY_LIMIT, _stderr_tail(execution.stderr)
+        name = _RUNTIME_ERROR_SIGNALS.get(execution.signal, f"signal {execution.signal}")
+        return TestVerdict.RUNTIME_ERROR, f"killed by {name}"
+    if execution.exit_code != 0:
+        if _is_memory_error(execution.stderr):
+            return TestVerdict.MEMORY_LIMIT, _stderr_tail(execution.stderr)
+        return TestVerdict.RUNTIME_ERROR, (
+            f"exit status {execution.exit_code}\n{_stderr_tail(execution.stderr)}"
+        )
+    if execution.stdout_truncated and truncation_fails:
+        return TestVerdict.WRONG_ANSWER, "output limit exceeded"
+    return None, None
+
+
+def classify_call(record: dict[str, Any]) -> tuple[TestVerdict, str | None]:
+    """Verdict of a call that did not return a value (status other than ``ok``)."""
+    status = record.get("status")
+    exc = str(record.get("exc", ""))
+    message = _cap(f"{exc}: {record.get('msg', '')}" if exc else record.get("msg"))
+    if status == "compile_error":
+        return TestVerdict.COMPILE_ERROR, message
+    if status == "timeout":
+        return TestVerdict.TIME_LIMIT, None
+    if status in ("raised", "load_error"):
+        if exc == "MemoryError":
+            return TestVerdict.MEMORY_LIMIT, message
+        return TestVerdict.RUNTIME_ERROR, message
+    if status == "crashed":
+        sig = record.get("signal")
+        if sig is not None:
+            if sig in (int(signal.SIGXCPU), int(signal.SIGKILL)):
+                return TestVerdict.TIME_LIMIT, f"killed by signal {sig} (CPU limit)"
+            return TestVerdict.RUNTIME_ERROR, f"killed by signal {sig}"
+        return TestVerdict.RUNTIME_ERROR, f"the program exited (status {record.get('exit_code')})"
+    if status == "output_limit":
+        return TestVerdict.RUNTIME_ERROR, "return value larger than the output limit"
+    return TestVerdict.RUNTIME_ERROR, _cap(f"invalid result: {message or status}")
+
+
+class Runner:
+    """Runs items in sandboxes drawn from a slot pool.
+
+    Sandboxes are started ahead of time: while a slot runs an item as one of its two uids, a
+    spare sandbox (driver up, waiting for its setup) is started on the other, so the next item
+    on that slot skips bwrap's and Python's start-up (about 15 ms). A sandbox's own rlimits are
+    the server maxima; the driver lowers them for each process it forks to the item's limits.
+
+    Args:
+        config: The code runner's configuration.
+        pool: Slots (and their uids) shared by every item of this runner.
+        driver_pyc: The driver precompiled by the sandbox's interpreter (None: from source).
+        prewarm: Keep a spare sandbox per slot.
+    """
+
+    def __init__(
+        self,
+        config: CodeConfig,
+        pool: SlotPool,
+        driver_pyc: bytes | None = None,
+        prewarm: bool = True,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.driver_pyc = driver_pyc
+        self.prewarm = prewarm
+        self._spares: dict[int, tuple[int | None, asyncio.Task[SandboxSession | None]]] = {}
+        self._cleanups: dict[tuple[int, int | None], asyncio.Task[None]] = {}
+
+    async def aclose(self) -> None:
+        """Stop the spare sandboxes and finish every pending clean-up."""
+        spares, self._spares = self._spares, {}
+        for uid, task in spares.values():
+            session = await task
+            if session is not None:
+                await session.close()
+            sweep(uid)
+        while self._cleanups:
+            _, task = self._cleanups.popitem()
+            await task
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _sandbox_limits(self) -> SandboxLimits:
+        memory = max(self.config.max_memory_mb, self.config.compile_memory_mb)
+        return SandboxLimits(
+            memory_mb=memory + _DRIVER_MEMORY_MB,
+            cpu_s=self.config.max_item_s,
+            processes=self.config.max_processes,
+            file_size_mb=self.config.max_file_size_mb,
+            open_files=self.config.max_open_files,
+        )
+
+    def _budget_s(self, n_cases: int, limits: CaseLimits, language: str) -> float:
+        setup = _STARTUP_S + (self.config.compile_timeout_s if language == "cpp" else 0.0)
+        return min(self.config.max_item_s, setup + n_cases * (limits.timeout_s + _GRACE_S))
+
+    async def _new_session(self, uid: int | None) -> SandboxSession:
+        deadline = asyncio.get_running_loop().time() + _STARTUP_S
+        session = SandboxSession(
+            self.config, uid, self._sandbox_limits(), deadline, self.driver_pyc
+        )
+        try:
+            await session.start()
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def _cleaned(self, index: int, uid: int | None) -> None:
+        """Wait until the last item that ran on this slot's ``uid`` is torn down."""
+        task = self._cleanups.pop((index, uid), None)
+        if task is not None:
+            await task
+
+    async def _cleanup(self, lease: Lease) -> None:
+        for session in [*lease.used, *([lease.spare] if lease.spare else [])]:
+            await session.close()
+        sweep(lease.uid)
+
+    async def _start_spare(self, index: int, uid: int | None) -> SandboxSession | None:
+        await self._cleaned(index, uid)
+        try:
+            return await self._new_session(uid)
+        except SandboxError:
+            return None  # the item that wanted it starts its own (and reports the failure)
+
+    @contextlib.asynccontextmanager
+    async def _lease(self) -> AsyncIterator[Lease]:
+        """Hold a slot for one item; take its spare sandbox and start the next spare.
+
+        The item's sandboxes are torn down (and its uid swept) in the background after the
+        item's result is known; a uid is reused only once that is done (``_cleaned``).
+        """
+        async with self.pool.acquire() as slot:
+            first, second = slot.uids
+            pending = self._spares.pop(slot.index, None)
+            if pending is not None:
+                uid, task = pending
+                spare = await task
+            else:
+                uid, spare = first, None
+                await self._cleaned(slot.index, uid)
+            if self.prewarm:
+                other = second if uid == first else first
+                spare_task = asyncio.create_task(self._start_spare(slot.index, other))
+                self._spares[slot.index] = (other, spare_task)
+            lease = Lease(uid, spare)
+            try:
+                yield lease
+            finally:
+                self._cleanups[(slot.index, uid)] = asyncio.create_task(self._cleanup(lease))
+
+    @contextlib.asynccontextmanager
+    async def _session(self, lease: Lease, budget_s: float) -> AsyncIterator[SandboxSession]:
+        session, lease.spare = lease.spare, None
+        if session is None or not session.is_alive:
+            if session is not None:
+                await session.close()
+            session = await self._new_session(lease.uid)
+        session.deadline = asyncio.get_running_loop().time() + budget_s
+        lease.used.append(session)  # closed by the lease's clean-up
+        yield session
+
+    def _stdio_setup(
+        self, session: SandboxSession, language: str, code: str, kill_on_overflow: bool
+    ) -> dict[str, Any]:
+        box = session.box
+        return {
+            "role": "stdio",
+            "sys_path": list(self.config.python_paths),
+            "language": language,
+            "code": code,
+            "kill_on_overflow": kill_on_overflow,
+            "wipe_dirs": ["/tmp", "/dev/shm", box] if session.pid1 else [box],
+            "binary": f"{box}/main",
+            "compile_argv": [self.config.gxx_path, *CXX_FLAGS],
+            "compile_timeout_s": self.config.compile_timeout_s,
+            "compile_memory_mb": self.config.compile_memory_mb,
+        }
+
+    async def _setup(self, session: SandboxSession, setup: dict[str, Any]) -> dict[str, Any]:
+        timeout = _STARTUP_S + (
+            self.config.compile_timeout_s if setup.get("language") == "cpp" else 0.0
+        )
+        try:
+            ready = await session.request(setup, timeout)
+        except TimeoutError as exc:
+            raise SandboxError(f"the sandbox did not start: {session.diagnostics()}") from exc
+        if ready.get("op") != "ready":
+            raise SandboxError("the sandbox driver answered its setup with something else")
+        return ready
+
+    # -- scoring ----------------------------------------------------------------------------
+
+    async def score(self, item: CodeItem) -> ItemRun:
+        """Run every case of ``item`` and return its verdicts.
+
+        Raises:
+            SandboxError: The sandbox failed (not the program).
+            BadInput: The test itself is unusable (assert tests without ``check``).
+        """
+        limits = effective_limits(item.limits, self.config)
+        async with self._lease() as lease:
+            tests = item.tests
+            if isinstance(tests, StdioTests):
+                return await self._score_stdio(item, tests, lease, limits)
+            if isinstance(tests, FunctionTests):
+                return await self._score_function(item, tests, lease, limits)
+            return await self._score_assert(item, tests, lease, limits)
+
+    async def _score_stdio(
+        self, item: CodeItem, tests: StdioTests, lease: Lease, limits: CaseLimits
+    ) -> ItemRun:
+        budget = self._budget_s(len(tests.cases), limits, item.language)
+        stop = item.options.stop_on_first_failure
+        tolerance = item.options.float_tolerance
+        results: list[CaseResult] = []
+        async with self._session(lease, budget) as session:
+            ready = await self._setup(
+                session, self._stdio_setup(session, item.language, item.code, True)
+            )
+            if ready.get("status") == "compile_error":
+                message = _cap(str(ready.get("stderr", "")))
+                verdicts = [CaseResult(TestVerdict.COMPILE_ERROR, None, message)] * len(tests.cases)
+                return ItemRun(verdicts, compile_message=message)
+            for index, case in enumerate(tests.cases):
+                if stop and results and results[-1].verdict is not TestVerdict.ACCEPTED:
+                    results.append(CaseResult(TestVerdict.SKIPPED))
+                    continue
+                command = {
+                    "op": "case",
+                    "i": index,
+                    "stdin": case.stdin,
+                    "timeout_s": limits.timeout_s,
+                    "memory_mb": limits.memory_mb,
+                    "max_output_bytes": limits.max_output_bytes,
+                }
+                try:
+                    record = await session.request(command, limits.timeout_s + _GRACE_S)
+                    execution = _execution(record, index)
+                except TimeoutError:
+                    return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
+                except ChannelViolation as exc:
+                    return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
+                verdict, message = classify_execution(execution)
+                if verdict is None:
+                    matched = stdout_matches(case.stdout, execution.stdout, tolerance)
+                    verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
+                results.append(CaseResult(verdict, execution.time_ms, message))
+        return ItemRun(results)
+
+    async def _score_function(
+        self, item: CodeItem, tests: FunctionTests, lease: Lease, limits: CaseLimits
+    ) -> ItemRun:
+        budget = self._budget_s(len(tests.cases), limits, item.language)
+        stop = item.options.stop_on_first_failure
+        results: list[CaseResult] = []
+        async with self._session(lease, budget) as session:
+            ready = await self._setup(session, self._call_setup(item.code, limits, budget))
+            if ready.get("status") == "compile_error":
+                message = _cap(str(ready.get("msg", "")))
+                verdicts = [CaseResult(TestVerdict.COMPILE_ERROR, None, message)] * len(tests.cases)
+                return ItemRun(verdicts, compile_message=message)
+            for index, case in enumerate(tests.cases):
+                if stop and results and results[-1].verdict is not TestVerdict.ACCEPTED:
+                    results.append(CaseResult(TestVerdict.SKIPPED))
+                    continue
+                command = {
+                    "op": "call",
+                    "i": index,
+                    "target": tests.entry_point,
+                    "args": encode_value(case.args),
+                    "kwargs": encode_value(case.kwargs),
+                    "timeout_s": limits.timeout_s,
+                }
+                try:
+                    # The first call also loads the program (module-level code): two limits.
+                    wait = limits.timeout_s * (2 if index == 0 else 1) + _GRACE_S
+                    record = await session.request(command, wait)
+                except TimeoutError:
+                    return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
+                except ChannelViolation as exc:
+                    return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
+                results.append(self._call_result(record, index, case.expected, item))
+        return ItemRun(results)
+
+    def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> dict[str, Any]:
+        return {
+            "role": "call",
+            "sys_path": list(self.config.python_paths),
+            "code": code,
+            "memory_mb": limits.memory_mb,
+            "cpu_budget_s": budget_s,
+            "max_output_bytes": limits.max_output_bytes,
+        }
+
+    def _call_result(
+        self, record: dict[str, Any], index: int, expected: Any, item: CodeItem
+    ) -> CaseResult:
+        if record.get("i") != index:
+            raise SandboxError("the sandbox driver answered another call")
+        time_ms = _float_or_none(record.get("time_ms"))
+        if record.get("status") == "ok":
+            matched, message = return_value_matches(
+                expected, record.get("value"), item.options.float_tolerance
+            )
+            verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
+            return CaseResult(verdict, time_ms, message)
+        verdict, message = classify_call(record)
+        return CaseResult(verdict, time_ms, message)
+
+    async def _score_assert(
+        self, item: CodeItem, tests: AssertTests, lease: Lease, limits: CaseLimits
+    ) -> ItemRun:
+        budget = min(self.config.max_item_s, 4 * limits.timeout_s + 2 * _STARTUP_S)
+        solution_cm = self._session(lease, budget)
+        tester_cm = self._session(lease, budget)
+        async with solution_cm as solution, tester_cm as tester:
+            ready = await self._setup(solution, self._call_setup(item.code, limits, budget))
+            if ready.get("status") == "compile_error":
+                message = _cap(str(ready.get("msg", "")))
+                return ItemRun([CaseResult(TestVerdict.COMPILE_ERROR, None, message)], message)
+            await tester.send(
+                {
+                    "role": "test",
+                    "sys_path": list(self.config.python_paths),
+                    "test": tests.test,
+                    "entry_point": tests.entry_point,
+                }
+            )
+            start = asyncio.get_running_loop().time()
+            try:
+                result = await self._relay(solution, tester, limits)
+            except TimeoutError:
+                result = CaseResult(TestVerdict.TIME_LIMIT, None, "the test did not finish")
+            except ChannelViolation as exc:
+                result = CaseResult(_forged(exc), None, str(exc))
+            elapsed = round((asyncio.get_running_loop().time() - start) * 1000, 3)
+            return ItemRun([CaseResult(result.verdict, elapsed, result.message)])
+
+    async def _relay(
+        self, solution: SandboxSession, tester: SandboxSession, limits: CaseLimits
+    ) -> CaseResult:
+        """Pass the test's calls to the program and the values back, until the test ends."""
+        failure: CaseResult | None = None
+        index = 0
+        while True:
+            record = await tester.receive()
+            op = record.get("op")
+            if op == "done":
+                return failure or _test_verdict(record)
+            if op != "call":
+                raise SandboxError("the test driver sent an unknown record")
+            command = {
+                "op": "call",
+                "i": index,
+                "target": record.get("target"),
+                "args": record.get("args"),
+                "kwargs": record.get("kwargs"),
+                "get": bool(record.get("get")),
+                "timeout_s": limits.timeout_s,
+            }
+            wait = limits.timeout_s * (2 if index == 0 else 1) + _GRACE_S
+            reply = await solution.request(command, wait)
+            if reply.get("i") != index:
+                raise SandboxError("the sandbox driver answered another call")
+            index += 1
+            status = reply.get("status")
+            if status == "ok":
+                await tester.send({"status": "ok", "value": reply.get("value")})
+            elif status == "callable" and command["get"]:
+                await tester.send({"status": "callable"})
+            elif status == "raised":
+                await tester.send(
+                    {"status": "raised", "exc": reply.get("exc"), "msg": reply.get("msg", "")}
+                )
+            else:
+                verdict, message = classify_call(reply)
+                failure = CaseResult(verdict, None, message)
+                await tester.send({"status": "abort"})
+
+    # -- run ----------------------------------------------------------------------------------
+
+    async def run(self, item: RunItem) -> Execution:
+        """Run a program once on ``item.stdin`` and return what happened.
+
+        Raises:
+            SandboxError: The sandbox failed (not the program).
+        """
+        limits = effective_limits(item.limits, self.config)
+        budget = self._budget_s(1, limits, item.language)
+        async with (
+            self._lease() as lease,
+            self._session(lease, budget) as session,
+        ):
+            ready = await self._setup(
+                session, self._stdio_setup(session, item.language, item.code, False)
+            )
+            if ready.get("status") == "compile_error":
+                return Execution.from_record(ready)
+            command = {
+                "op": "case",
+                "i": 0,
+                "stdin": item.stdin,
+                "timeout_s": limits.timeout_s,
+                "memory_mb": limits.memory_mb,
+                "max_output_bytes": limits.max_output_bytes,
+            }
+            try:
+                record = await session.request(command, limits.timeout_s + _GRACE_S)
+                return _execution(record, 0)
+            except TimeoutError:
+                return Execution("timeout", None, int(signal.SIGKILL), b"", b"", False, False, None)
+            except ChannelViolation as exc:
+                raise SandboxError(f"result channel violated: {exc}") from exc
+
+
+def _execution(record: dict[str, Any], index: int) -> Execution:
+    if record.get("i") != index:
+        raise SandboxError("the sandbox driver answered another case")
+    try:
+        return Execution.from_record(record)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SandboxError(f"malformed case record from the driver: {exc!r}") from exc
+
+
+def _fail_rest(results: list[CaseResult], total: int, verdict: TestVerdict) -> list[CaseResult]:
+    message = "the sandbox stopped answering" if verdict is TestVerdict.TIME_LIMIT else None
+    return results + [CaseResult(verdict, None, message)] * (total - len(results))
+
+
+def _forged(exc: ChannelViolation) -> TestVerdict:
+    # Only the program can have written a record without the token: its fault, not ours.
+    return TestVerdict.RUNTIME_ERROR
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _test_verdict(record: dict[str, Any]) -> CaseResult:
+    status = record.get("status")
+    message = _cap(str(record.get("msg", "")) or None)
+    if status == "passed":
+        return CaseResult(TestVerdict.ACCEPTED)
+    if status == "failed":
+        return CaseResult(TestVerdict.WRONG_ANSWER, None, message or "assertion failed")
+    if status == "remote_error":
+        memory = (message or "").startswith("MemoryError")
+        verdict = TestVerdict.MEMORY_LIMIT if memory else TestVerdict.RUNTIME_ERROR
+        return CaseResult(verdict, None, message)
+    if status == "test_error":
+        return CaseResult(TestVerdict.WRONG_ANSWER, None, message)
+    if status == "bad_test":
+        raise BadInput(f"unusable test: {message}", field="tests.test")
+    raise SandboxError(f"the test ended unexpectedly ({status})")

@@ -1,0 +1,618 @@
+"""Sandboxes: bubblewrap argv, slot uids, rlimits, and one driver process per sandbox.
+
+One :class:`SandboxSession` is one bwrap sandbox running the trusted driver of
+``harness.py`` as pid 1 of fresh user, pid, net, ipc, uts, mount and cgroup namespaces, with
+a read-only system (only ``/usr`` and the loader's files), size-capped tmpfs for ``/box``,
+``/tmp`` and ``/dev/shm``, no network, an empty environment, all capabilities dropped and a
+new session. The service talks to it over two pipes: commands on the driver's stdin and
+token-prefixed records on a result pipe that only the driver holds (see ``harness.py``).
+
+Hard limits come from outside the sandbox: rlimits set before ``exec`` of bwrap (address
+space, CPU, processes, file size, open files, no core files), the host uid of the slot
+(``RLIMIT_NPROC`` counts per uid, so each concurrent slot has its own), and a wall-clock
+deadline after which the whole process group is SIGKILLed (bwrap's ``--die-with-parent`` and
+the pid namespace take every descendant with it). When a slot is released, any process still
+owned by its uid is killed (belt and braces).
+
+Pitfalls measured on the build machine (``/work/shared/research/sandbox.md``) and handled
+here: bwrap's pid-1 keeps bwrap's environment in ``/proc/1/environ`` (bwrap starts with an
+empty environment, and ``--as-pid-1`` makes the driver pid 1); bwrap run as host root still
+reads root's files (programs run as an unprivileged slot uid); bwrap's root and ``/dev`` are
+uncapped tmpfs (``--remount-ro /`` and ``/dev``); ``--size`` applies to the next ``--tmpfs``;
+``RLIMIT_CPU`` is per process and never fires on sleep (the wall-clock kill is the limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import resource
+import secrets
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from services.code import harness
+from services.code.config import CodeConfig
+from services.core.errors import ConfigurationError, SandboxError
+
+logger = logging.getLogger(__name__)
+
+DRIVER_SOURCE = Path(harness.__file__).read_text(encoding="utf-8")
+"""The driver's source, passed to ``python3 -I -S -c`` (it is public; nothing secret is in
+argv)."""
+
+BOX = "/box"
+_DIAGNOSTICS_BYTES = 64 * 1024
+_MIB = 1024 * 1024
+_EXIT_GRACE_S = 0.5
+_DRIVER_PYC = "/.tribunal/driver.pyc"
+_PYC_BUILDER = (
+    "import sys, marshal, importlib.util\n"
+    "code = compile(sys.stdin.read(), 'tribunal-driver', 'exec', dont_inherit=True)\n"
+    "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))\n"
+)
+
+
+class ChannelViolation(Exception):
+    """A record on the result channel did not carry the run's token (a forgery attempt)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One concurrency slot and its two host uids (None: the service's own uid).
+
+    A slot alternates between its two uids: while one runs an item, a spare sandbox is
+    started ahead of time on the other (see ``runner.Runner``), and a released uid is swept
+    without touching the spare.
+    """
+
+    index: int
+    uids: tuple[int | None, int | None]
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Rlimits of a whole sandbox (the driver lowers them per child).
+
+    Attributes:
+        memory_mb: RLIMIT_AS of every process (MiB).
+        cpu_s: RLIMIT_CPU of every process (seconds; a backstop, the wall clock rules).
+        processes: RLIMIT_NPROC of the slot uid.
+        file_size_mb: RLIMIT_FSIZE (MiB).
+        open_files: RLIMIT_NOFILE.
+    """
+
+    memory_mb: int
+    cpu_s: float
+    processes: int
+    file_size_mb: int
+    open_files: int
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One execution of a program on one input (a stdio case, or a run).
+
+    Attributes:
+        status: ``exited``, ``signaled``, ``timeout`` (killed at the wall-clock limit) or
+            ``compile_error`` (never ran).
+        exit_code: Exit status, or ``128 + N`` after death by signal N (None on timeout).
+        signal: The signal that ended it, if any.
+        stdout: Captured stdout, at most the output cap.
+        stderr: Captured stderr, at most the output cap (the compiler's for compile errors).
+        stdout_truncated: More stdout was written than kept.
+        stderr_truncated: More stderr was written than kept.
+        time_ms: Wall-clock time from fork to exit.
+    """
+
+    status: str
+    exit_code: int | None
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    time_ms: float | None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Execution:
+        """Build from a stdio record of the driver (raises ``KeyError``/``ValueError``)."""
+        import base64
+
+        status = str(record["status"])
+        if status == "compile_error":
+            text = str(record.get("stderr", "")).encode()
+            return cls(status, None, None, b"", text, False, False, None)
+        sig = record.get("signal")
+        exit_code = record.get("exit_code")
+        if sig is not None:
+            exit_code = 128 + int(sig)
+        if status == "timeout":
+            exit_code, sig = None, int(signal.SIGKILL)
+        return cls(
+            status=status,
+            exit_code=exit_code,
+            signal=sig,
+            stdout=base64.b64decode(record["stdout"]),
+            stderr=base64.b64decode(record["stderr"]),
+            stdout_truncated=bool(record["stdout_truncated"]),
+            stderr_truncated=bool(record["stderr_truncated"]),
+            time_ms=float(record["time_ms"]),
+        )
+
+
+async def build_driver_pyc(python_path: str) -> bytes:
+    """Compile the driver with the sandbox's own interpreter (its bytecode and magic).
+
+    Raises:
+        SandboxError: The interpreter could not compile it.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        python_path, "-I", "-S", "-c", _PYC_BUILDER,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={},
+    )  # fmt: skip
+    out, err = await proc.communicate(DRIVER_SOURCE.encode())
+    if proc.returncode != 0 or not out:
+        raise SandboxError(f"{python_path} cannot compile the driver: {err.decode()[-2000:]}")
+    return out
+
+
+def _root_links() -> list[str]:
+    """Bind or link /lib, /lib64, /bin, /sbin as the host has them (merged /usr or not)."""
+    args: list[str] = []
+    for name in ("lib", "lib64", "lib32", "bin", "sbin"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def bwrap_argv(
+    config: CodeConfig, command: list[str], data_files: tuple[tuple[int, str], ...] = ()
+) -> list[str]:
+    """Return the bwrap command line that runs ``command`` as pid 1 of a fresh sandbox.
+
+    Args:
+        config: Paths and the tmpfs size.
+        command: The program and its arguments inside the sandbox.
+        data_files: ``(fd, path)``: read-only files created from the content of an fd.
+    """
+    data_args = [arg for fd, path in data_files for arg in ("--ro-bind-data", str(fd), path)]
+    tmpfs = str(config.tmpfs_mb * _MIB)
+    shm = str(max(1, config.tmpfs_mb // 4) * _MIB)
+    return [
+        config.bwrap_path,
+        "--ro-bind", "/usr", "/usr",
+        *_root_links(),
+        "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+        "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", shm, "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev",
+        "--size", tmpfs, "--tmpfs", "/tmp",
+        "--size", tmpfs, "--tmpfs", BOX,
+        "--chdir", BOX,
+        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--clearenv",
+        "--setenv", "PATH", "/usr/bin:/bin",
+        "--setenv", "HOME", BOX,
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "TMPDIR", "/tmp",
+        "--hostname", "sandbox",
+        "--as-pid-1",
+        *data_args,
+        "--remount-ro", "/",
+        "--",
+        *command,
+    ]  # fmt: skip
+
+
+def _preexec(uid: int | None, limits: SandboxLimits) -> None:  # pragma: no cover - in child
+    """Runs in the forked child before exec of bwrap: limits first (as root), then the uid."""
+    memory = limits.memory_mb * _MIB
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    settings = [
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * _MIB),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if uid is not None:
+        # Counted per host uid: only meaningful when the slot has a uid of its own.
+        settings.append((resource.RLIMIT_NPROC, limits.processes))
+    for which, value in settings:
+        resource.setrlimit(which, (value, value))
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # the sandbox dies first under memory pressure; children cannot lower it
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+_PRLIMIT = shutil.which("prlimit")
+_SETPRIV = shutil.which("setpriv")
+
+
+def limits_prefix(uid: int | None, limits: SandboxLimits) -> list[str] | None:
+    """``prlimit ... -- setpriv ... --``: rlimits, then the slot uid, before bwrap runs.
+
+    Exec'ing these two small util-linux tools lets ``subprocess`` use vfork: a ``preexec_fn``
+    forces a full fork of the service process, which blocks the event loop for several ms
+    per sandbox. Returns None when the tools are missing (``_preexec`` is used instead).
+    """
+    if _PRLIMIT is None or (uid is not None and _SETPRIV is None):
+        return None
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    prefix = [
+        _PRLIMIT,
+        f"--as={limits.memory_mb * _MIB}",
+        f"--cpu={cpu}",
+        f"--fsize={limits.file_size_mb * _MIB}",
+        f"--nofile={limits.open_files}",
+        "--core=0",
+    ]
+    if uid is not None:
+        assert _SETPRIV is not None
+        prefix += [f"--nproc={limits.processes}", "--"]
+        prefix += [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return [*prefix, "--"]
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process owned by host ``uid``; return how many were signalled."""
+    killed = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            pidfd = os.pidfd_open(int(entry.name))
+        except OSError:
+            continue
+        try:
+            # The pidfd pins the process: re-check the owner, then signal that very process.
+            if os.stat(f"/proc/{entry.name}").st_uid == uid:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                killed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+    return killed
+
+
+def processes_of_uid(uid: int) -> list[int]:
+    """Return the pids owned by host ``uid`` (for tests and health checks)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+    return pids
+
+
+class SlotPool:
+    """A fixed set of slots; each execution holds one for its whole life.
+
+    When the service runs as root, slot k runs as host uids ``base + 2k`` and ``base + 2k + 1``,
+    where ``base`` is the first free block of ``2 * slots`` uids from ``config.uid_base`` on
+    (each slot alternates between its two uids): blocks are claimed with an
+    exclusive ``flock`` held for the pool's life, so several worker processes (or both code
+    verifiers) on one host never share a uid, and never kill each other's sandboxes when they
+    sweep a released uid. Otherwise every slot runs as the service's own uid (logged).
+
+    Args:
+        config: ``slots`` and ``uid_base``.
+        lock_dir: Where the uid-block lock files live.
+
+    Raises:
+        ConfigurationError: No free uid block (more than 64 pools on one host).
+    """
+
+    MAX_BLOCKS = 64
+
+    def __init__(self, config: CodeConfig, lock_dir: str | None = None) -> None:
+        self.dedicated_uids = os.geteuid() == 0
+        self._lock_fds: list[int] = []
+        self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        base: int | None = None
+        if self.dedicated_uids:
+            base = self._claim_block(
+                config, lock_dir or os.path.join(tempfile.gettempdir(), "tribunal-code-uids")
+            )
+        else:
+            logger.warning(
+                "the code runner is not root: every slot runs as uid %d (no per-slot uids)",
+                os.geteuid(),
+            )
+        width = 2 * config.slots
+        self.uids = [] if base is None else [base + k for k in range(width)]
+        for k in range(config.slots):
+            uids = (None, None) if base is None else (base + 2 * k, base + 2 * k + 1)
+            self._free.put_nowait(Slot(k, uids))
+
+    def _claim_block(self, config: CodeConfig, lock_dir: str) -> int:
+        """Lock every uid of the first block whose uids are all free (one lock file per uid,
+        so pools of different sizes never overlap)."""
+        import fcntl
+
+        os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+        width = 2 * config.slots
+        for block in range(self.MAX_BLOCKS):
+            base = config.uid_base + block * width
+            held: list[int] = []
+            for uid in range(base, base + width):
+                fd = os.open(os.path.join(lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    break
+                held.append(fd)
+            if len(held) == width:
+                self._lock_fds = held
+                for uid in range(base, base + width):
+                    kill_uid(uid)  # whatever a crashed previous owner left behind
+                return base
+            for fd in held:
+                os.close(fd)
+        raise ConfigurationError(f"no free block of {width} slot uids from {config.uid_base}")
+
+    def close(self) -> None:
+        """Release the uid block."""
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds = []
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Slot]:
+        """Hold a slot (its holder sweeps the uid it used, see ``sweep``)."""
+        slot = await self._free.get()
+        try:
+            yield slot
+        finally:
+            self._free.put_nowait(slot)
+
+
+def sweep(uid: int | None) -> None:
+    """Kill whatever a released uid still runs (belt and braces after the pid namespace)."""
+    if uid is not None:
+        left = kill_uid(uid)
+        if left:
+            logger.debug("killed %d leftover process(es) of uid %d", left, uid)
+
+
+class SandboxSession:
+    """One sandbox running the driver, and the two pipes to it.
+
+    Args:
+        config: The code runner's configuration.
+        uid: The host uid the sandbox runs as (None: the service's own).
+        limits: Rlimits of the whole sandbox.
+        deadline: ``loop.time()`` after which everything still running is killed.
+    """
+
+    def __init__(
+        self,
+        config: CodeConfig,
+        uid: int | None,
+        limits: SandboxLimits,
+        deadline: float,
+        driver_pyc: bytes | None = None,
+    ) -> None:
+        self.config = config
+        self.driver_pyc = driver_pyc
+        self.uid = uid
+        self.limits = limits
+        self.deadline = deadline
+        self._token = secrets.token_hex(harness.TOKEN_BYTES // 2).encode("ascii")
+        self._proc: asyncio.subprocess.Process | None = None
+        self._records: asyncio.StreamReader | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._drains: list[asyncio.Task[None]] = []
+        self._stderr = bytearray()
+        self._workdir: str | None = None
+
+    @property
+    def pid1(self) -> bool:
+        """Whether the driver is pid 1 of its own pid namespace."""
+        return self.config.isolation == "bwrap"
+
+    @property
+    def box(self) -> str:
+        """The program's working directory as the driver sees it."""
+        return BOX if self.pid1 else (self._workdir or BOX)
+
+    @property
+    def is_alive(self) -> bool:
+        """Whether the sandbox's process is still running."""
+        return self._proc is not None and self._proc.returncode is None
+
+    def diagnostics(self) -> str:
+        """The driver's stderr so far (capped), for sandbox error messages."""
+        return self._stderr.decode("utf-8", "replace")[-4000:]
+
+    async def start(self) -> None:
+        """Start the sandbox and send the token.
+
+        Raises:
+            SandboxError: bwrap or the interpreter could not be started.
+        """
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        pass_fds = [write_fd]
+        driver = ["-c", DRIVER_SOURCE]
+        data_files: tuple[tuple[int, str], ...] = ()
+        if self.pid1 and self.driver_pyc is not None:
+            # A precompiled driver saves compiling ~40 kB of source in every sandbox.
+            pyc_fd = os.memfd_create("driver.pyc", os.MFD_CLOEXEC)
+            os.write(pyc_fd, self.driver_pyc)
+            os.lseek(pyc_fd, 0, os.SEEK_SET)
+            pass_fds.append(pyc_fd)
+            data_files = ((pyc_fd, _DRIVER_PYC),)
+            driver = [_DRIVER_PYC]
+        command = [
+            self.config.python_path, "-I", "-S", *driver, str(write_fd), "1" if self.pid1 else "0"
+        ]  # fmt: skip
+        cwd: str | None = None
+        if self.pid1:
+            argv = bwrap_argv(self.config, command, data_files)
+        else:
+            argv = command
+            cwd = self._workdir = tempfile.mkdtemp(prefix="tribunal-code-")
+            if self.uid is not None:
+                os.chown(cwd, self.uid, self.uid)
+        prefix = limits_prefix(self.uid, self.limits)
+        preexec = None if prefix is not None else partial(_preexec, self.uid, self.limits)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *(prefix or []),
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={},
+                cwd=cwd,
+                pass_fds=pass_fds,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+            if prefix is not None:
+                # The sandbox dies first under memory pressure; its processes inherit this
+                # and cannot lower it. Set before any command is sent, so before any fork.
+                adj = f"/proc/{self._proc.pid}/oom_score_adj"
+                with contextlib.suppress(OSError), open(adj, "w") as f:
+                    f.write("1000")
+        except OSError as exc:
+            os.close(read_fd)
+            raise SandboxError(f"cannot start the sandbox ({argv[0]}): {exc}") from exc
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
+        reader = asyncio.StreamReader(limit=4 * self.config.max_output_bytes + _MIB)
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        self._records, self._transport = reader, transport
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self._drains = [
+            asyncio.create_task(self._drain(self._proc.stdout, None)),
+            asyncio.create_task(self._drain(self._proc.stderr, self._stderr)),
+        ]
+        await self._write(self._token)
+
+    async def _drain(self, stream: asyncio.StreamReader, keep: bytearray | None) -> None:
+        while chunk := await stream.read(1 << 16):
+            if keep is not None and len(keep) < _DIAGNOSTICS_BYTES:
+                keep += chunk[: _DIAGNOSTICS_BYTES - len(keep)]
+
+    async def _write(self, data: bytes) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(data)
+            await asyncio.wait_for(self._proc.stdin.drain(), self._remaining())
+        except (TimeoutError, ConnectionError) as exc:
+            raise SandboxError(f"the sandbox stopped reading commands: {exc!r}") from exc
+
+    def _remaining(self) -> float:
+        return max(0.0, self.deadline - asyncio.get_running_loop().time())
+
+    async def send(self, command: dict[str, Any]) -> None:
+        """Send one command (a JSON line) to the driver."""
+        line = json.dumps(command, separators=(",", ":"), ensure_ascii=False).encode()
+        await self._write(line + b"\n")
+
+    async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """Wait for the next record of the result channel.
+
+        Args:
+            timeout_s: Wait at most this long (and never past the session deadline).
+
+        Raises:
+            asyncio.TimeoutError: Nothing arrived in time.
+            ChannelViolation: The record did not carry the token.
+            SandboxError: The driver died or wrote something unreadable.
+        """
+        assert self._records is not None
+        wait = self._remaining() if timeout_s is None else min(timeout_s, self._remaining())
+        try:
+            line = await asyncio.wait_for(self._records.readline(), wait)
+        except (ValueError, asyncio.LimitOverrunError) as exc:
+            raise SandboxError(f"oversized record from the driver: {exc}") from exc
+        if not line.endswith(b"\n"):
+            await self._reap_quietly()
+            raise SandboxError(
+                f"the sandbox driver ended without answering: {self.diagnostics() or 'no output'}"
+            )
+        token, _, payload = line.partition(b" ")
+        if not hmac.compare_digest(token, self._token):
+            raise ChannelViolation("a record on the result channel was not the driver's")
+        try:
+            record = json.loads(payload)
+        except ValueError as exc:
+            raise SandboxError(f"unreadable record from the driver: {exc}") from exc
+        if type(record) is not dict:
+            raise SandboxError("the driver sent a record that is not an object")
+        return record
+
+    async def request(
+        self, command: dict[str, Any], timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Send one command and wait for its record."""
+        await self.send(command)
+        return await self.receive(timeout_s)
+
+    async def _reap_quietly(self) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), 1.0)
+
+    async def close(self) -> None:
+        """Kill the sandbox (every process in it) and release the pipes."""
+        proc = self._proc
+        if proc is not None:
+            if proc.returncode is None:
+                # Ask the driver to kill its sandbox's processes and exit; a driver that does
+                # not within a moment is killed with everything in its pid namespace.
+                with contextlib.suppress(SandboxError):
+                    await self._write(b'{"op":"exit"}\n')
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), _EXIT_GRACE_S)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            for task in self._drains:
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(task, 1.0)
+        if self._transport is not None:
+            self._transport.close()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    async def __aenter__(self) -> SandboxSession:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

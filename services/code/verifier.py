@@ -1,0 +1,228 @@
+"""The code verifiers: ``code`` (score programs against tests) and ``code_run`` (run once).
+
+Both refuse to start when they cannot isolate programs (``ConfigurationError``), unless the
+configuration says ``isolation="none"`` explicitly (local development: logged as a warning
+and reported in every result's ``details.isolation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from services.code.config import CodeConfig
+from services.code.runner import Runner, classify_execution
+from services.code.sandbox import SlotPool, build_driver_pyc
+from services.code.schemas import CodeItem, RunDetails, RunItem
+from services.code.scorer import score_cases
+from services.code.verdicts import TestVerdict
+from services.core.envelope import ItemOutcome, ScoreItem
+from services.core.errors import (
+    BadInput,
+    ConfigurationError,
+    InternalError,
+    SandboxError,
+    TribunalError,
+)
+from services.core.hashing import config_hash
+
+logger = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+_PROBE = """
+import os
+lines = open('/proc/net/dev').read().splitlines()[2:]
+print(6 * 7, sorted(line.split(':')[0].strip() for line in lines), os.path.exists('/etc/shadow'))
+"""
+_PROBE_EXPECTED = "42 ['lo'] False"
+
+_DOCKER_HINT = (
+    "In Docker, bubblewrap needs user/mount/pid/net namespaces and a fresh /proc: run the "
+    "code container with `--security-opt seccomp=<profile allowing clone/unshare/mount/"
+    "pivot_root/setns>` (or seccomp=unconfined for this container only), "
+    "`--security-opt apparmor=unconfined` and `--security-opt systempaths=unconfined`, "
+    "as root inside the container (never --privileged). On a host, check "
+    "`sysctl user.max_user_namespaces` > 0 (and kernel.unprivileged_userns_clone=1 / "
+    "kernel.apparmor_restrict_unprivileged_userns=0 where those exist)."
+)
+
+
+class _CodeBase:
+    """What both code verifiers share: config, slot pool, runner, start-up checks."""
+
+    version = VERSION
+
+    def __init__(self, config: CodeConfig) -> None:
+        self.config = config
+        self._pool: SlotPool | None = None
+        self._runner: Runner | None = None
+        self.has_cpp = False
+
+    @property
+    def isolation_note(self) -> str | None:
+        """``details.isolation`` value: set only when programs run unsandboxed."""
+        return "none (UNSANDBOXED, development only)" if self.config.isolation == "none" else None
+
+    def config_hash(self) -> str:
+        """Hash of everything in the configuration that can move a verdict."""
+        return config_hash(self.config.hashed_fields())
+
+    async def start(self) -> None:
+        """Check that programs can be isolated, then open the slot pool.
+
+        Raises:
+            ConfigurationError: bubblewrap or the interpreter is missing, or a probe program
+                does not run isolated; the message says how to fix it.
+        """
+        config = self.config
+        if not os.access(config.python_path, os.X_OK):
+            raise ConfigurationError(
+                f"no Python interpreter at {config.python_path}: install python3 or set "
+                "TRIBUNAL_CODE_PYTHON_PATH"
+            )
+        if config.isolation == "none":
+            logger.warning(
+                "TRIBUNAL_CODE_ISOLATION=none: untrusted programs run WITHOUT a sandbox "
+                "(rlimits only). Use this for local development only, never for training."
+            )
+        elif not (os.path.isfile(config.bwrap_path) and os.access(config.bwrap_path, os.X_OK)):
+            raise ConfigurationError(
+                f"bubblewrap not found at {config.bwrap_path}: install it "
+                "(`apt-get install -y bubblewrap`) or set TRIBUNAL_CODE_BWRAP_PATH; refusing "
+                "to run untrusted code unsandboxed (TRIBUNAL_CODE_ISOLATION=none is for local "
+                "development only)"
+            )
+        self.has_cpp = os.access(config.gxx_path, os.X_OK)
+        try:
+            driver_pyc = await build_driver_pyc(config.python_path)
+        except SandboxError as exc:
+            raise ConfigurationError(exc.message) from exc
+        self._pool = SlotPool(config)
+        self._runner = Runner(config, self._pool, driver_pyc)
+        await self._probe()
+
+    async def _probe(self) -> None:
+        assert self._runner is not None
+        probe = RunItem(id="startup-probe", language="python", code=_PROBE)
+        try:
+            execution = await self._runner.run(probe)
+        except TribunalError as exc:
+            await self.aclose()
+            raise ConfigurationError(
+                f"the sandbox does not work here ({exc.message}). {_DOCKER_HINT}"
+            ) from exc
+        output = execution.stdout.decode("utf-8", "replace").strip()
+        sandboxed = self.config.isolation == "bwrap"
+        if execution.exit_code != 0 or (sandboxed and output != _PROBE_EXPECTED):
+            stderr = execution.stderr.decode("utf-8", "replace")[-2000:]
+            await self.aclose()
+            raise ConfigurationError(
+                f"the sandbox probe failed (exit {execution.exit_code}, output {output!r}, "
+                f"stderr {stderr!r}). {_DOCKER_HINT}"
+            )
+
+    async def aclose(self) -> None:
+        """Stop the spare sandboxes and release the slot pool's uid block."""
+        if self._runner is not None:
+            await self._runner.aclose()
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = None
+        self._runner = None
+
+    def _require_runner(self) -> Runner:
+        if self._runner is None:
+            raise ConfigurationError("the code verifier was not started (await start())")
+        return self._runner
+
+    def _check_language(self, language: str) -> None:
+        if language == "cpp" and not self.has_cpp:
+            raise BadInput(
+                f"language 'cpp' is not available on this server (no {self.config.gxx_path})",
+                field="language",
+            )
+
+
+class CodeVerifier(_CodeBase):
+    """Scores programs against stdio, function-call or assert tests (``POST /v1/code/score``).
+
+    Reward: the pass rate in [0, 1] (or all-or-nothing); ``None`` with an error when the
+    sandbox, not the program, failed. See ``scorer.py``.
+    """
+
+    name = "code"
+    item_model: type[ScoreItem] = CodeItem
+
+    def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
+        """Everything of the item but its id and group."""
+        return item.model_dump(mode="json", exclude={"id", "group_id"})
+
+    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        """Score a batch concurrently (bounded by the slots); one outcome per item, in order."""
+        runner = self._require_runner()
+        return list(await asyncio.gather(*(self._score_one(runner, item) for item in items)))
+
+    async def _score_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
+        assert isinstance(item, CodeItem)
+        try:
+            self._check_language(item.language)
+            run = await runner.score(item)
+        except TribunalError as exc:
+            return ItemOutcome.failed(exc)
+        except Exception as exc:
+            logger.exception("bug while scoring item %s", item.id)
+            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+        reward, details = score_cases(
+            run.cases, item.options.all_or_nothing, run.compile_message, self.isolation_note
+        )
+        payload = details.model_dump(mode="json", exclude_none=True)
+        if any(case.verdict is TestVerdict.SANDBOX_ERROR for case in run.cases):
+            return ItemOutcome.failed(SandboxError("the sandbox failed on a test case"), payload)
+        return ItemOutcome(reward=reward, details=payload)
+
+
+class CodeRunVerifier(_CodeBase):
+    """Runs a program once and returns its output (``POST /v1/code/run``).
+
+    Not a reward: ``reward`` is None and ``error`` None on success; ``details`` holds
+    stdout, stderr, their truncation flags, exit_code, verdict and time_ms. Never cached.
+    """
+
+    name = "code_run"
+    item_model: type[ScoreItem] = RunItem
+
+    def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
+        """Runs are never cached (a tool call may be meant to run again)."""
+        return None
+
+    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        """Run a batch concurrently (bounded by the slots); one outcome per item, in order."""
+        runner = self._require_runner()
+        return list(await asyncio.gather(*(self._run_one(runner, item) for item in items)))
+
+    async def _run_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
+        assert isinstance(item, RunItem)
+        try:
+            self._check_language(item.language)
+            execution = await runner.run(item)
+        except TribunalError as exc:
+            return ItemOutcome.failed(exc)
+        except Exception as exc:
+            logger.exception("bug while running item %s", item.id)
+            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+        verdict, _ = classify_execution(execution, truncation_fails=False)
+        details = RunDetails(
+            stdout=execution.stdout.decode("utf-8", "replace"),
+            stderr=execution.stderr.decode("utf-8", "replace"),
+            stdout_truncated=execution.stdout_truncated,
+            stderr_truncated=execution.stderr_truncated,
+            exit_code=execution.exit_code,
+            verdict=TestVerdict.ACCEPTED if verdict is None else verdict,
+            time_ms=execution.time_ms,
+            isolation=self.isolation_note,
+        )
+        return ItemOutcome(reward=None, details=details.model_dump(mode="json", exclude_none=True))

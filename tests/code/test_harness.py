@@ -1,0 +1,89 @@
+"""harness.py as a library: the tagged-JSON codec and entry-point resolution."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from services.code.harness import (
+    CodecError,
+    Opaque,
+    RemoteObject,
+    decode_value,
+    dumps,
+    encode_value,
+    loads,
+    resolve_target,
+)
+
+
+class Node:
+    def __init__(self, val: int, next: Node | None = None) -> None:
+        self.val = val
+        self.next = next
+
+
+def test_codec_round_trips_python_types() -> None:
+    value = [None, True, 1, 2.5, "s", b"\x00", (1, 2), {3}, frozenset({4}), {1: "a"}, 1 + 2j]
+    wire = loads(dumps(encode_value(value)))
+    assert decode_value(wire) == value
+    assert [type(v) for v in decode_value(wire)] == [type(v) for v in value]
+
+
+def test_codec_keeps_nan_inf_and_refuses_junk() -> None:
+    decoded = decode_value(encode_value([math.nan, math.inf, -math.inf]))
+    assert math.isnan(decoded[0]) and decoded[1:] == [math.inf, -math.inf]
+    for junk in ({"v": {"$eval": "1"}, "o": []}, {"v": {"$ref": 0}, "o": []}, {"v": 1}):
+        with pytest.raises(CodecError):
+            decode_value(junk)
+
+
+def test_codec_objects_are_data_and_cycles_do_not_recurse() -> None:
+    head = Node(1, Node(2))
+    long = Node(0)
+    tail = long
+    for k in range(1, 20_000):
+        tail.next = Node(k)
+        tail = tail.next
+    tail.next = long  # a cycle of 20 000 nodes
+    decoded = decode_value(encode_value(long), {"Node": Node}.get)
+    assert isinstance(decoded, Node) and decoded.next is not None
+    assert decoded.next.next is not None and decoded.next.next.val == 2
+    unknown = decode_value(encode_value(head))
+    assert isinstance(unknown, RemoteObject) and type(unknown).__name__ == "Node"
+
+
+def test_codec_sends_plain_data_for_hostile_subclasses() -> None:
+    class AlwaysEqual(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    decoded = decode_value(encode_value([AlwaysEqual(7)]))
+    assert type(decoded[0]) is int and decoded[0] == 7
+
+
+def test_codec_opaque_values_keep_truth_only() -> None:
+    match = re.search("a", "cat")
+    decoded = decode_value(encode_value([match, iter([])]))
+    assert isinstance(decoded[0], Opaque) and bool(decoded[0]) and decoded[0] != decoded[1]
+    assert isinstance(decode_value(encode_value(len)), Opaque)  # functions too: no data form
+
+
+def test_resolve_target() -> None:
+    namespace = {"Solution": type("Solution", (), {"f": lambda self, x: x + 1}), "g": abs}
+    assert resolve_target(namespace, "Solution().f")(1) == 2
+    assert resolve_target(namespace, "g")(-3) == 3
+    with pytest.raises(NameError):
+        resolve_target(namespace, "missing")
+
+
+def test_json_helpers_refuse_non_json() -> None:
+    for text in ("NaN", "[1] x", "{", ""):
+        with pytest.raises(ValueError):
+            loads(text)
+    with pytest.raises(ValueError):
+        dumps(math.nan)

@@ -1,0 +1,70 @@
+"""sandbox.py: bwrap argv, slot uids, rlimits and the sweep of leftover processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from services.code.config import CodeConfig
+from services.code.sandbox import SlotPool, bwrap_argv, kill_uid, processes_of_uid
+
+
+def test_bwrap_argv_isolates_everything() -> None:
+    argv = bwrap_argv(CodeConfig(tmpfs_mb=32), ["/usr/bin/python3", "-I", "-S"])
+    joined = " ".join(argv)
+    for flag in (
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--as-pid-1",
+        "--cap-drop ALL",
+    ):
+        assert flag in joined
+    assert "--share-net" not in argv
+    # --size applies to the next --tmpfs; / and /dev end read-only; the command comes last.
+    assert joined.count("--size") == joined.count("--tmpfs") == 3
+    assert f"--size {32 << 20} --tmpfs /tmp" in joined
+    assert "--remount-ro /dev" in joined and argv[-5:-3] == ["/", "--"]
+    assert "/root" not in joined and "/home" not in joined and "/work" not in joined
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-slot uids need root")
+async def test_uid_blocks_are_disjoint_between_pools(tmp_path: object) -> None:
+    config = CodeConfig(slots=2, uid_base=63000)
+    first, second = SlotPool(config, str(tmp_path)), SlotPool(config, str(tmp_path))
+    try:
+        assert set(first.uids).isdisjoint(second.uids)
+        assert first.uids == [63000, 63001, 63002, 63003]
+        assert second.uids == [63004, 63005, 63006, 63007]
+    finally:
+        first.close()
+        second.close()
+    third = SlotPool(config, str(tmp_path))
+    assert third.uids == [63000, 63001, 63002, 63003]
+    small = SlotPool(CodeConfig(slots=1, uid_base=63000), str(tmp_path))
+    try:
+        assert set(small.uids).isdisjoint(third.uids)  # pools of other sizes never overlap
+    finally:
+        small.close()
+        third.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as another uid")
+def test_kill_uid_kills_only_that_uid() -> None:
+    uid = 63500
+    proc = subprocess.Popen(["/bin/sleep", "60"], user=uid, group=uid)
+    try:
+        deadline = time.monotonic() + 2
+        while proc.pid not in processes_of_uid(uid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert kill_uid(uid) == 1
+        assert proc.wait(timeout=5) == -9
+        assert os.getpid() not in processes_of_uid(uid)
+    finally:
+        proc.kill()

@@ -1,0 +1,188 @@
+"""verifier.py: the Verifier protocol, refusal to start, options, languages, run details."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from services.code import (
+    CodeConfig,
+    CodeItem,
+    CodeRunVerifier,
+    CodeSettings,
+    CodeVerifier,
+    RunItem,
+)
+from services.core.errors import ConfigurationError
+from services.core.verifier import Verifier
+
+SQUARE = {
+    "kind": "stdio",
+    "cases": [{"stdin": f"{k}\n", "stdout": f"{k * k}\n"} for k in range(5)],
+}
+
+
+def _item(code: str, tests: dict[str, Any] = SQUARE, **kw: Any) -> CodeItem:
+    return CodeItem(id="x", language=kw.pop("language", "python"), code=code, tests=tests, **kw)
+
+
+async def test_refuses_to_start_without_bubblewrap() -> None:
+    verifier = CodeVerifier(CodeConfig(bwrap_path="/nonexistent/bwrap"))
+    with pytest.raises(ConfigurationError, match="apt-get install -y bubblewrap"):
+        await verifier.start()
+
+
+async def test_refuses_to_start_when_the_sandbox_does_not_work() -> None:
+    verifier = CodeRunVerifier(CodeConfig(bwrap_path="/bin/false"))
+    with pytest.raises(ConfigurationError, match="seccomp"):
+        await verifier.start()
+
+
+async def test_isolation_none_is_loud(caplog: pytest.LogCaptureFixture) -> None:
+    verifier = CodeVerifier(CodeConfig(isolation="none", slots=1))
+    with caplog.at_level(logging.WARNING):
+        await verifier.start()
+    try:
+        assert any("WITHOUT a sandbox" in r.message for r in caplog.records)
+        [outcome] = await verifier.score([_item("print(int(input()) ** 2)")])
+        assert outcome.reward == 1.0
+        assert outcome.details["isolation"].startswith("none")
+    finally:
+        await verifier.aclose()
+
+
+def test_settings_build_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIBUNAL_CODE_ISOLATION", "none")
+    monkeypatch.setenv("TRIBUNAL_CODE_SLOTS", "3")
+    monkeypatch.setenv("TRIBUNAL_CODE_MAX_TIMEOUT_S", "12")
+    config = CodeSettings().to_config()
+    assert (config.isolation, config.slots, config.max_timeout_s) == ("none", 3, 12.0)
+    assert CodeSettings(code_slots=0).to_config().slots >= 1
+
+
+def test_protocol_and_cache_payloads() -> None:
+    scorer, runner = CodeVerifier(CodeConfig()), CodeRunVerifier(CodeConfig())
+    assert isinstance(scorer, Verifier) and isinstance(runner, Verifier)
+    assert (scorer.name, runner.name) == ("code", "code_run")
+    item = _item("print(1)")
+    payload = scorer.cache_payload(item)
+    assert payload is not None and "id" not in payload and payload["code"] == "print(1)"
+    assert runner.cache_payload(RunItem(id="r", language="python", code="")) is None
+    assert scorer.config_hash() == CodeVerifier(CodeConfig(slots=7)).config_hash()
+    assert scorer.config_hash() != CodeVerifier(CodeConfig(default_timeout_s=1)).config_hash()
+
+
+async def test_pass_rate_and_options(code_verifier: CodeVerifier) -> None:
+    wrong_on_two = "k = int(input())\nprint(k * k + (k == 2))"
+    [rate, strict, early] = await code_verifier.score(
+        [
+            _item(wrong_on_two),
+            _item(wrong_on_two, options={"all_or_nothing": True}),
+            _item(wrong_on_two, options={"stop_on_first_failure": True}),
+        ]
+    )
+    assert rate.reward == 0.8 and rate.details["passed"] == 4
+    assert not rate.details["all_passed"]
+    assert strict.reward == 0.0
+    verdicts = [t["verdict"] for t in early.details["tests"]]
+    assert verdicts == ["accepted", "accepted", "wrong_answer", "skipped", "skipped"]
+    assert early.reward == 0.4
+
+
+async def test_float_tolerance(code_verifier: CodeVerifier) -> None:
+    tests = {"kind": "stdio", "cases": [{"stdin": "", "stdout": "0.333333"}]}
+    code = "print(1 / 3)"
+    [exact, tolerant] = await code_verifier.score(
+        [_item(code, tests), _item(code, tests, options={"float_tolerance": 1e-5})]
+    )
+    assert (exact.reward, tolerant.reward) == (0.0, 1.0)
+
+
+async def test_function_verdicts(code_verifier: CodeVerifier) -> None:
+    tests = {
+        "kind": "function",
+        "entry_point": "Solution().f",
+        "cases": [
+            {"args": [1], "expected": 1},
+            {"args": [2], "expected": 2},
+            {"args": [3], "expected": 3},
+            {"kwargs": {"x": 4}, "expected": 4},
+            {"args": [5], "expected": 5},
+        ],
+    }
+    code = """
+import time
+class Solution:
+    def f(self, x):
+        if x == 2: raise ValueError("two")
+        if x == 3: time.sleep(10)
+        if x == 5: return bytearray(1 << 40)
+        return x
+"""
+    [outcome] = await code_verifier.score([_item(code, tests, limits={"timeout_s": 1})])
+    verdicts = [t["verdict"] for t in outcome.details["tests"]]
+    assert verdicts == ["accepted", "runtime_error", "time_limit", "accepted", "memory_limit"]
+    assert "ValueError: two" in outcome.details["tests"][1]["message"]
+
+
+async def test_program_faults_are_verdicts_not_errors(code_verifier: CodeVerifier) -> None:
+    tests = {"kind": "function", "entry_point": "missing", "cases": [{"expected": 1}]}
+    [syntax, missing, bad_test] = await code_verifier.score(
+        [
+            _item("def f(:\n"),
+            _item("def f(): return 1", tests),
+            _item(
+                "def f(): return 1",
+                {"kind": "assert", "entry_point": "f", "test": "def nope(c): pass"},
+            ),
+        ]
+    )
+    assert syntax.details["tests"][0]["verdict"] == "compile_error" and syntax.reward == 0.0
+    assert missing.details["tests"][0]["verdict"] == "runtime_error"
+    assert bad_test.error is not None and bad_test.error.code == "bad_input"
+    assert bad_test.error.field == "tests.test"
+
+
+async def test_cpp_stdio(code_verifier: CodeVerifier) -> None:
+    code = "#include <iostream>\nint main(){long k; std::cin >> k; std::cout << k * k << '\\n';}"
+    broken = "int main() { return }"
+    [ok, error] = await code_verifier.score(
+        [_item(code, language="cpp"), _item(broken, language="c++")]
+    )
+    assert ok.reward == 1.0, ok
+    assert error.reward == 0.0 and error.details["tests"][0]["verdict"] == "compile_error"
+    assert "expected" in error.details["compile_message"]
+
+
+async def test_run_details(run_verifier: CodeRunVerifier) -> None:
+    code = "import sys\nprint(input()[::-1])\nprint('oops', file=sys.stderr)\nsys.exit(3)"
+    [outcome] = await run_verifier.score(
+        [RunItem(id="r", language="python", code=code, stdin="abc\n")]
+    )
+    assert outcome.reward is None and outcome.error is None
+    assert outcome.details == {
+        "stdout": "cba\n",
+        "stderr": "oops\n",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "exit_code": 3,
+        "verdict": "runtime_error",
+        "time_ms": outcome.details["time_ms"],
+    }
+    [killed] = await run_verifier.score(
+        [RunItem(id="k", language="python", code="import os, signal\nos.kill(os.getpid(), 9)")]
+    )
+    assert killed.details["exit_code"] == 137
+
+
+async def test_many_items_run_concurrently(code_verifier: CodeVerifier) -> None:
+    items = [
+        CodeItem(
+            id=str(k), language="python", code=f"print(int(input()) ** 2 + {k % 2})", tests=SQUARE
+        )
+        for k in range(40)
+    ]
+    outcomes = await code_verifier.score(items)
+    assert [o.reward for o in outcomes] == [1.0 if k % 2 == 0 else 0.0 for k in range(40)]
