@@ -1,0 +1,81 @@
+"""The code service on port 8102: ``POST /v1/code/score`` and ``POST /v1/code/run``."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, FastAPI
+from pydantic import Field
+
+from services.code.schemas import RunDetails, RunItem
+from services.code.settings import CodeSettings
+from services.code.verifier import CodeRunVerifier, CodeVerifier
+from services.core.app import create_app as create_core_app
+from services.core.deps import RuntimeDep, require_api_key
+from services.core.errors import ALL_ERRORS, InternalError, TribunalError
+from services.core.routes.responses import ERROR_RESPONSES
+from services.core.service import ServiceSpec
+from services.core.verifier import Verifier
+
+_ERRORS_BY_CODE = {cls.code: cls for cls in ALL_ERRORS if cls is not TribunalError}
+
+
+class RunRequest(RunItem):
+    """``POST /v1/code/run``: one program, its stdin and limits (``id`` is optional)."""
+
+    id: str = Field(default="run", min_length=1, max_length=512)
+
+
+router = APIRouter(prefix="/v1/code", tags=["code"], dependencies=[Depends(require_api_key)])
+
+
+@router.post("/run", response_model=RunDetails, operation_id="code_run", responses=ERROR_RESPONSES)
+async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
+    """Run a program once in the sandbox (the code-interpreter tool of agentic rollouts) and
+    return its stdout, stderr (each capped, with a flag), exit code, verdict and time.
+
+    It goes through the queue like every scoring request, so concurrency stays bounded by the
+    workers' sandbox slots."""
+    service = runtime.services["code_run"]
+    text = await service.score([body], runtime.settings.sync_timeout_s)
+    [result] = json.loads(text)["results"]
+    error = result["error"]
+    if error is not None:
+        cls = _ERRORS_BY_CODE.get(error["code"], InternalError)
+        raise cls(error["message"], field=error.get("field"))
+    return RunDetails.model_validate(result["details"])
+
+
+def create_verifiers(settings: CodeSettings) -> list[Verifier]:
+    """The code service serves two verifiers: scoring against tests, and single runs."""
+    config = settings.to_config()
+    return [CodeVerifier(config), CodeRunVerifier(config)]
+
+
+def startup_hint(settings: CodeSettings) -> str | None:
+    """One line when code would not be sandboxed, or cannot be."""
+    if settings.code_isolation == "none":
+        return "TRIBUNAL_CODE_ISOLATION=none: programs run UNSANDBOXED (local development only)"
+    import shutil
+
+    if shutil.which(settings.code_bwrap_path) is None:
+        return (
+            "bubblewrap is not installed (apt-get install bubblewrap): the code service will "
+            "refuse to start rather than run code unsandboxed"
+        )
+    return None
+
+
+SERVICE = ServiceSpec(
+    name="code",
+    port=8102,
+    settings_cls=CodeSettings,
+    create_verifiers=create_verifiers,
+    routers=lambda: [router],
+    startup_hint=startup_hint,
+)
+
+
+def create_app(settings: CodeSettings | None = None) -> FastAPI:
+    """Build the code service's app (settings from the environment when omitted)."""
+    return create_core_app(SERVICE, settings)
