@@ -72,6 +72,7 @@ SERVICE = ServiceSpec(
     settings_cls=CodeSettings,
     create_verifiers=create_verifiers,
     routers=lambda: [router],
+    score_routes=("code",),
     startup_hint=startup_hint,
 )
 

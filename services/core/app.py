@@ -73,7 +73,8 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
     _add_error_handlers(app)
     app.include_router(health.router)
     for verifier in verifiers:
-        app.include_router(score_router(verifier.name, request_models[verifier.name]))
+        if spec.score_routes is None or verifier.name in spec.score_routes:
+            app.include_router(score_router(verifier.name, request_models[verifier.name]))
     for router in spec.routers():
         app.include_router(router)
     app.include_router(jobs.router)

@@ -7,7 +7,7 @@ factory take it from there (see ``services.core.registry``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -38,6 +38,8 @@ class ServiceSpec:
         routers: Extra routes beyond ``/v1/<verifier>/score`` (e.g. ``/v1/code/run``).
         startup_hint: A line to print at start-up about the configuration, or None.
         worker_processes: Default number of worker processes ``tribunal up`` starts.
+        score_routes: Verifiers that get ``POST /v1/<name>/score`` (None: all). The others
+            are reached through ``routers`` and ``/v1/jobs`` only.
     """
 
     name: str
@@ -47,7 +49,7 @@ class ServiceSpec:
     routers: Callable[[], Sequence[APIRouter]] = _no_routers
     startup_hint: Callable[[Any], str | None] = _no_hint
     worker_processes: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    score_routes: tuple[str, ...] | None = None
 
     def settings(self) -> CoreSettings:
         """Read this service's settings from the environment."""

@@ -1,0 +1,109 @@
+"""The code service as real processes (API + worker + Redis) running real sandboxes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.conftest import ROOT, RedisServer, RunningService
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+]
+
+ADD = {
+    "kind": "assert",
+    "entry_point": "add",
+    "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
+}
+
+
+def env_for(redis: RedisServer, prefix: str) -> dict[str, str]:
+    return {
+        "TRIBUNAL_REDIS_URL": redis.url,
+        "TRIBUNAL_QUEUE": "redis",
+        "TRIBUNAL_KEY_PREFIX": prefix,
+        "TRIBUNAL_CODE_SLOTS": "2",
+        # A secret the service holds: no program may see it.
+        "TRIBUNAL_TEST_SECRET": "hunter2-do-not-leak",
+    }
+
+
+def test_score_run_and_hostile_neighbours(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    running = service("code", env=env_for(redis_server, key_prefix))
+    honest = {"language": "python", "code": "def add(a, b):\n    return a + b\n", "tests": ADD}
+    hacks = [
+        "import sys\ndef add(a, b):\n    return a + b\nprint('ALL TESTS PASSED')\nsys.exit(0)\n",
+        "class Yes:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Yes()\n",
+        "import os\nos._exit(0)\n",
+        "while True:\n    pass\n",
+        "import os\nwhile True:\n    os.fork()\n",
+    ]
+    items = [{"id": f"honest{i}", **honest} for i in range(6)]
+    items += [
+        {
+            "id": f"hack{i}",
+            "language": "python",
+            "code": code,
+            "tests": ADD,
+            "limits": {"timeout_s": 2},
+        }
+        for i, code in enumerate(hacks)
+    ]
+    with running.client(timeout_s=120) as client:
+        with ThreadPoolExecutor(4) as pool:
+            responses = list(
+                pool.map(lambda item: client.post("/v1/code/score", json={"items": [item]}), items)
+            )
+        results = {r.json()["results"][0]["id"]: r.json()["results"][0] for r in responses}
+        for i in range(6):
+            assert results[f"honest{i}"]["reward"] == 1.0, results[f"honest{i}"]
+            assert results[f"honest{i}"]["details"]["all_passed"] is True
+        for i in range(len(hacks)):
+            result = results[f"hack{i}"]
+            assert result["error"] is None, result
+            assert result["reward"] == 0.0, result
+        run = client.post(
+            "/v1/code/run",
+            json={
+                "language": "python",
+                "code": "import os,sys\nprint(sys.stdin.read()[::-1])\nprint(os.environ.get('TRIBUNAL_TEST_SECRET'))",
+                "stdin": "olleh",
+            },
+        )
+        assert run.status_code == 200, run.text
+        body = run.json()
+        assert body["stdout"].splitlines() == ["hello", "None"]
+        assert body["exit_code"] == 0 and body["verdict"] == "accepted"
+        bad = client.post("/v1/code/run", json={"language": "cobol", "code": "x"})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "language"
+        assert client.get("/healthz").status_code == 200
+
+
+def test_the_service_refuses_to_start_when_it_cannot_isolate(
+    redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = {
+        **os.environ,
+        **env_for(redis_server, key_prefix),
+        "TRIBUNAL_CODE_BWRAP_PATH": "/nonexistent/bwrap",
+    }
+    worker = subprocess.run(
+        [sys.executable, "-m", "services.core.cli", "worker", "code"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 2
+    assert "refusing to start" in worker.stderr and "bubblewrap" in worker.stderr.lower()
