@@ -68,7 +68,7 @@ def test_ports_and_images_agree_with_the_services() -> None:
     from services.core.registry import load_service
 
     services = compose()["services"]
-    for name in ("math", "judge"):
+    for name in ("math", "code", "judge"):
         container_port = services[name]["ports"][0].rsplit(":", 1)[1]
         assert int(container_port) == load_service(name).port
         assert services[name]["command"] == ["tribunal", "api", name]
@@ -112,7 +112,7 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             started.append(
                 start_process(tribunal_argv(service["command"]), env, tmp_path / f"{name}.log")
             )
-        for name in ("math", "judge"):
+        for name in ("math", "code", "judge"):
             wait_ready(f"http://127.0.0.1:{ports[name]}", 60, {})
             check = [interpolate(part) for part in services[name]["healthcheck"]["test"][1:]]
             env = {**os.environ, f"TRIBUNAL_{name.upper()}_PORT": str(ports[name])}
@@ -123,6 +123,16 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             f"http://127.0.0.1:{ports['math']}/v1/math/score", json=body, timeout=30
         )
         assert answer.json()["results"][0]["reward"] == 1.0
+        program = {
+            "id": "c",
+            "language": "python",
+            "code": "print(int(input()) * 2)",
+            "tests": {"kind": "stdio", "cases": [{"stdin": "21\n", "stdout": "42\n"}]},
+        }
+        ran = httpx.post(
+            f"http://127.0.0.1:{ports['code']}/v1/code/score", json={"items": [program]}, timeout=60
+        )
+        assert ran.json()["results"][0]["reward"] == 1.0, ran.text
         judged = httpx.post(
             f"http://127.0.0.1:{ports['judge']}/v1/judge/score",
             json={
