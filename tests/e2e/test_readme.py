@@ -31,10 +31,11 @@ def curl_commands() -> list[str]:
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
-    ports = {"8101": str(free_port()), "8103": str(free_port())}
+    ports = {"8101": str(free_port()), "8102": str(free_port()), "8103": str(free_port())}
     env = {
         **os.environ,
         "TRIBUNAL_MATH_PORT": ports["8101"],
+        "TRIBUNAL_CODE_PORT": ports["8102"],
         "TRIBUNAL_JUDGE_PORT": ports["8103"],
         "TRIBUNAL_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
         "TRIBUNAL_KEY_PREFIX": key_prefix,
@@ -68,11 +69,13 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             answer = json.loads(run.stdout)
             job_id = answer.get("job_id", job_id)
             answers.append(answer)
-        math, job, polled, judge, error = answers
+        math, job, polled, code, run, judge, error = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
         assert job["created"] is True
         assert polled["status"] == "done" and [r["reward"] for r in polled["results"]] == [1.0, 1.0]
+        assert code["results"][0]["reward"] == 1.0 and code["results"][0]["details"]["all_passed"]
+        assert run["stdout"] == "45\n" and run["exit_code"] == 0 and run["verdict"] == "accepted"
         assert judge["results"][0]["error"]["code"] == "backend_unavailable"
         assert error["error"]["field"] == "items.0.ground_truth"
     finally:
