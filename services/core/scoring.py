@@ -8,7 +8,6 @@ while a trainer's batch with one broken item loses only that item.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidato
 from pydantic_core import ErrorDetails
 
 from services.core.cache import ResultCache, cache_entry
-from services.core.envelope import ItemOutcome, ItemResult, JobState, ScoreItem
+from services.core.envelope import ItemOutcome, JobState, ScoreItem
 from services.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
 from services.core.hashing import sha256_hex
 from services.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
@@ -200,18 +199,18 @@ class ScoringService:
         return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
 
 
-async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> JobState:
-    """Return a job's state, long-polling up to ``wait_s`` for it to be done."""
+async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:
+    """Return a job's state as ``JobState`` JSON, long-polling up to ``wait_s`` for it to be
+    done. The stored results are already ``ItemResult`` JSON: they are spliced in as they are
+    rather than parsed and serialised again (that was a fifth of the API's CPU on large jobs)."""
     record: JobRecord = await (queue.wait(job_id, wait_s) if wait_s > 0 else queue.job(job_id))
-    results: list[ItemResult | None] = [
-        ItemResult.model_validate(json.loads(record.results[i])) if i in record.results else None
-        for i in range(record.total)
-    ]
-    return JobState(
+    head = JobState(
         job_id=record.job_id,
         verifier=record.verifier,
         status="done" if record.is_done else "pending",
         total=record.total,
         completed=len(record.results),
-        results=results,
-    )
+        results=[],
+    ).model_dump_json()
+    results = ",".join(record.results.get(i, "null") for i in range(record.total))
+    return head.removesuffix("[]}") + "[" + results + "]}"

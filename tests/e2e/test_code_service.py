@@ -21,7 +21,9 @@ pytestmark = [
 ADD = {
     "kind": "assert",
     "entry_point": "add",
-    "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n",
+    "test": (
+        "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+    ),
 }
 
 
@@ -43,7 +45,10 @@ def test_score_run_and_hostile_neighbours(
     honest = {"language": "python", "code": "def add(a, b):\n    return a + b\n", "tests": ADD}
     hacks = [
         "import sys\ndef add(a, b):\n    return a + b\nprint('ALL TESTS PASSED')\nsys.exit(0)\n",
-        "class Yes:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Yes()\n",
+        (
+            "class Yes:\n    def __eq__(self, other):\n        return True\n"
+            "def add(a, b):\n    return Yes()\n"
+        ),
         "import os\nos._exit(0)\n",
         "while True:\n    pass\n",
         "import os\nwhile True:\n    os.fork()\n",
@@ -76,7 +81,10 @@ def test_score_run_and_hostile_neighbours(
             "/v1/code/run",
             json={
                 "language": "python",
-                "code": "import os,sys\nprint(sys.stdin.read()[::-1])\nprint(os.environ.get('TRIBUNAL_TEST_SECRET'))",
+                "code": (
+                    "import os, sys\nprint(sys.stdin.read()[::-1])\n"
+                    "print(os.environ.get('TRIBUNAL_TEST_SECRET'))"
+                ),
                 "stdin": "olleh",
             },
         )

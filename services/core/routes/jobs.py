@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.core.deps import RuntimeDep, require_api_key
@@ -60,6 +61,7 @@ async def get_job(
         float,
         Query(ge=0, description="Long-poll: wait up to this many seconds for the job to finish."),
     ] = 0.0,
-) -> JobState:
+) -> Response:
     """Return the job's status and its results so far (null for pending items)."""
-    return await job_state(runtime.queue, job_id, min(wait, runtime.settings.max_wait_s))
+    text = await job_state(runtime.queue, job_id, min(wait, runtime.settings.max_wait_s))
+    return Response(text, media_type="application/json")

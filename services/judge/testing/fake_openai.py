@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
+import heapq
 import json
 import math
 import re
@@ -108,7 +109,7 @@ class FakeOpenAIServer:
 
     Args:
         script: Verdicts and faults.
-        latency_s: Time each request takes once admitted, seconds.
+        latency_s: Time each request holds its slot, building the answer included, seconds.
         cap: Requests processed concurrently (like vLLM's ``--max-num-seqs``).
         record_bodies: Keep every request body in ``stats.requests`` (off for benchmarks).
     """
@@ -130,6 +131,7 @@ class FakeOpenAIServer:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._free_at: list[float] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -145,6 +147,7 @@ class FakeOpenAIServer:
     async def start_async(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Start on the running loop; return the base URL (``http://host:port/v1``)."""
         self._semaphore = asyncio.Semaphore(self.cap)
+        self._free_at = [0.0] * self.cap  # when each slot frees (a heap; all free now)
         self._runner = web.AppRunner(self.app(), handler_cancellation=True, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, backlog=4096)
@@ -161,8 +164,13 @@ class FakeOpenAIServer:
             await self._runner.cleanup()
             self._runner = None
 
-    def start(self) -> str:
-        """Run the server in a daemon thread with its own loop; return the base URL."""
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Run the server in a daemon thread with its own loop; return the base URL.
+
+        Args:
+            host: Address to bind.
+            port: Port to bind (0: a free one), e.g. where a service already expects it.
+        """
         ready = threading.Event()
         box: dict[str, Any] = {}
 
@@ -170,7 +178,7 @@ class FakeOpenAIServer:
             loop = asyncio.new_event_loop()
             self._loop = loop
             try:
-                box["url"] = loop.run_until_complete(self.start_async())
+                box["url"] = loop.run_until_complete(self.start_async(host, port))
             except BaseException as exc:  # report start failures to the caller
                 box["error"] = exc
                 ready.set()
@@ -213,6 +221,7 @@ class FakeOpenAIServer:
 
     async def _chat(self, request: web.Request) -> web.Response:
         stats = self.stats
+        arrived = time.monotonic()
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         try:
@@ -221,11 +230,12 @@ class FakeOpenAIServer:
             fault = self.script.faults.popleft() if self.script.faults else None
             assert self._semaphore is not None
             async with self._semaphore:
-                if fault == "timeout":
-                    await asyncio.sleep(self.script.hang_s)
-                elif self.latency_s:
-                    await asyncio.sleep(self.latency_s)
+                hold_s = self.script.hang_s if fault == "timeout" else self.latency_s
+                deadline = self._occupy_slot(arrived, hold_s)
                 response = self._answer(body, fault)
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    await asyncio.sleep(remaining)
             now = time.monotonic()
             if stats.first_answer_at is None:
                 stats.first_answer_at = now
@@ -234,6 +244,19 @@ class FakeOpenAIServer:
             return response
         finally:
             stats.in_flight -= 1
+
+    def _occupy_slot(self, arrived: float, hold_s: float) -> float:
+        """Take the slot that freed first for ``hold_s``; return when the answer is due.
+
+        A call starts when its slot freed (or when it arrived, if later), not when this
+        event loop got round to admitting it, and building the answer counts against its
+        latency: the server's own scheduling lag and CPU time do not accumulate, so with
+        calls queued it answers exactly ``cap / latency_s`` calls/s, and whatever a client
+        measures below that is the client's.
+        """
+        start = max(heapq.heappop(self._free_at), arrived)
+        heapq.heappush(self._free_at, start + hold_s)
+        return start + hold_s
 
     def _answer(self, body: dict[str, Any], fault: str | None) -> web.Response:
         if fault == "429":

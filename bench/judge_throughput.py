@@ -1,0 +1,525 @@
+"""Rubric verdicts/s of the judge service over HTTP, against a fake judge with a fixed latency.
+
+Starts, as subprocesses on free ports: a throwaway ``redis-server`` (no persistence; or the
+Redis of ``--redis-url``, under a unique key prefix), the fake OpenAI-compatible judge
+(``services.judge.testing.fake_openai``: each call holds one of ``cap`` slots for
+``latency_ms``, like vLLM with ``--max-num-seqs cap``), and, once per rubrics-per-call k, the
+judge API (``tribunal api judge``) and one judge worker (``tribunal worker judge``). After a
+small warm-up it queues every verdict first (``POST /v1/jobs``, at most ``http_concurrency``
+requests in flight) and collects them afterwards (``GET /v1/jobs/{id}?wait=``).
+
+The ideal is ``cap / latency`` calls/s, i.e. ``k · cap / latency`` verdicts/s with k rubrics
+per call, counted from the first POST to the last result; the target is 90% of it, with the
+first verdict (first completed item of the first job, timed from that job's POST) back
+within 1 s. Since calls come in whole rounds of ``cap``, no client can beat
+``round_bound_pct_of_ideal``. Items are distinct (a run nonce in each response), so neither
+the result cache nor the verdict cache answers any of them.
+
+Tuning (defaults here, reported under ``settings.service_env``): the judge keeps 1.5x the
+server's slots in flight (``TRIBUNAL_JUDGE_MAX_CONCURRENCY``; the excess waits in the
+server's queue, so a slot never idles while the worker turns an answer into the next
+request; at the judge's default of 64 the service reaches half the ideal); the worker scores
+32 batches of 16 items at once (a batch's results are written when all of it is judged, so
+small batches bring the first verdict forward, and many of them keep 512 items in flight).
+
+    .venv/bin/python bench/judge_throughput.py            # 10,000 verdicts per k, k = 1 and 4
+    .venv/bin/python bench/judge_throughput.py --quick    # 1,000 verdicts (the smoke test)
+
+Prints one JSON object: the command, the settings used, and per k: verdicts/s, % of ideal,
+time to first verdict, what the fake judge saw, CPU seconds of the API and worker during the
+run, and the 1-minute load average before and after (every process here shares the
+machine's CPUs with whatever else runs on it; on a busy 2-core machine the k = 4 run, which
+asks for 4x as many items/s of the API and worker as k = 1, drops below target first).
+Every process it started is stopped on exit, Ctrl-C and errors included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIBUNAL = [sys.executable, "-m", "services.core.cli"]
+TARGET_PCT_OF_IDEAL = 90.0
+TARGET_FIRST_VERDICT_S = 1.0
+FILLER = "The response discusses the question in some detail and cites two sources. " * 12
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """Return a TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Processes:
+    """Every process this benchmark started, each in a session of its own (killpg-able)."""
+
+    log_dir: Path
+    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start ``argv`` with output to ``<log_dir>/<name>.log``."""
+        with (self.log_dir / f"{name}.log").open("wb") as log:
+            self.running[name] = subprocess.Popen(
+                argv,
+                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches us only; we stop them in order
+                cwd=ROOT,
+            )
+
+    def stop(self, name: str, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group of ``name``, SIGKILL it after ``grace_s``."""
+        process = self.running.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def stop_all(self) -> None:
+        """Stop every process still running, the last started first."""
+        for name in reversed(list(self.running)):
+            self.stop(name)
+
+    def cpu_s(self, name: str) -> float | None:
+        """CPU seconds (user + system) process ``name`` has used so far (None: unknown)."""
+        process = self.running.get(name)
+        if process is None:
+            return None
+        try:
+            stat = Path(f"/proc/{process.pid}/stat").read_text()
+        except OSError:  # not Linux, or gone
+            return None
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of proc(5)
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def check_alive(self) -> None:
+        """Raise if a started process has exited."""
+        for name, process in self.running.items():
+            if process.poll() is not None:
+                tail = self.log_tail(name)
+                raise RuntimeError(f"{name} exited with code {process.returncode}:\n{tail}")
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """Return the last ``lines`` lines of a process's log."""
+        path = self.log_dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait_until(probe: str, processes: Processes, timeout_s: float = 60.0) -> None:
+    """Poll ``probe`` (a URL) until it answers 200, failing early if a process died."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        processes.check_alive()
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(probe, timeout=2).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"{probe} did not answer 200 within {timeout_s:g} s")
+
+
+def start_redis(processes: Processes, given_url: str | None) -> str:
+    """Start a throwaway ``redis-server`` and return its URL (or return ``given_url``)."""
+    if given_url:
+        return given_url
+    if shutil.which("redis-server") is None:
+        env_url = os.environ.get("TRIBUNAL_REDIS_URL")
+        if env_url:
+            return env_url
+        raise SystemExit("redis-server is not installed and TRIBUNAL_REDIS_URL is not set")
+    port = free_port()
+    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
+    processes.start("redis", [*argv, "--save", "", "--appendonly", "no"])
+    deadline = time.monotonic() + 10
+    while True:
+        processes.check_alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("redis-server did not start within 10 s")
+        time.sleep(0.05)
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def start_fake_judge(processes: Processes, latency_ms: float, cap: int) -> str:
+    """Start the fake OpenAI-compatible judge; return its base URL (``.../v1``)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "services.judge.testing.fake_openai", "--port", str(port)]
+    processes.start("fake_judge", [*argv, "--latency-ms", f"{latency_ms:g}", "--cap", str(cap)])
+    wait_until(f"http://127.0.0.1:{port}/stats", processes, timeout_s=30)
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def delete_keys(redis_url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` (when the Redis is not our own throwaway one)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+    except redis.RedisError as exc:  # clean-up must not hide the run's own error
+        sys.stderr.write(f"could not delete the {prefix}:* keys at {redis_url}: {exc}\n")
+    finally:
+        client.close()
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run queues and how the service is tuned.
+
+    Attributes:
+        verdicts: Rubric verdicts queued in total (items x rubrics_per_item).
+        rubrics_per_item: Rubrics of each item (one of them negative).
+        items_per_job: Items per ``POST /v1/jobs``.
+        http_concurrency: Client HTTP requests in flight at most.
+        warmup_items: Items scored before the clock starts (0: a cold start).
+        service_env: ``TRIBUNAL_*`` settings of the judge API and worker, besides k.
+    """
+
+    verdicts: int
+    rubrics_per_item: int
+    items_per_job: int
+    http_concurrency: int
+    warmup_items: int
+    service_env: dict[str, str]
+
+    @property
+    def n_items(self) -> int:
+        """Items queued (verdicts / rubrics_per_item)."""
+        return self.verdicts // self.rubrics_per_item
+
+
+def make_items(n_items: int, rubrics_per_item: int, nonce: str) -> list[dict[str, Any]]:
+    """Distinct items: the nonce and the index are in every response."""
+    return [
+        {
+            "id": f"{nonce}-{i}",
+            "question": f"What does the literature say about topic {i}?",
+            "response": f"[{nonce}-{i}] Answer about topic {i}. {FILLER}",
+            "rubrics": [
+                {
+                    "text": f"Criterion {j}: the answer handles aspect {j} of topic {i}.",
+                    "polarity": "negative" if j == rubrics_per_item - 1 else "positive",
+                }
+                for j in range(rubrics_per_item)
+            ],
+            "rubric_sets": [],
+        }
+        for i in range(n_items)
+    ]
+
+
+def make_jobs(plan: Plan, nonce: str) -> list[list[dict[str, Any]]]:
+    """The run's distinct items, split into jobs of ``items_per_job``."""
+    items = make_items(plan.n_items, plan.rubrics_per_item, nonce)
+    size = plan.items_per_job
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def count_verdicts(results: list[dict[str, Any] | None]) -> tuple[int, int]:
+    """Return (rubric verdicts scored, items with an error or no result)."""
+    verdicts = errors = 0
+    for result in results:
+        if result is None or result["error"] is not None:
+            errors += 1
+            continue
+        verdicts += sum(r["score"] is not None for r in result["details"]["rubrics"])
+    return verdicts, errors
+
+
+async def first_verdict_at(client: httpx.AsyncClient, job_id: str, poll_s: float) -> float:
+    """Poll the first job until its first item has a result; return that moment."""
+    while True:
+        state = (await client.get(f"/v1/jobs/{job_id}")).raise_for_status().json()
+        if state["completed"] > 0:
+            return time.perf_counter()
+        await asyncio.sleep(poll_s)
+
+
+async def collect(client: httpx.AsyncClient, job_id: str, gate: asyncio.Semaphore) -> list[Any]:
+    """Long-poll a job until done; return its results."""
+    while True:
+        async with gate:
+            response = await client.get(f"/v1/jobs/{job_id}", params={"wait": 30}, timeout=60)
+        state = response.raise_for_status().json()
+        if state["status"] == "done":
+            return list(state["results"])
+
+
+async def warm_up(client: httpx.AsyncClient, plan: Plan, nonce: str) -> None:
+    """Score a few items first (not counted): connections open, code paths warm, as in a
+    service that has been running; the fake judge's counters are reset afterwards."""
+    items = make_items(plan.warmup_items, plan.rubrics_per_item, f"{nonce}-warmup")
+    job = await client.post("/v1/jobs", json={"verifier": "judge", "items": items})
+    job_id = job.raise_for_status().json()["job_id"]
+    state = await client.get(f"/v1/jobs/{job_id}", params={"wait": 30}, timeout=60)
+    if state.raise_for_status().json()["status"] != "done":
+        raise RuntimeError("the warm-up job was not scored within 30 s")
+
+
+async def measure(base_url: str, judge_root: str, plan: Plan, nonce: str) -> dict[str, Any]:
+    """Warm up, queue every job, then collect them all; return timings and counts."""
+    jobs = make_jobs(plan, nonce)
+    gate = asyncio.Semaphore(plan.http_concurrency)
+    limits = httpx.Limits(max_connections=plan.http_concurrency + 1)
+    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
+        if plan.warmup_items:
+            await warm_up(client, plan, nonce)
+        (await client.post(f"{judge_root}/reset")).raise_for_status()
+
+        async def submit(items: list[dict[str, Any]]) -> str:
+            async with gate:
+                response = await client.post("/v1/jobs", json={"verifier": "judge", "items": items})
+            return str(response.raise_for_status().json()["job_id"])
+
+        started = time.perf_counter()
+        first_job = await submit(jobs[0])
+        # The poller bypasses the gate (one request more) so it is not queued behind POSTs.
+        first = asyncio.create_task(first_verdict_at(client, first_job, 0.01))
+        job_ids = [first_job, *await asyncio.gather(*(submit(items) for items in jobs[1:]))]
+        submitted = time.perf_counter()
+        results = await asyncio.gather(*(collect(client, job_id, gate) for job_id in job_ids))
+        finished = time.perf_counter()
+        first_at = await first
+    flat = [result for job in results for result in job]
+    verdicts, errors = count_verdicts(flat)
+    elapsed = finished - started
+    return {
+        "items": len(flat),
+        "jobs": len(jobs),
+        "verdicts": verdicts,
+        "item_errors": errors,
+        "submit_s": round(submitted - started, 3),
+        "elapsed_s": round(elapsed, 3),
+        "verdicts_per_s": round(verdicts / elapsed, 1),
+        "first_verdict_s": round(first_at - started, 3),
+    }
+
+
+def run_one(
+    processes: Processes, redis_url: str, judge_url: str, plan: Plan, k: int, args: Any
+) -> dict[str, Any]:
+    """Start the judge API and one worker with k rubrics per call, measure, stop them."""
+    prefix = f"bench{uuid.uuid4().hex[:10]}"
+    port = free_port()
+    env = {
+        **plan.service_env,
+        "TRIBUNAL_REDIS_URL": redis_url,
+        "TRIBUNAL_QUEUE": "redis",
+        "TRIBUNAL_KEY_PREFIX": prefix,
+        "TRIBUNAL_JUDGE_BASE_URL": judge_url,
+        "TRIBUNAL_JUDGE_MODEL": "fake-judge",
+        "TRIBUNAL_JUDGE_RUBRICS_PER_CALL": str(k),
+        "TRIBUNAL_LOG_LEVEL": "WARNING",
+    }
+    load_before = os.getloadavg()[0]
+    try:
+        processes.start(f"api_k{k}", [*TRIBUNAL, "api", "judge", "--port", str(port)], env)
+        processes.start(f"worker_k{k}", [*TRIBUNAL, "worker", "judge"], env)
+        wait_until(f"http://127.0.0.1:{port}/readyz", processes)
+        judge_root = judge_url.removesuffix("/v1")
+        names = {"api": f"api_k{k}", "worker": f"worker_k{k}"}
+        cpu_before = {label: processes.cpu_s(name) for label, name in names.items()}
+        result = asyncio.run(measure(f"http://127.0.0.1:{port}", judge_root, plan, prefix))
+        cpu_s = {
+            label: _delta(processes.cpu_s(name), cpu_before[label]) for label, name in names.items()
+        }
+        backend = httpx.get(f"{judge_root}/stats").json()
+        processes.check_alive()
+    finally:
+        processes.stop(f"worker_k{k}")
+        processes.stop(f"api_k{k}")
+        if "redis" not in processes.running:
+            delete_keys(redis_url, prefix)
+    ideal = k * args.cap / (args.latency_ms / 1000)
+    pct = 100 * result["verdicts_per_s"] / ideal
+    calls = plan.n_items * math.ceil(plan.rubrics_per_item / k)
+    # Calls come in whole rounds of `cap`: no client can beat ceil(calls / cap) rounds.
+    round_bound = 100 * (calls / args.cap) / math.ceil(calls / args.cap)
+    return {
+        "rubrics_per_call": k,
+        **result,
+        "ideal_verdicts_per_s": round(ideal, 1),
+        "pct_of_ideal": round(pct, 1),
+        "round_bound_pct_of_ideal": round(round_bound, 1),
+        "meets_target": pct >= TARGET_PCT_OF_IDEAL
+        and result["first_verdict_s"] <= TARGET_FIRST_VERDICT_S
+        and result["item_errors"] == 0,
+        # Other work on the machine shares its CPUs with all five processes of the run.
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "cpu_s": cpu_s,  # of the measured run (warm-up included), not of start-up
+        "backend": {
+            "calls": backend["answered"],
+            "max_in_flight": backend["max_in_flight"],
+            "first_answer_s": _round(backend["first_answer_s"]),
+            "last_answer_s": _round(backend["last_answer_s"]),
+        },
+    }
+
+
+def _delta(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else round(after - before, 2)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+# -- command line --------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (``--quick``: 1,000 verdicts per k)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 verdicts (smoke test)")
+    parser.add_argument("--verdicts", type=int, default=None, help="default 10,000")
+    parser.add_argument("--k", type=int, nargs="+", default=[1, 4], help="rubrics per call")
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--cap", type=int, default=128, help="fake judge's concurrent calls")
+    parser.add_argument("--rubrics-per-item", type=int, default=4)
+    parser.add_argument("--items-per-job", type=int, default=64)
+    parser.add_argument("--http-concurrency", type=int, default=8)
+    parser.add_argument("--warmup-items", type=int, default=8, help="0: measure a cold start")
+    parser.add_argument(
+        "--judge-max-concurrency",
+        type=int,
+        default=None,
+        help="TRIBUNAL_JUDGE_MAX_CONCURRENCY (default: 1.5x the fake judge's cap)",
+    )
+    parser.add_argument("--worker-concurrency", type=int, default=32)
+    parser.add_argument("--worker-batch-size", type=int, default=16)
+    parser.add_argument("--redis-url", default=None, help="use this Redis, not a throwaway one")
+    return parser.parse_args(argv)
+
+
+def build_plan(args: argparse.Namespace) -> Plan:
+    """The run's plan from the command line."""
+    verdicts = args.verdicts or (1_000 if args.quick else 10_000)
+    env = {
+        "TRIBUNAL_JUDGE_MAX_CONCURRENCY": str(args.judge_max_concurrency or 3 * args.cap // 2),
+        "TRIBUNAL_WORKER_CONCURRENCY": str(args.worker_concurrency),
+        "TRIBUNAL_WORKER_BATCH_SIZE": str(args.worker_batch_size),
+        "TRIBUNAL_MAX_BATCH_ITEMS": str(max(4096, args.items_per_job)),
+    }
+    return Plan(
+        verdicts=verdicts,
+        rubrics_per_item=args.rubrics_per_item,
+        items_per_job=args.items_per_job,
+        http_concurrency=args.http_concurrency,
+        warmup_items=args.warmup_items,
+        service_env=env,
+    )
+
+
+@contextlib.contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into KeyboardInterrupt, so ``finally`` blocks stop the children
+    (SIGINT too: a shell starts background jobs with it ignored)."""
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        for sig in handled:  # a second Ctrl-C must not break off the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON; return 0 (the figures say whether it met target)."""
+    args = parse_args(argv)
+    plan = build_plan(args)
+    given = sys.argv[1:] if argv is None else argv
+    command = shlex.join(["python", "bench/judge_throughput.py", *given])
+    with (
+        signals_as_interrupt(),
+        tempfile.TemporaryDirectory(prefix="judge-bench-") as logs,
+    ):
+        processes = Processes(Path(logs))
+        try:
+            redis_url = start_redis(processes, args.redis_url)
+            judge_url = start_fake_judge(processes, args.latency_ms, args.cap)
+            runs = [run_one(processes, redis_url, judge_url, plan, k, args) for k in args.k]
+        except Exception:
+            for name in ("fake_judge", *(f"{p}_k{k}" for k in args.k for p in ("api", "worker"))):
+                with contextlib.suppress(OSError):
+                    sys.stderr.write(f"--- {name}\n{processes.log_tail(name)}\n")
+            raise
+        finally:
+            processes.stop_all()
+    report = {
+        "benchmark": "judge_throughput",
+        "command": command,
+        "target": {
+            "pct_of_ideal": TARGET_PCT_OF_IDEAL,
+            "first_verdict_s": TARGET_FIRST_VERDICT_S,
+        },
+        "meets_target": all(run["meets_target"] for run in runs),
+        "settings": {
+            "verdicts_per_run": plan.n_items * plan.rubrics_per_item,
+            "rubrics_per_item": plan.rubrics_per_item,
+            "items_per_job": plan.items_per_job,
+            "http_concurrency": plan.http_concurrency,
+            "warmup_items": plan.warmup_items,
+            "fake_judge": {"latency_ms": args.latency_ms, "cap": args.cap},
+            "service_env": plan.service_env,
+            "api_processes": 1,
+            "worker_processes": 1,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "runs": runs,
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted; every process the benchmark started has been stopped\n")
+        sys.exit(130)
