@@ -58,7 +58,10 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import ROOT, free_port
+
 TRIBUNAL = [sys.executable, "-m", "services.core.cli"]
 TARGET_PCT_OF_IDEAL = 90.0
 TARGET_FIRST_VERDICT_S = 1.0
@@ -66,13 +69,6 @@ FILLER = "The response discusses the question in some detail and cites two sourc
 
 
 # -- processes -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """Return a TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -19,6 +19,8 @@ import httpx
 import pytest
 import redis
 
+from services.judge.testing import FakeJudgeScript, FakeOpenAIServer
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 
@@ -208,6 +210,19 @@ def service(
             stop_process(process)
         if failed is not None and failed.failed:
             print(running.log_text())
+
+
+@pytest.fixture
+def openai_compat_server() -> Iterator[FakeOpenAIServer]:
+    """A fake OpenAI-compatible judge on a free port of 127.0.0.1, in a thread with its own
+    event loop (verdict 2 unless a test scripts it). It stands in for vLLM, which needs a GPU
+    and weights this machine does not have; everything on our side of the socket is real."""
+    server = FakeOpenAIServer(FakeJudgeScript())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,17 +28,6 @@ README_CURL_BODY = (
     '"positive"},{"text":"Confuses Celsius and Fahrenheit","polarity":"negative"}],'
     '"rubric_sets":["v3"]}]}'
 )
-
-
-@pytest.fixture
-def openai_compat_server() -> Iterator[FakeOpenAIServer]:
-    """A fake OpenAI-compatible judge on a free port (verdict 2 unless a test scripts it)."""
-    server = FakeOpenAIServer(FakeJudgeScript())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:

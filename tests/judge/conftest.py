@@ -1,32 +1,16 @@
-"""Fixtures of the judge tests: a real HTTP judge server with scripted verdicts.
-
-``openai_compat_server`` is ``services.judge.testing.fake_openai.FakeOpenAIServer`` on a free
-port of 127.0.0.1, in a thread with its own event loop. It stands in for vLLM, which needs a
-GPU and weights this machine does not have; everything on our side of the socket is real.
-"""
+"""Fixtures of the judge tests: verifiers pointed at ``openai_compat_server`` (a real HTTP
+judge server with scripted verdicts, defined in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from services.judge.config import BackendConfig, JudgeConfig
-from services.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from services.judge.testing import FakeOpenAIServer
 from services.judge.verifier import JudgeVerifier
-
-
-@pytest.fixture
-def openai_compat_server() -> Iterator[FakeOpenAIServer]:
-    """A fake OpenAI-compatible judge (all verdicts 2 unless the test scripts otherwise)."""
-    server = FakeOpenAIServer(FakeJudgeScript())
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
 
 VerifierFactory = Callable[..., JudgeVerifier]
 
