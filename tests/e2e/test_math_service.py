@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -158,3 +159,37 @@ def test_bad_input_is_named_over_real_http(
         assert not_json.status_code == 422 and not_json.json()["error"]["code"] == "bad_input"
         with pytest.raises(httpx.HTTPStatusError):
             client.get("/v1/jobs/unknown").raise_for_status()
+
+
+def test_a_burst_of_concurrent_requests_all_get_answers(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    """More concurrent requests than redis-py's default pool (100 connections) holds."""
+    running = service("math", env=env_for(redis_server, key_prefix))
+
+    async def burst() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=300)
+        async with httpx.AsyncClient(
+            base_url=running.base_url, timeout=120, limits=limits
+        ) as client:
+            return await asyncio.gather(
+                *(
+                    client.post(
+                        "/v1/math/score",
+                        json={
+                            "items": [
+                                {
+                                    "id": f"q{i}",
+                                    "response": f"\\boxed{{{i}}}",
+                                    "ground_truth": str(i),
+                                }
+                            ]
+                        },
+                    )
+                    for i in range(300)
+                )
+            )
+
+    responses = asyncio.run(burst())
+    assert [r.status_code for r in responses] == [200] * 300
+    assert all(r.json()["results"][0]["reward"] == 1.0 for r in responses)

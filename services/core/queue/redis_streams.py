@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -92,6 +93,8 @@ class RedisStreamsQueue:
         result_ttl_s: Lifetime of job metadata, results and idempotency keys (s).
         visibility_timeout_s: Idle time after which another worker may claim an entry (s).
         retry_after_s: Retry-After sent with ``QueueFull`` and ``QueueUnavailable`` (s).
+        max_connections: Connections to Redis this process may hold.
+        pool_timeout_s: How long a command waits for a free connection before it fails (s).
     """
 
     kind = "redis"
@@ -105,6 +108,8 @@ class RedisStreamsQueue:
         result_ttl_s: int,
         visibility_timeout_s: float,
         retry_after_s: float = 1.0,
+        max_connections: int = 512,
+        pool_timeout_s: float = 20.0,
     ) -> None:
         self.url = url
         self.keys = keys
@@ -112,15 +117,20 @@ class RedisStreamsQueue:
         self.result_ttl_s = result_ttl_s
         self.visibility_timeout_s = visibility_timeout_s
         self.retry_after_s = retry_after_s
-        # One try, no backoff: when Redis is down the API answers 503 at once instead of
-        # holding the request through redis-py's default retries.
-        self.redis: aioredis.Redis = aioredis.Redis.from_url(
+        # A blocking pool: a burst of requests waits for a connection instead of failing
+        # with "Too many connections" (redis-py's default pool refuses past 100). One try, no
+        # backoff: when Redis is down the API answers 503 at once instead of holding the
+        # request through redis-py's default retries.
+        pool = aioredis.BlockingConnectionPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=pool_timeout_s,
             socket_connect_timeout=2.0,
             retry=Retry(NoBackoff(), 0),
             health_check_interval=10,
             decode_responses=True,
         )
+        self.redis: aioredis.Redis = aioredis.Redis(connection_pool=pool)
         self._submit = self.redis.register_script(_SUBMIT)
         self._complete = self.redis.register_script(_COMPLETE)
         self._autoclaim_cursor: dict[tuple[str, str], str] = {}
@@ -231,8 +241,9 @@ class RedisStreamsQueue:
                 remaining = deadline - time.monotonic()
                 if record.is_done or remaining <= 0:
                     return record
+                # Jittered, so that waiters started together do not re-read together.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+                    await asyncio.wait_for(event.wait(), min(remaining, random.uniform(1.0, 2.0)))
                 event.clear()
         finally:
             waiters = self._waiters.get(job_id)
