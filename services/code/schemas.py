@@ -160,7 +160,9 @@ class RunDetails(BaseModel):
     stderr: str
     stdout_truncated: bool
     stderr_truncated: bool
-    exit_code: int | None = Field(description="Exit status; 128+N after death by signal N.")
+    exit_code: int | None = Field(
+        default=None, description="Exit status; 128+N after death by signal N; null if none."
+    )
     verdict: TestVerdict = Field(description="`accepted` means exit status 0 within limits.")
-    time_ms: float | None
+    time_ms: float | None = Field(default=None, description="Wall-clock time of the run.")
     isolation: str | None = None

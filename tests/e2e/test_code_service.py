@@ -92,6 +92,20 @@ def test_score_run_and_hostile_neighbours(
         body = run.json()
         assert body["stdout"].splitlines() == ["hello", "None"]
         assert body["exit_code"] == 0 and body["verdict"] == "accepted"
+        broken = client.post("/v1/code/run", json={"language": "python", "code": "("})
+        assert broken.status_code == 200, broken.text
+        assert broken.json()["verdict"] in {"compile_error", "runtime_error"}
+        assert broken.json()["exit_code"] != 0
+        looping = client.post(
+            "/v1/code/run",
+            json={
+                "language": "python",
+                "code": "while True:\n    pass",
+                "limits": {"timeout_s": 1},
+            },
+        )
+        assert looping.status_code == 200, looping.text
+        assert looping.json()["verdict"] == "time_limit"
         bad = client.post("/v1/code/run", json={"language": "cobol", "code": "x"})
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "language"
         assert client.get("/healthz").status_code == 200
