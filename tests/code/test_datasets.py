@@ -8,52 +8,36 @@ Data: /work/shared/data/code (not copied into the repository); skipped when abse
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import time
-import warnings
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
-from typing import Any
 
 import pytest
 
+from bench import code_data
+from bench.code_data import DATA, humaneval_item
+from bench.code_data import jsonl as _jsonl
+from bench.code_data import parse as _parse
 from services.code import CodeConfig, CodeItem, CodeVerifier
 
 # Sources (in /work/shared/data/code): HumanEval (openai/human-eval, 164 problems), MBPP
 # sanitized (google-research/mbpp, 427), LeetCodeDataset v0.3.1 test split
 # (newfacade/LeetCodeDataset, 228), CRUXEval (facebookresearch/cruxeval, 800) and CodeLlama-7B's
-# scored CRUXEval output predictions.
-DATA = Path("/work/shared/data/code")
-
-
-def _jsonl(name: str) -> list[dict[str, Any]]:
-    path = DATA / name
-    if name.endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+# scored CRUXEval output predictions. The HumanEval and LeetCode loaders live in
+# bench/code_data.py, shared with bench/code_throughput.py.
 
 
 def humaneval(mutate: bool = False) -> list[CodeItem]:
     """HumanEval: code = prompt + canonical solution; assert tests ``check(candidate)``."""
     items = []
     for row in _jsonl("humaneval.jsonl"):
-        code = row["prompt"] + row["canonical_solution"]
+        code = None
         if mutate:
-            mutated = off_by_one(code, first_line=row["prompt"].count("\n") + 1)
-            if mutated is None:
-                continue
-            code = mutated
-        items.append(
-            CodeItem(
-                id=row["task_id"],
-                language="python",
-                code=code,
-                tests={"kind": "assert", "entry_point": row["entry_point"], "test": row["test"]},
+            code = off_by_one(
+                row["prompt"] + row["canonical_solution"], first_line=row["prompt"].count("\n") + 1
             )
-        )
+            if code is None:
+                continue
+        items.append(CodeItem.model_validate(humaneval_item(row, code)))
     return items
 
 
@@ -67,12 +51,6 @@ class _ToCandidate(ast.NodeTransformer):
             if node.id == self.name
             else node
         )
-
-
-def _parse(code: str) -> ast.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # invalid escapes in dataset code (DeprecationWarning)
-        return ast.parse(code)
 
 
 def _entry_point(code: str, assertion: str) -> str:
@@ -110,75 +88,10 @@ def mbpp() -> list[CodeItem]:
     return items
 
 
-def _json_value(value: Any) -> Any:
-    """A literal as JSON (tuples become lists); raise ValueError for non-JSON literals."""
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is float:
-        return value
-    if type(value) in (list, tuple):
-        return [_json_value(v) for v in value]
-    if type(value) is dict and all(type(k) is str for k in value):
-        return {k: _json_value(v) for k, v in value.items()}
-    raise ValueError(f"not JSON: {type(value).__name__}")
-
-
-def leetcode_cases(test: str) -> list[dict[str, Any]] | None:
-    """The LeetCode ``check`` as function cases, or None when an assert is not a plain
-    ``candidate(**literals) == literal``."""
-    module = _parse(test)
-    check = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check")
-    cases = []
-    for statement in check.body:
-        if not isinstance(statement, ast.Assert):
-            return None
-        compare = statement.test
-        if not (
-            isinstance(compare, ast.Compare)
-            and len(compare.ops) == 1
-            and isinstance(compare.ops[0], ast.Eq)
-            and isinstance(compare.left, ast.Call)
-            and isinstance(compare.left.func, ast.Name)
-            and compare.left.func.id == "candidate"
-        ):
-            return None
-        try:
-            args = [_json_value(ast.literal_eval(a)) for a in compare.left.args]
-            kwargs = {k.arg: _json_value(ast.literal_eval(k.value)) for k in compare.left.keywords}
-            expected = _json_value(ast.literal_eval(compare.comparators[0]))
-        except ValueError:
-            return None
-        if any(key is None for key in kwargs):
-            return None
-        cases.append({"args": args, "kwargs": kwargs, "expected": expected})
-    return cases
-
-
 def leetcode() -> tuple[list[CodeItem], int]:
-    """LeetCodeDataset test split: function cases where every assert is a plain literal
-    comparison, else an assert test with the dataset's prelude (helpers such as
-    ``tree_node``/``is_same_tree``) on the trusted test side. Returns (items, function cases).
-    """
-    items = []
-    n_cases = 0
-    for row in _jsonl("leetcodedataset_v0.3.1_test.jsonl.gz"):
-        code = row["prompt"] + "\n" + row["completion"]
-        cases = leetcode_cases(row["test"])
-        if cases is not None:
-            n_cases += len(cases)
-            tests: dict[str, Any] = {
-                "kind": "function",
-                "entry_point": row["entry_point"],
-                "cases": cases,
-            }
-        else:
-            tests = {
-                "kind": "assert",
-                "entry_point": row["entry_point"],
-                "test": row["prompt"] + "\n" + row["test"],
-            }
-        items.append(CodeItem(id=row["task_id"], language="python", code=code, tests=tests))
-    return items, n_cases
+    """LeetCodeDataset test split (see ``bench.code_data.leetcode``): (items, function cases)."""
+    rows, n_cases = code_data.leetcode()
+    return [CodeItem.model_validate(row) for row in rows], n_cases
 
 
 def cruxeval(wrong: bool = False) -> list[CodeItem]:

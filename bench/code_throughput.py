@@ -1,0 +1,528 @@
+"""Code service throughput over HTTP + Redis + worker processes, against a bare subprocess.
+
+Run: ``python bench/code_throughput.py`` (prints one JSON object; about 2.5 minutes). It
+starts its own redis-server, then, per setup (``WxS``: W worker processes with
+``TRIBUNAL_CODE_SLOTS=S`` sandboxes each), the code API and its workers on free ports, with
+the result cache off (``TRIBUNAL_CACHE_TTL_S=0``). Three measurements:
+
+* ``run``: ``POST /v1/code/run`` of ``print(1)`` for each ``--run-setups`` entry: one request
+  at a time back to back (latency p50/p99), ``--concurrency`` at a time (executions/s), and
+  one at a time paced, a start every ``--pace-ms`` (an offered load below capacity, as tool
+  calls arrive between generation steps: the sandbox started ahead of time is ready). Beside
+  it the baseline, ``/usr/bin/python3 -I -S -c 'print(1)'`` (the sandbox's own interpreter, no
+  isolation) as asyncio subprocesses of this process at the same concurrencies. Target: p50
+  latency at most 2x the bare subprocess's; ratios at concurrency 1 (latency) and at
+  ``--concurrency`` (throughput) are reported.
+* ``leetcode``: test cases/s of the 228 LeetCodeDataset v0.3.1 test reference solutions
+  through ``POST /v1/code/score`` (222 problems as function cases, 22,688 in all, and 6 as an
+  assert ``check`` whose 546 asserts count as cases), every item in flight at once. Target:
+  >= 300 cases/s. Each case may take 10 s, as in ``tests/code/test_datasets.py``.
+* ``humaneval``: wall time to score the 164 HumanEval canonical solutions (assert tests),
+  every item in flight at once. Target: < 10 s.
+
+Items go out over ``--requests`` concurrent requests (dealt round-robin) rather than one
+request each: the API's Redis pool holds 100 connections, and a few hundred sync requests that
+wait together get 503s. Every reference solution passes, so each report gives the share
+rewarded 1.0 (below 1 means a wrong or timed-out result, not a slow one) and the programs'
+own time (sum of the tests' ``time_ms``). CPU of this client, the API, the workers and their
+sandboxes (reaped children) is read from ``/proc`` around each measurement, beside the
+1-minute load average before and after it: the machine's cores are shared with whatever else
+runs on it, and every figure here moves with that load.
+
+    .venv/bin/python bench/code_throughput.py
+    .venv/bin/python bench/code_throughput.py --run-setups 1x1 --skip-score --runs 100
+    .venv/bin/python bench/code_throughput.py --skip-run --score-setup 2x1 \\
+        --env TRIBUNAL_WORKER_BATCH_SIZE=1 --env TRIBUNAL_WORKER_CONCURRENCY=4
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import code_data
+from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
+
+BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
+RUN_BODY = {"language": "python", "code": "print(1)"}
+TARGET_LATENCY_RATIO = 2.0
+TARGET_LEETCODE_CASES_PER_S = 300.0
+TARGET_HUMANEVAL_S = 10.0
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+# -- measurement helpers ------------------------------------------------------------------
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _cpu_s(pids: Sequence[int]) -> dict[str, float]:
+    """CPU seconds of ``pids`` themselves and of their reaped children (the sandboxes)."""
+    own = children = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # Fields after the command: state is [0]; utime, stime, cutime, cstime are [11:15].
+        own += int(fields[11]) + int(fields[12])
+        children += int(fields[13]) + int(fields[14])
+    return {"own": own / _TICK, "children": children / _TICK}
+
+
+class Meter:
+    """Wall time, load average and CPU of the service's processes across one measurement."""
+
+    def __init__(self, api: Sequence[int] = (), workers: Sequence[int] = ()) -> None:
+        self.api, self.workers = list(api), list(workers)
+
+    def __enter__(self) -> Meter:
+        self.load_before = os.getloadavg()[0]
+        self.cpu_api, self.cpu_workers = _cpu_s(self.api), _cpu_s(self.workers)
+        self.cpu_self = time.process_time()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.started
+        self.load_after = os.getloadavg()[0]
+        api, workers = _cpu_s(self.api), _cpu_s(self.workers)
+        self.cpu = {
+            "bench_client": time.process_time() - self.cpu_self,
+            "api": api["own"] - self.cpu_api["own"],
+            "workers": workers["own"] - self.cpu_workers["own"],
+            "sandboxes": workers["children"] - self.cpu_workers["children"],
+        }
+
+    def report(self, per: int | None = None, unit: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "load_avg_1m_before_after": [round(self.load_before, 2), round(self.load_after, 2)]
+        }
+        if per:
+            out[f"cpu_ms_per_{unit}"] = {k: round(v * 1000 / per, 2) for k, v in self.cpu.items()}
+        else:
+            out["cpu_s"] = {k: round(v, 2) for k, v in self.cpu.items()}
+        return out
+
+
+async def _timed_loops(
+    call: Callable[[], Awaitable[None]], n: int, concurrency: int
+) -> tuple[float, list[float]]:
+    """Run ``call`` ``n`` times with ``concurrency`` in flight; (elapsed s, sorted ms)."""
+    latencies: list[float] = []
+    remaining = n
+
+    async def loop() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t0 = time.perf_counter()
+            await call()
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return elapsed, latencies
+
+
+async def _paced(
+    call: Callable[[], Awaitable[None]], n: int, pace_ms: float
+) -> tuple[float, list[float]]:
+    """Run ``call`` ``n`` times one at a time, starting one every ``pace_ms`` (an offered load
+    below capacity, like tool calls that arrive between generation steps)."""
+    latencies: list[float] = []
+    started = time.perf_counter()
+    for k in range(n):
+        await asyncio.sleep(max(0.0, started + k * pace_ms / 1000 - time.perf_counter()))
+        t0 = time.perf_counter()
+        await call()
+        latencies.append((time.perf_counter() - t0) * 1000)
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return elapsed, latencies
+
+
+def _summary(elapsed: float, latencies: list[float], n: int) -> dict[str, float]:
+    return {
+        "per_s": round(n / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p99_ms": round(_percentile(latencies, 0.99), 2),
+    }
+
+
+# -- the bare subprocess baseline -----------------------------------------------------------
+
+
+async def _bare_once() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *BARE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0 or out != b"1\n":
+        raise SystemExit(f"bare python3 failed: {proc.returncode} {out!r}")
+
+
+async def bare(n: int, concurrency: int, pace_ms: float = 0) -> dict[str, Any]:
+    """The baseline at ``concurrency`` (or one at a time, a start every ``pace_ms``)."""
+    await _timed_loops(_bare_once, 10, concurrency)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with Meter() as meter:
+        if pace_ms:
+            elapsed, latencies = await _paced(_bare_once, n, pace_ms)
+        else:
+            elapsed, latencies = await _timed_loops(_bare_once, n, concurrency)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    meter.cpu["python3_children"] = (
+        after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
+    )
+    for key in ("api", "workers", "sandboxes"):
+        del meter.cpu[key]
+    return {**_summary(elapsed, latencies, n), **meter.report(n, "run")}
+
+
+# -- the service -----------------------------------------------------------------------------
+
+
+class Stack:
+    """The code API and ``workers`` worker processes of ``slots`` sandboxes each."""
+
+    def __init__(self, redis_url: str, workers: int, slots: int, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.workers, self.slots = workers, slots
+        self.env = {
+            "TRIBUNAL_REDIS_URL": redis_url,
+            "TRIBUNAL_QUEUE": "redis",
+            "TRIBUNAL_KEY_PREFIX": f"bench-code-{uuid.uuid4().hex[:8]}",
+            "TRIBUNAL_CODE_SLOTS": str(slots),
+            "TRIBUNAL_CACHE_TTL_S": "0",
+            "TRIBUNAL_LOG_LEVEL": "WARNING",
+            **env,
+        }
+
+    def argvs(self) -> list[list[str]]:
+        api = tribunal("api", "code", "--port", str(self.port))
+        return [api, *(tribunal("worker", "code") for _ in range(self.workers))]
+
+    def settings(self) -> dict[str, Any]:
+        keys = ("TRIBUNAL_CODE_SLOTS", "TRIBUNAL_WORKER_CONCURRENCY", "TRIBUNAL_WORKER_BATCH_SIZE")
+        return {"workers": self.workers, **{k: self.env.get(k, "default") for k in keys}}
+
+
+async def _wait_workers(client: httpx.AsyncClient) -> None:
+    """Until a run answers (the workers have started their sandboxes and probed them)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = await client.post("/v1/code/run", json=RUN_BODY)
+        if response.status_code == 200 and response.json()["stdout"] == "1\n":
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit("the code workers did not answer within 60 s")
+
+
+async def service_run(
+    stack: Stack, pids: tuple[list[int], list[int]], n: int, concurrency: int, pace_ms: float
+) -> dict[str, Any]:
+    """/v1/code/run of print(1) at concurrency 1 (latency), at ``concurrency`` (execs/s) and
+    one at a time every ``pace_ms``."""
+    limits = httpx.Limits(max_connections=concurrency + 2)
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=120, limits=limits) as client:
+
+        async def once() -> None:
+            response = await client.post("/v1/code/run", json=RUN_BODY)
+            _check(response)
+            body = response.json()
+            if body["stdout"] != "1\n" or body["verdict"] != "accepted":
+                raise SystemExit(f"/v1/code/run answered {body}")
+
+        await _wait_workers(client)
+        await _timed_loops(once, 4 * stack.workers * stack.slots + 10, concurrency)  # warm-up
+        out: dict[str, Any] = {}
+        for c in (1, concurrency):
+            with Meter(*pids) as meter:
+                elapsed, latencies = await _timed_loops(once, n, c)
+            out[f"concurrency_{c}"] = {**_summary(elapsed, latencies, n), **meter.report(n, "run")}
+        if pace_ms:
+            with Meter(*pids) as meter:
+                elapsed, latencies = await _paced(once, n, pace_ms)
+            out[f"paced_{pace_ms:g}ms"] = {
+                **_summary(elapsed, latencies, n),
+                **meter.report(n, "run"),
+            }
+    return out
+
+
+async def score_all(
+    stack: Stack, pids: tuple[list[int], list[int]], items: list[dict[str, Any]], requests: int
+) -> tuple[Meter, list[dict[str, Any]]]:
+    """Every item in flight at once, spread round-robin over ``requests`` concurrent
+    ``POST /v1/code/score`` (the API's Redis pool holds 100 connections: far more concurrent
+    requests than that get 503s)."""
+    chunks = [items[k::requests] for k in range(min(requests, len(items)))]
+    limits = httpx.Limits(max_connections=len(chunks) + 2)
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=600, limits=limits) as client:
+        await _wait_workers(client)
+
+        async def send(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            response = await client.post("/v1/code/score", json={"items": chunk})
+            _check(response)
+            return list(response.json()["results"])
+
+        with Meter(*pids) as meter:
+            answers = await asyncio.gather(*(send(chunk) for chunk in chunks))
+    return meter, [result for answer in answers for result in answer]
+
+
+def _check(response: httpx.Response) -> None:
+    if response.status_code != 200:
+        raise SystemExit(f"{response.request.url} answered {response.status_code}: {response.text}")
+
+
+def _failures(results: list[dict[str, Any]]) -> list[str]:
+    return [r["id"] for r in results if r["reward"] != 1.0]
+
+
+def _program_s(results: list[dict[str, Any]]) -> float:
+    """Seconds the programs themselves ran: the sum of every test's ``time_ms`` (a function
+    call's own time; an assert item's whole check, relay included)."""
+    return (
+        sum(
+            test.get("time_ms") or 0.0
+            for r in results
+            for test in (r["details"] or {}).get("tests", [])
+        )
+        / 1000
+    )
+
+
+def _assert_count(test: str) -> int:
+    module = code_data.parse(test)
+    check = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check")
+    return sum(isinstance(s, ast.Assert) for s in ast.walk(check))
+
+
+async def leetcode(
+    stack: Stack, pids: tuple[list[int], list[int]], limit: int, timeout_s: float, requests: int
+) -> dict[str, Any]:
+    items, _ = code_data.leetcode()
+    items = [{**item, "limits": {"timeout_s": timeout_s}} for item in items[: limit or None]]
+    cases = sum(len(i["tests"]["cases"]) if i["tests"]["kind"] == "function" else 0 for i in items)
+    asserts = sum(
+        _assert_count(i["tests"]["test"]) if i["tests"]["kind"] == "assert" else 0 for i in items
+    )
+    meter, results = await score_all(stack, pids, items, requests)
+    failed = _failures(results)
+    return {
+        "problems": len(items),
+        "function_cases": cases,
+        "assert_items": sum(i["tests"]["kind"] == "assert" for i in items),
+        "asserts_in_assert_items": asserts,
+        "timeout_s_per_case": timeout_s,
+        "wall_s": round(meter.elapsed, 2),
+        "cases_per_s": round((cases + asserts) / meter.elapsed, 1),
+        "target_cases_per_s": TARGET_LEETCODE_CASES_PER_S,
+        "meets_target": (cases + asserts) / meter.elapsed >= TARGET_LEETCODE_CASES_PER_S,
+        "items_per_s": round(len(items) / meter.elapsed, 1),
+        "program_time_s": round(_program_s(results), 2),
+        "share_rewarded": round(1 - len(failed) / len(items), 4),
+        "not_rewarded": failed,
+        **meter.report(),
+    }
+
+
+async def humaneval(
+    stack: Stack, pids: tuple[list[int], list[int]], requests: int
+) -> dict[str, Any]:
+    items = code_data.humaneval()
+    meter, results = await score_all(stack, pids, items, requests)
+    failed = _failures(results)
+    return {
+        "items": len(items),
+        "wall_s": round(meter.elapsed, 2),
+        "target_wall_s": TARGET_HUMANEVAL_S,
+        "meets_target": meter.elapsed < TARGET_HUMANEVAL_S,
+        "items_per_s": round(len(items) / meter.elapsed, 1),
+        "program_time_s": round(_program_s(results), 2),
+        "share_rewarded": round(1 - len(failed) / len(items), 4),
+        "not_rewarded": failed,
+        **meter.report(len(items), "item"),
+    }
+
+
+def _setup(text: str) -> tuple[int, int]:
+    workers, _, slots = text.partition("x")
+    return int(workers), int(slots)
+
+
+def _env(pairs: Sequence[str]) -> dict[str, str]:
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=300, help="Runs per /v1/code/run series.")
+    parser.add_argument("--concurrency", type=int, default=2, help="Runs in flight (throughput).")
+    parser.add_argument(
+        "--pace-ms", type=float, default=50, help="Start a paced run every N ms (0: skip)."
+    )
+    parser.add_argument(
+        "--run-setups",
+        default="1x1,1x2,2x1",
+        help="Comma-separated WORKERSxSLOTS setups for /v1/code/run.",
+    )
+    parser.add_argument("--score-setup", default="1x2", help="WORKERSxSLOTS for scoring.")
+    parser.add_argument(
+        "--leetcode-limit", type=int, default=0, help="Score only the first N problems (0: all)."
+    )
+    parser.add_argument(
+        "--leetcode-timeout-s",
+        type=float,
+        default=10.0,
+        help="Per-case limit of LeetCode items (as tests/code/test_datasets.py: a few "
+        "reference solutions need 3+ s on a loaded 2-core machine).",
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=32,
+        help="Concurrent /v1/code/score requests the items are dealt over (at most ~90).",
+    )
+    parser.add_argument("--skip-run", action="store_true", help="Skip the /v1/code/run part.")
+    parser.add_argument("--skip-score", action="store_true", help="Skip LeetCode and HumanEval.")
+    parser.add_argument(
+        "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
+    )
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "command": " ".join(["python bench/code_throughput.py", *sys.argv[1:]]),
+        "cores": os.cpu_count(),
+        "load_avg_1m_5m_15m_at_start": [round(x, 2) for x in os.getloadavg()],
+        "settings": {
+            "runs_per_series": args.runs,
+            "throughput_concurrency": args.concurrency,
+            "pace_ms": args.pace_ms,
+            "run_setups": args.run_setups.split(","),
+            "score_setup": args.score_setup,
+            "score_requests": args.requests,
+            "leetcode_problems": args.leetcode_limit or "all",
+            "service_env": {
+                "TRIBUNAL_QUEUE": "redis",
+                "TRIBUNAL_CACHE_TTL_S": "0",
+                "TRIBUNAL_LOG_LEVEL": "WARNING",
+                **_env(args.env),
+            },
+        },
+    }
+    extra_env = _env(args.env)
+    with redis_server() as redis_url:
+        if not args.skip_run:
+            report["run"] = _run_part(redis_url, args, extra_env)
+        if not args.skip_score:
+            workers, slots = _setup(args.score_setup)
+            stack = Stack(redis_url, workers, slots, extra_env)
+            with processes(stack.argvs(), stack.env) as started:
+                wait_ready(stack.base_url)
+                pids = ([started[0].pid], [p.pid for p in started[1:]])
+                report["score_settings"] = {
+                    **stack.settings(),
+                    "client": f"every item in flight at once, over {args.requests} concurrent "
+                    "POST /v1/code/score (items dealt round-robin)",
+                }
+                report["leetcode"] = asyncio.run(
+                    leetcode(
+                        stack, pids, args.leetcode_limit, args.leetcode_timeout_s, args.requests
+                    )
+                )
+                report["humaneval"] = asyncio.run(humaneval(stack, pids, args.requests))
+    report["load_avg_1m_5m_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["targets"] = _targets(report)
+    print(json.dumps(report, indent=2))
+
+
+def _run_part(redis_url: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """The bare baseline, then /v1/code/run per setup, and their ratios."""
+    c = args.concurrency
+    base: dict[str, Any] = {
+        "argv": BARE,
+        "concurrency_1": asyncio.run(bare(args.runs, 1)),
+        f"concurrency_{c}": asyncio.run(bare(args.runs, c)),
+    }
+    paced = f"paced_{args.pace_ms:g}ms"
+    if args.pace_ms:
+        base[paced] = asyncio.run(bare(args.runs, 1, args.pace_ms))
+    runs: dict[str, Any] = {}
+    for text in args.run_setups.split(","):
+        workers, slots = _setup(text)
+        stack = Stack(redis_url, workers, slots, env)
+        with processes(stack.argvs(), stack.env) as started:
+            wait_ready(stack.base_url)
+            pids = ([started[0].pid], [p.pid for p in started[1:]])
+            result = asyncio.run(service_run(stack, pids, args.runs, c, args.pace_ms))
+        ratios = {
+            "latency_ratio_p50_c1": _ratio(result, base, "concurrency_1", "p50_ms"),
+            f"throughput_ratio_c{c}": _ratio(result, base, f"concurrency_{c}", "per_s"),
+        }
+        if args.pace_ms:
+            ratios[f"latency_ratio_p50_{paced}"] = _ratio(result, base, paced, "p50_ms")
+        runs[text] = {"settings": stack.settings(), **result, "vs_bare": ratios}
+    best = max(runs, key=lambda name: runs[name][f"concurrency_{c}"]["per_s"])
+    lowest = min(runs, key=lambda name: runs[name]["concurrency_1"]["p50_ms"])
+    out = {
+        "program": RUN_BODY,
+        "bare_subprocess": base,
+        "setups": runs,
+        "best_throughput_setup": best,
+        "lowest_latency_setup": lowest,
+        "target_latency_ratio": TARGET_LATENCY_RATIO,
+        "meets_latency_target_c1": runs[lowest]["vs_bare"]["latency_ratio_p50_c1"]
+        <= TARGET_LATENCY_RATIO,
+    }
+    if args.pace_ms:
+        lowest_paced = min(runs, key=lambda name: runs[name][paced]["p50_ms"])
+        out[f"meets_latency_target_{paced}"] = (
+            runs[lowest_paced]["vs_bare"][f"latency_ratio_p50_{paced}"] <= TARGET_LATENCY_RATIO
+        )
+    return out
+
+
+def _targets(report: dict[str, Any]) -> dict[str, Any]:
+    """Each target and whether this run met it."""
+    out: dict[str, Any] = {}
+    if "run" in report:
+        out["run_p50_latency_at_most_2x_bare_c1"] = report["run"]["meets_latency_target_c1"]
+        for key, value in report["run"].items():
+            if key.startswith("meets_latency_target_paced"):
+                out["run_p50_latency_at_most_2x_bare_" + key.rpartition("_target_")[2]] = value
+    if "leetcode" in report:
+        out["leetcode_at_least_300_cases_per_s"] = report["leetcode"]["meets_target"]
+    if "humaneval" in report:
+        out["humaneval_under_10_s"] = report["humaneval"]["meets_target"]
+    return out
+
+
+def _ratio(result: dict[str, Any], base: dict[str, Any], series: str, key: str) -> float:
+    return round(float(result[series][key]) / float(base[series][key]), 2)
+
+
+if __name__ == "__main__":
+    main()
