@@ -351,11 +351,9 @@ class Runner:
                 session, self._stdio_setup(session, item.language, item.code, True)
             )
             if ready.get("status") == "compile_error":
-                message = _cap(str(ready.get("stderr", "")))
-                verdicts = [CaseResult(TestVerdict.COMPILE_ERROR, None, message)] * len(tests.cases)
-                return ItemRun(verdicts, compile_message=message)
+                return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
             for index, case in enumerate(tests.cases):
-                if stop and results and results[-1].verdict is not TestVerdict.ACCEPTED:
+                if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
                 command = {
@@ -389,11 +387,9 @@ class Runner:
         async with self._session(lease, budget) as session:
             ready = await self._setup(session, self._call_setup(item.code, limits, budget))
             if ready.get("status") == "compile_error":
-                message = _cap(str(ready.get("msg", "")))
-                verdicts = [CaseResult(TestVerdict.COMPILE_ERROR, None, message)] * len(tests.cases)
-                return ItemRun(verdicts, compile_message=message)
+                return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
             for index, case in enumerate(tests.cases):
-                if stop and results and results[-1].verdict is not TestVerdict.ACCEPTED:
+                if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
                 command = {
@@ -449,8 +445,7 @@ class Runner:
         async with solution_cm as solution, tester_cm as tester:
             ready = await self._setup(solution, self._call_setup(item.code, limits, budget))
             if ready.get("status") == "compile_error":
-                message = _cap(str(ready.get("msg", "")))
-                return ItemRun([CaseResult(TestVerdict.COMPILE_ERROR, None, message)], message)
+                return _compile_failure(_cap(str(ready.get("msg", ""))), 1)
             await tester.send(
                 {
                     "role": "test",
@@ -553,6 +548,20 @@ def _execution(record: dict[str, Any], index: int) -> Execution:
         return Execution.from_record(record)
     except (KeyError, ValueError, TypeError) as exc:
         raise SandboxError(f"malformed case record from the driver: {exc!r}") from exc
+
+
+def _compile_failure(message: str | None, total: int) -> ItemRun:
+    """Every case of a program that does not compile gets ``compile_error``."""
+    return ItemRun(
+        [CaseResult(TestVerdict.COMPILE_ERROR, None, message)] * total, compile_message=message
+    )
+
+
+def _stopped(stop_on_first_failure: bool, results: list[CaseResult]) -> bool:
+    """True once a case failed and the item asked to stop at the first failure."""
+    return (
+        stop_on_first_failure and bool(results) and results[-1].verdict is not TestVerdict.ACCEPTED
+    )
 
 
 def _fail_rest(results: list[CaseResult], total: int, verdict: TestVerdict) -> list[CaseResult]:
