@@ -130,7 +130,7 @@ class RedisStreamsQueue:
             health_check_interval=10,
             decode_responses=True,
         )
-        self.redis: aioredis.Redis = aioredis.Redis(connection_pool=pool)
+        self.redis: aioredis.Redis = aioredis.Redis.from_pool(pool)  # owns it: aclose closes it
         self._submit = self.redis.register_script(_SUBMIT)
         self._complete = self.redis.register_script(_COMPLETE)
         self._autoclaim_cursor: dict[tuple[str, str], str] = {}
