@@ -150,12 +150,18 @@ class ScoringService:
             payloads.append((index, item.model_dump(mode="json"), key))
         await self._answer_from_cache(payloads, prefilled)
         queued = [QueuedItem(i, payload, key) for i, payload, key in payloads if i not in prefilled]
-        request_hash = sha256_hex(
-            [
-                self.verifier.name,
-                [item.raw if isinstance(item, InvalidItem) else None for item in items],
-                [p for _, p, _ in payloads],
-            ]
+        # Hashing the whole batch costs a canonical dump of every response: only a batch
+        # with an idempotency key needs it.
+        request_hash = (
+            sha256_hex(
+                [
+                    self.verifier.name,
+                    [item.raw if isinstance(item, InvalidItem) else None for item in items],
+                    [p for _, p, _ in payloads],
+                ]
+            )
+            if idempotency_key
+            else ""
         )
         return await self.queue.submit(
             self.verifier.name,
