@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -112,10 +112,12 @@ class WorkerRuntime:
         with contextlib.suppress(asyncio.CancelledError):
             await beat
 
-    async def _retry_until(self, stop: asyncio.Event, action: object) -> None:
+    async def _retry_until(
+        self, stop: asyncio.Event, action: Callable[[], Awaitable[None]]
+    ) -> None:
         while not stop.is_set():
             try:
-                await action()  # type: ignore[operator]
+                await action()
                 return
             except QueueUnavailable as exc:
                 logger.warning("%s; retrying in 1 s", exc.message)
