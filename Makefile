@@ -32,7 +32,7 @@ test: $(VENV)/.all
 lint: $(VENV)/.all
 	$(BIN)/ruff check services trainer bench tests
 	$(BIN)/ruff format --check services trainer bench tests
-	$(BIN)/mypy services trainer
+	scripts/typecheck.sh
 
 openapi: $(VENV)/.base
 	$(BIN)/tribunal openapi

@@ -86,7 +86,7 @@ def processes(
 
 def tribunal(*args: str) -> list[str]:
     """argv of ``tribunal <args>`` with this interpreter."""
-    return [sys.executable, "-m", "services.core.cli", *args]
+    return [sys.executable, "-m", "tribunal.core.cli", *args]
 
 
 def wait_ready(base_url: str, timeout_s: float = 60) -> None:

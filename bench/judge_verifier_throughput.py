@@ -1,6 +1,6 @@
 """Rubric verdicts/s of JudgeVerifier in-process against the fake judge server.
 
-The fake judge (services.judge.testing.fake_openai) runs as its own process with a fixed
+The fake judge (tribunal.judge.testing.fake_openai) runs as its own process with a fixed
 latency and a concurrency cap, like a vLLM server whose every request takes `latency_ms`
 and that runs `cap` sequences at once; the ideal throughput is cap / latency calls/s, times
 k verdicts per call. The verifier scores 10,000 verdicts queued at once, in batches of 64
@@ -27,10 +27,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.judge.backends.base import Completion, CompletionRequest  # noqa: E402
-from services.judge.config import BackendConfig, JudgeConfig  # noqa: E402
-from services.judge.schemas import JudgeItem  # noqa: E402
-from services.judge.verifier import JudgeVerifier  # noqa: E402
+from tribunal.judge.backends.base import Completion, CompletionRequest  # noqa: E402
+from tribunal.judge.config import BackendConfig, JudgeConfig  # noqa: E402
+from tribunal.judge.schemas import JudgeItem  # noqa: E402
+from tribunal.judge.verifier import JudgeVerifier  # noqa: E402
 
 RUBRICS_PER_ITEM = 4
 BATCH_ITEMS = 64
@@ -41,7 +41,7 @@ def start_server(latency_ms: float, cap: int) -> tuple[subprocess.Popen[str], st
         [
             sys.executable,
             "-m",
-            "services.judge.testing.fake_openai",
+            "tribunal.judge.testing.fake_openai",
             "--latency-ms",
             str(latency_ms),
             "--cap",

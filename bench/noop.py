@@ -8,12 +8,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from services.core.cache import NoCache
-from services.core.envelope import ItemOutcome, ScoreItem
-from services.core.queue.base import QueuedItem
-from services.core.queue.keys import Keys
-from services.core.queue.redis_streams import RedisStreamsQueue
-from services.core.worker import WorkerRuntime
+from tribunal.core.cache import NoCache
+from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.worker import WorkerRuntime
 
 
 class NoopItem(ScoreItem):

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from services.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -172,7 +172,7 @@ def wait_ready(
     raise TimeoutError(f"{base_url} not ready within {timeout_s} s")
 
 
-TRIBUNAL = [sys.executable, "-m", "services.core.cli"]
+TRIBUNAL = [sys.executable, "-m", "tribunal.core.cli"]
 
 
 @pytest.fixture

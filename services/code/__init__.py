@@ -4,8 +4,8 @@ Public surface: the two verifiers, their configuration and settings, the item mo
 the verdict enum.
 """
 
-from services.code.config import CodeConfig
-from services.code.schemas import (
+from tribunal.code.config import CodeConfig
+from tribunal.code.schemas import (
     AssertTests,
     CodeDetails,
     CodeItem,
@@ -19,9 +19,9 @@ from services.code.schemas import (
     StdioTests,
     TestDetail,
 )
-from services.code.settings import CodeSettings
-from services.code.verdicts import TestVerdict
-from services.code.verifier import CodeRunVerifier, CodeVerifier
+from tribunal.code.settings import CodeSettings
+from tribunal.code.verdicts import TestVerdict
+from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 
 __all__ = [
     "AssertTests",

@@ -7,15 +7,15 @@ import json
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
-from services.code.schemas import RunDetails, RunItem
-from services.code.settings import CodeSettings
-from services.code.verifier import CodeRunVerifier, CodeVerifier
-from services.core.app import create_app as create_core_app
-from services.core.deps import RuntimeDep, require_api_key
-from services.core.errors import ALL_ERRORS, InternalError, TribunalError
-from services.core.routes.responses import ERROR_RESPONSES
-from services.core.service import ServiceSpec
-from services.core.verifier import Verifier
+from tribunal.code.schemas import RunDetails, RunItem
+from tribunal.code.settings import CodeSettings
+from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
+from tribunal.core.app import create_app as create_core_app
+from tribunal.core.deps import RuntimeDep, require_api_key
+from tribunal.core.errors import ALL_ERRORS, InternalError, TribunalError
+from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.service import ServiceSpec
+from tribunal.core.verifier import Verifier
 
 _ERRORS_BY_CODE = {cls.code: cls for cls in ALL_ERRORS if cls is not TribunalError}
 

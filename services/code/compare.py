@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from services.code.harness import CodecError, decode_value
+from tribunal.code.harness import CodecError, decode_value
 
 
 def normalise_stdout(text: str) -> list[str]:

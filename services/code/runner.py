@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.code.compare import return_value_matches, stdout_matches
-from services.code.config import CXX_FLAGS, CodeConfig
-from services.code.harness import encode_value
-from services.code.sandbox import (
+from tribunal.code.compare import return_value_matches, stdout_matches
+from tribunal.code.config import CXX_FLAGS, CodeConfig
+from tribunal.code.harness import encode_value
+from tribunal.code.sandbox import (
     ChannelViolation,
     Execution,
     SandboxLimits,
@@ -31,7 +31,7 @@ from services.code.sandbox import (
     SlotPool,
     sweep,
 )
-from services.code.schemas import (
+from tribunal.code.schemas import (
     AssertTests,
     CodeItem,
     FunctionTests,
@@ -39,8 +39,8 @@ from services.code.schemas import (
     RunItem,
     StdioTests,
 )
-from services.code.verdicts import TestVerdict
-from services.core.errors import BadInput, SandboxError
+from tribunal.code.verdicts import TestVerdict
+from tribunal.core.errors import BadInput, SandboxError
 
 _GRACE_S = 2.0
 """Slack on top of a case's own limit before the service stops waiting for the driver."""

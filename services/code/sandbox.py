@@ -41,9 +41,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from services.code import harness
-from services.code.config import CodeConfig
-from services.core.errors import ConfigurationError, SandboxError
+from tribunal.code import harness
+from tribunal.code.config import CodeConfig
+from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
 

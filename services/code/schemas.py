@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.code.verdicts import TestVerdict
-from services.core.envelope import ScoreItem
+from tribunal.code.verdicts import TestVerdict
+from tribunal.core.envelope import ScoreItem
 
 Language = Literal["python", "cpp"]
 

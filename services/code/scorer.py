@@ -7,9 +7,9 @@ with any ``sandbox_error`` case has no reward: Tribunal failed, not the program.
 
 from __future__ import annotations
 
-from services.code.runner import CaseResult
-from services.code.schemas import CodeDetails, TestDetail
-from services.code.verdicts import TestVerdict
+from tribunal.code.runner import CaseResult
+from tribunal.code.schemas import CodeDetails, TestDetail
+from tribunal.code.verdicts import TestVerdict
 
 
 def pass_rate(cases: list[CaseResult]) -> float:

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from services.code.config import CodeConfig
-from services.core.settings import CoreSettings
+from tribunal.code.config import CodeConfig
+from tribunal.core.settings import CoreSettings
 
 
 class CodeSettings(CoreSettings):

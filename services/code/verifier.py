@@ -13,21 +13,21 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from services.code.config import CodeConfig
-from services.code.runner import Runner, classify_execution
-from services.code.sandbox import SlotPool, build_driver_pyc
-from services.code.schemas import CodeItem, RunDetails, RunItem
-from services.code.scorer import score_cases
-from services.code.verdicts import TestVerdict
-from services.core.envelope import ItemOutcome, ScoreItem
-from services.core.errors import (
+from tribunal.code.config import CodeConfig
+from tribunal.code.runner import Runner, classify_execution
+from tribunal.code.sandbox import SlotPool, build_driver_pyc
+from tribunal.code.schemas import CodeItem, RunDetails, RunItem
+from tribunal.code.scorer import score_cases
+from tribunal.code.verdicts import TestVerdict
+from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.errors import (
     BadInput,
     ConfigurationError,
     InternalError,
     SandboxError,
     TribunalError,
 )
-from services.core.hashing import config_hash
+from tribunal.core.hashing import config_hash
 
 logger = logging.getLogger(__name__)
 

@@ -18,19 +18,19 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from services.core.deps import AppRuntime
-from services.core.errors import InternalError, QueueUnavailable, TribunalError
-from services.core.metrics import Metrics
-from services.core.middleware import BodyLimitMiddleware
-from services.core.queue.base import JobQueue
-from services.core.queue.factory import build_cache, build_queue
-from services.core.routes import health, jobs
-from services.core.routes.score import score_router
-from services.core.scoring import ScoringService, score_request_model
-from services.core.service import ServiceSpec
-from services.core.settings import CoreSettings
-from services.core.verifier import Verifier
-from services.core.worker import WorkerRuntime
+from tribunal.core.deps import AppRuntime
+from tribunal.core.errors import InternalError, QueueUnavailable, TribunalError
+from tribunal.core.metrics import Metrics
+from tribunal.core.middleware import BodyLimitMiddleware
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.queue.factory import build_cache, build_queue
+from tribunal.core.routes import health, jobs
+from tribunal.core.routes.score import score_router
+from tribunal.core.scoring import ScoringService, score_request_model
+from tribunal.core.service import ServiceSpec
+from tribunal.core.settings import CoreSettings
+from tribunal.core.verifier import Verifier
+from tribunal.core.worker import WorkerRuntime
 
 logger = logging.getLogger(__name__)
 

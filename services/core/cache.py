@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.core.errors import QueueUnavailable
-from services.core.hashing import sha256_hex
-from services.core.queue.keys import Keys
+from tribunal.core.errors import QueueUnavailable
+from tribunal.core.hashing import sha256_hex
+from tribunal.core.queue.keys import Keys
 
 
 def cache_entry(version: str, config_hash: str, payload: Any) -> str:

@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from services.core.errors import ConfigurationError
-from services.core.registry import available_services, load_service
-from services.core.service import ServiceSpec
-from services.core.settings import CoreSettings
+from tribunal.core.errors import ConfigurationError
+from tribunal.core.registry import available_services, load_service
+from tribunal.core.service import ServiceSpec
+from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
@@ -48,7 +48,7 @@ def api(
     """Run one service's HTTP API (binds to TRIBUNAL_HOST, 127.0.0.1 by default)."""
     import uvicorn
 
-    from services.core.app import create_app
+    from tribunal.core.app import create_app
 
     spec = _spec(service)
     settings = spec.settings()
@@ -65,7 +65,7 @@ def api(
 @app.command()
 def worker(service: ServiceArg) -> None:
     """Run the queue workers of one service until SIGTERM or Ctrl-C (needs Redis)."""
-    from services.core.worker_main import run_workers
+    from tribunal.core.worker_main import run_workers
 
     spec = _spec(service)
     settings = spec.settings()
@@ -102,7 +102,7 @@ def openapi(
     out_dir: Annotated[Path, typer.Option(help="Where to write <service>.json.")] = Path("openapi"),
 ) -> None:
     """Write the OpenAPI document of every service to OUT_DIR/<service>.json."""
-    from services.core.app import create_app
+    from tribunal.core.app import create_app
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in available_services():
@@ -124,7 +124,7 @@ def up(
     Uses the Redis at TRIBUNAL_REDIS_URL when it answers; otherwise each API runs its
     workers in-process on the embedded queue. Ctrl-C stops everything.
     """
-    from services.core.supervisor import Supervisor
+    from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()
     specs = [_spec(name) for name in names]

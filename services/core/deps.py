@@ -8,11 +8,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from services.core.errors import Unauthorized
-from services.core.metrics import Metrics
-from services.core.queue.base import JobQueue
-from services.core.scoring import ScoringService
-from services.core.settings import CoreSettings
+from tribunal.core.errors import Unauthorized
+from tribunal.core.metrics import Metrics
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.scoring import ScoringService
+from tribunal.core.settings import CoreSettings
 
 
 @dataclass

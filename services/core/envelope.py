@@ -12,7 +12,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.core.errors import TribunalError
+from tribunal.core.errors import TribunalError
 
 
 class ScoreItem(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
 
-from services.core.errors import InternalError, ScoringTimeout
+from tribunal.core.errors import InternalError, ScoringTimeout
 
 T = TypeVar("T")
 

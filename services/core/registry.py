@@ -6,12 +6,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from services.core.service import ServiceSpec
+from tribunal.core.service import ServiceSpec
 
 SERVICES: dict[str, str] = {
-    "math": "services.math.api",
-    "code": "services.code.api",
-    "judge": "services.judge.api",
+    "math": "tribunal.math.api",
+    "code": "tribunal.code.api",
+    "judge": "tribunal.judge.api",
 }
 """Service name -> module defining ``SERVICE: ServiceSpec``."""
 

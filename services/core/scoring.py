@@ -15,13 +15,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, create_model
 from pydantic_core import ErrorDetails
 
-from services.core.cache import ResultCache, cache_entry
-from services.core.envelope import ItemOutcome, JobState, ScoreItem
-from services.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
-from services.core.hashing import sha256_hex
-from services.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
-from services.core.verifier import Verifier
-from services.core.worker import result_json, verifier_info
+from tribunal.core.cache import ResultCache, cache_entry
+from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
+from tribunal.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
+from tribunal.core.hashing import sha256_hex
+from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from tribunal.core.verifier import Verifier
+from tribunal.core.worker import result_json, verifier_info
 
 
 @dataclass(frozen=True)

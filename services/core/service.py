@@ -1,7 +1,7 @@
 """What a service is: a name, a port, its settings and the verifiers it serves.
 
 Each verifier package declares one ``ServiceSpec`` in its ``api.py``; the CLI and the app
-factory take it from there (see ``services.core.registry``).
+factory take it from there (see ``tribunal.core.registry``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.core.settings import CoreSettings
-from services.core.verifier import Verifier
+from tribunal.core.settings import CoreSettings
+from tribunal.core.verifier import Verifier
 
 
 def _no_routers() -> Sequence[APIRouter]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import redis
 import typer
 
-from services.core.service import ServiceSpec
-from services.core.settings import CoreSettings
+from tribunal.core.service import ServiceSpec
+from tribunal.core.settings import CoreSettings
 
 
 def say(line: str) -> None:
@@ -107,7 +107,7 @@ class Supervisor:
         say("Ctrl-C stops everything.")
 
     def _spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
-        argv = [sys.executable, "-m", "services.core.cli", *args]
+        argv = [sys.executable, "-m", "tribunal.core.cli", *args]
         # A session of its own: Ctrl-C reaches the children only through this supervisor,
         # which stops them in order.
         process = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True)

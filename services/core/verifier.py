@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from services.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.envelope import ItemOutcome, ScoreItem
 
 
 @runtime_checkable

@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from services.core.cache import ResultCache
-from services.core.envelope import ItemOutcome, ItemResult, ScoreItem, VerifierInfo
-from services.core.errors import (
+from tribunal.core.cache import ResultCache
+from tribunal.core.envelope import ItemOutcome, ItemResult, ScoreItem, VerifierInfo
+from tribunal.core.errors import (
     BadInput,
     DeadLettered,
     InternalError,
     QueueUnavailable,
     TribunalError,
 )
-from services.core.queue.base import Delivery, JobQueue
-from services.core.verifier import Verifier
+from tribunal.core.queue.base import Delivery, JobQueue
+from tribunal.core.verifier import Verifier
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import asyncio
 import logging
 import signal
 
-from services.core.errors import ConfigurationError
-from services.core.queue.factory import build_cache, redis_queue
-from services.core.service import ServiceSpec
-from services.core.settings import CoreSettings
-from services.core.worker import WorkerRuntime
+from tribunal.core.errors import ConfigurationError
+from tribunal.core.queue.factory import build_cache, redis_queue
+from tribunal.core.service import ServiceSpec
+from tribunal.core.settings import CoreSettings
+from tribunal.core.worker import WorkerRuntime
 
 logger = logging.getLogger(__name__)
 

@@ -5,14 +5,14 @@ Public surface: :class:`JudgeVerifier` (the ``Verifier`` the core runs), its
 static sets, prompt building and the aggregation rule.
 """
 
-from services.judge.config import BackendConfig, JudgeConfig
-from services.judge.prompts import PROMPT_VERSION, build_prompt
-from services.judge.rubric_sets import available_rubric_sets, load_rubric_set
-from services.judge.rubrics import Polarity, Rubric
-from services.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
-from services.judge.scorer import aggregate
-from services.judge.settings import JudgeSettings
-from services.judge.verifier import JudgeVerifier
+from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.prompts import PROMPT_VERSION, build_prompt
+from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
+from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
+from tribunal.judge.scorer import aggregate
+from tribunal.judge.settings import JudgeSettings
+from tribunal.judge.verifier import JudgeVerifier
 
 __all__ = [
     "PROMPT_VERSION",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.core.app import create_app as create_core_app
-from services.core.service import ServiceSpec
-from services.core.verifier import Verifier
-from services.judge.settings import JudgeSettings
-from services.judge.verifier import JudgeVerifier
+from tribunal.core.app import create_app as create_core_app
+from tribunal.core.service import ServiceSpec
+from tribunal.core.verifier import Verifier
+from tribunal.judge.settings import JudgeSettings
+from tribunal.judge.verifier import JudgeVerifier
 
 
 def create_verifiers(settings: JudgeSettings) -> list[Verifier]:

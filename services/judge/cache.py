@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 
-from services.judge.verdict import ParsedVerdict
+from tribunal.judge.verdict import ParsedVerdict
 
 
 def response_digest(context: str, question: str, response: str) -> str:

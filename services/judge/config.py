@@ -14,7 +14,7 @@ BackendKind = Literal["openai", "transformers", "none"]
 """Which judge backend scores rubrics; ``none`` means not configured (items fail)."""
 
 Aggregation = Literal["weighted_mean", "dr_tulu"]
-"""How rubric scores become one reward (see ``services.judge.scorer``)."""
+"""How rubric scores become one reward (see ``tribunal.judge.scorer``)."""
 
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 """How the openai backend constrains the verdict: a JSON schema (``response_format`` of type

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.judge.rubrics import Polarity, Rubric
+from tribunal.judge.rubrics import Polarity, Rubric
 
 PROMPT_VERSION = "rubric-judge-1"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""

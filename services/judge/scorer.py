@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.judge.config import Aggregation
-from services.judge.rubrics import Polarity, Rubric
+from tribunal.judge.config import Aggregation
+from tribunal.judge.rubrics import Polarity, Rubric
 
 
 def reward_term(rubric: Rubric, score: float) -> float:

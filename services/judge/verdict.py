@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from services.core.errors import ParseError, Refusal
-from services.judge.backends.base import Completion, TokenLogprob
-from services.judge.prompts import VERDICT_LEVELS, VERDICT_TOKEN_PUNCTUATION
+from tribunal.core.errors import ParseError, Refusal
+from tribunal.judge.backends.base import Completion, TokenLogprob
+from tribunal.judge.prompts import VERDICT_LEVELS, VERDICT_TOKEN_PUNCTUATION
 
 _MAX_LEVEL = max(VERDICT_LEVELS)
 _VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?(\d)')

@@ -4,7 +4,7 @@ For each item: resolve its rubrics (its own, then the static sets it names or th
 default), serve what the verdict cache holds, share verdicts already being computed for
 another item (identical completions in a GRPO group), ask the backend for the rest (one
 call per rubric, or chunks of ``rubrics_per_call``), retry unreadable verdicts once, and
-aggregate (``services.judge.scorer``).
+aggregate (``tribunal.judge.scorer``).
 
 Failure policy: **an item with any failed rubric gets an error and no reward** (never a
 partial reward over the rubrics that happened to succeed, which would silently change the
@@ -20,18 +20,18 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from services.core.envelope import ItemError, ItemOutcome, ScoreItem
-from services.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
-from services.core.hashing import canonical_json, config_hash
-from services.judge.backends import CompletionRequest, JudgeBackend, create_backend
-from services.judge.cache import VerdictCache, response_digest, verdict_key
-from services.judge.config import JudgeConfig
-from services.judge.prompts import PROMPT_VERSION, build_prompt, prompt_digest, verdict_schema
-from services.judge.rubric_sets import load_rubric_set, rubric_sets_digest
-from services.judge.rubrics import Rubric
-from services.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricResult, RubricVerdict
-from services.judge.scorer import aggregate, reward_term
-from services.judge.verdict import ParsedVerdict, read_verdicts
+from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
+from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
+from tribunal.core.hashing import canonical_json, config_hash
+from tribunal.judge.backends import CompletionRequest, JudgeBackend, create_backend
+from tribunal.judge.cache import VerdictCache, response_digest, verdict_key
+from tribunal.judge.config import JudgeConfig
+from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, prompt_digest, verdict_schema
+from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
+from tribunal.judge.rubrics import Rubric
+from tribunal.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricResult, RubricVerdict
+from tribunal.judge.scorer import aggregate, reward_term
+from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 
 logger = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.core.app import create_app as create_core_app
-from services.core.service import ServiceSpec
-from services.core.verifier import Verifier
-from services.math.settings import MathSettings
-from services.math.verifier import MathVerifier
+from tribunal.core.app import create_app as create_core_app
+from tribunal.core.service import ServiceSpec
+from tribunal.core.verifier import Verifier
+from tribunal.math.settings import MathSettings
+from tribunal.math.verifier import MathVerifier
 
 
 def create_verifiers(settings: MathSettings) -> list[Verifier]:

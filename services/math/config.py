@@ -1,9 +1,9 @@
 """Domain configuration of the math verifier: one frozen, hashable dataclass.
 
 Being frozen and made of scalars, :class:`MathConfig` can key caches and feeds
-``services.core.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The settings class
-(``services.math.settings``) builds it from ``TRIBUNAL_MATH_*`` variables; per-item options
-(``services.math.schemas.MathOptions``) override a few fields through :meth:`MathConfig.merged`.
+``tribunal.core.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The settings class
+(``tribunal.math.settings``) builds it from ``TRIBUNAL_MATH_*`` variables; per-item options
+(``tribunal.math.schemas.MathOptions``) override a few fields through :meth:`MathConfig.merged`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Extraction is separate from grading (as in Math-Verify, where ``parse`` and ``verify`` are
 two functions): :func:`extract_answer` returns the answer text and how it was found, and
-``services.math.verify`` compares it. Methods, in priority order:
+``tribunal.math.verify`` compares it. Methods, in priority order:
 
 1. ``boxed`` / ``fbox``: the last ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed {..}`` too),
    with nested braces; an unclosed one is skipped.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.core.envelope import ScoreItem
-from services.math.verify import MathScore, ScoreMethod
+from tribunal.core.envelope import ScoreItem
+from tribunal.math.verify import MathScore, ScoreMethod
 
 
 class MathOptions(BaseModel):

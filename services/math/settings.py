@@ -6,8 +6,8 @@ import os
 
 from pydantic import Field
 
-from services.core.settings import CoreSettings
-from services.math.config import MathConfig
+from tribunal.core.settings import CoreSettings
+from tribunal.math.config import MathConfig
 
 
 class MathSettings(CoreSettings):

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, cast
 
-from services.core.envelope import ItemOutcome, ScoreItem
-from services.core.errors import BadInput, InternalError, TribunalError
-from services.core.hashing import config_hash
-from services.core.pool import DeadlinePool
-from services.math.config import MathConfig
-from services.math.schemas import MathDetails, MathItem
-from services.math.verify import MathScore, verify_answer
+from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.errors import BadInput, InternalError, TribunalError
+from tribunal.core.hashing import config_hash
+from tribunal.core.pool import DeadlinePool
+from tribunal.math.config import MathConfig
+from tribunal.math.schemas import MathDetails, MathItem
+from tribunal.math.verify import MathScore, verify_answer
 
 VERSION = "1"
 """Bump when the same input could get a different reward."""
@@ -66,7 +66,7 @@ class MathVerifier:
 
     async def start(self) -> None:
         """Start the verification processes (imports sympy once, in the forkserver)."""
-        self._pool = DeadlinePool(self.processes, preload=["services.math.verify"])
+        self._pool = DeadlinePool(self.processes, preload=["tribunal.math.verify"])
 
     async def aclose(self) -> None:
         """Stop the verification processes."""

@@ -1,6 +1,6 @@
 """Grade a completion against a ground truth: extraction, then Math-Verify equivalence.
 
-:func:`verify_answer` extracts the completion's final answer (``services.math.extract``),
+:func:`verify_answer` extracts the completion's final answer (``tribunal.math.extract``),
 then compares it with the ground truth: plain decimal numbers directly (the fast path), any
 other answer through Math-Verify (``math_verify.parse`` / ``math_verify.verify``,
 huggingface/Math-Verify 0.9.0). Both sides are given to ``parse`` as ``\\boxed{<answer>}``,
@@ -10,7 +10,7 @@ regexes pick out of the surrounding prose (its PR #82: ``1-1/e`` read as ``1+1/e
 Math-Verify's own timeouts are always off (``parsing_timeout=None``,
 ``timeout_seconds=None``): they use SIGALRM, which breaks off the main thread (issues #50,
 #55) and gave wrong answers inside FastAPI (issue #11). The caller runs this function in a
-worker process that is killed on a hard deadline (``services.core.pool``), so that no input
+worker process that is killed on a hard deadline (``tribunal.core.pool``), so that no input
 can hang the service. ``raise_on_error=True`` is always passed, and errors are classified
 (Math-Verify's ``verify`` otherwise answers ``False`` both for "not equal" and for "could
 not compare", issue #62):
@@ -55,9 +55,9 @@ from typing import Any, Literal
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from services.core.errors import BadInput, InternalError
-from services.math.config import MathConfig
-from services.math.extract import ExtractionMethod, clean_answer, extract_answer, last_boxed
+from tribunal.core.errors import BadInput, InternalError
+from tribunal.math.config import MathConfig
+from tribunal.math.extract import ExtractionMethod, clean_answer, extract_answer, last_boxed
 
 logger = logging.getLogger(__name__)
 

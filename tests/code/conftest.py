@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.code import CodeConfig, CodeRunVerifier, CodeVerifier
+from tribunal.code import CodeConfig, CodeRunVerifier, CodeVerifier
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -17,7 +17,7 @@ from bench import code_data
 from bench.code_data import DATA, humaneval_item
 from bench.code_data import jsonl as _jsonl
 from bench.code_data import parse as _parse
-from services.code import CodeConfig, CodeItem, CodeVerifier
+from tribunal.code import CodeConfig, CodeItem, CodeVerifier
 
 # Sources (in /work/shared/data/code): HumanEval (openai/human-eval, 164 problems), MBPP
 # sanitized (google-research/mbpp, 427), LeetCodeDataset v0.3.1 test split

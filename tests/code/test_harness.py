@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from services.code.harness import (
+from tribunal.code.harness import (
     CodecError,
     Opaque,
     RemoteObject,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from services.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
-from services.code.sandbox import processes_of_uid
-from services.core.envelope import ItemOutcome
+from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code.sandbox import processes_of_uid
+from tribunal.core.envelope import ItemOutcome
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -373,7 +373,7 @@ async def test_monkeypatching_the_harness_and_its_channel_scores_zero(
         for obj in gc.get_objects():
             if type(obj).__name__ in ('_Channel', '_TestRole', '_CallRole'):
                 obj.send = lambda *a, **k: None
-        sys.modules.pop('services', None)
+        sys.modules.pop('tribunal', None)
         def add(a, b):
             return a - b
     """

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from services.code.config import CodeConfig
-from services.code.sandbox import SlotPool, bwrap_argv, kill_uid, processes_of_uid
+from tribunal.code.config import CodeConfig
+from tribunal.code.sandbox import SlotPool, bwrap_argv, kill_uid, processes_of_uid
 
 
 def test_bwrap_argv_isolates_everything() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from services.code import CodeItem, RunItem
-from services.code.config import CodeConfig
-from services.code.runner import effective_limits
-from services.code.schemas import Limits
+from tribunal.code import CodeItem, RunItem
+from tribunal.code.config import CodeConfig
+from tribunal.code.runner import effective_limits
+from tribunal.code.schemas import Limits
 
 
 def _errors(payload: dict[str, object]) -> list[tuple[object, ...]]:

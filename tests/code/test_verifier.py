@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.code import (
+from tribunal.code import (
     CodeConfig,
     CodeItem,
     CodeRunVerifier,
@@ -15,8 +15,8 @@ from services.code import (
     CodeVerifier,
     RunItem,
 )
-from services.core.errors import ConfigurationError
-from services.core.verifier import Verifier
+from tribunal.core.errors import ConfigurationError
+from tribunal.core.verifier import Verifier
 
 SQUARE = {
     "kind": "stdio",

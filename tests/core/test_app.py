@@ -8,10 +8,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.core import errors
-from services.core.app import create_app
-from services.core.settings import CoreSettings
 from tests.core.toy import ToyVerifier, toy_spec
+from tribunal.core import errors
+from tribunal.core.app import create_app
+from tribunal.core.settings import CoreSettings
 
 
 async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from services.core.app import create_app
-from services.core.registry import available_services, load_service
 from tests.conftest import ROOT
+from tribunal.core.app import create_app
+from tribunal.core.registry import available_services, load_service
 
 
 @pytest.mark.parametrize("name", available_services())

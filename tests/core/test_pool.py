@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.core.errors import InternalError, ScoringTimeout
-from services.core.pool import DeadlinePool
 from tests.core.pool_tasks import crash, raise_value_error, sleep_then_pid
+from tribunal.core.errors import InternalError, ScoringTimeout
+from tribunal.core.pool import DeadlinePool
 
 
 @pytest.fixture

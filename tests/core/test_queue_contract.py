@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull
-from services.core.queue.base import JobQueue, QueuedItem
-from services.core.queue.keys import Keys
-from services.core.queue.memory import MemoryQueue
-from services.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
+from tribunal.core.queue.base import JobQueue, QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.memory import MemoryQueue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 
 VISIBILITY_S = 0.5
 

@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.core.cache import MemoryCache, RedisCache, cache_entry
-from services.core.queue.base import JobQueue, QueuedItem
-from services.core.queue.keys import Keys
-from services.core.queue.memory import MemoryQueue
-from services.core.queue.redis_streams import RedisStreamsQueue
-from services.core.worker import WorkerRuntime
 from tests.core.toy import ToyVerifier
+from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
+from tribunal.core.queue.base import JobQueue, QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.memory import MemoryQueue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.worker import WorkerRuntime
 
 
 @pytest.fixture(params=["memory", "redis"])

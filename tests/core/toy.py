@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
-from services.core.envelope import ItemOutcome, ScoreItem
-from services.core.errors import BadInput
-from services.core.service import ServiceSpec
-from services.core.settings import CoreSettings
-from services.core.verifier import Verifier
+from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.errors import BadInput
+from tribunal.core.service import ServiceSpec
+from tribunal.core.settings import CoreSettings
+from tribunal.core.verifier import Verifier
 
 
 class ToyItem(ScoreItem):

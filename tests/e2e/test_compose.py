@@ -51,7 +51,7 @@ def local_env(service: dict[str, Any], hosts: dict[str, str]) -> dict[str, str]:
 
 def tribunal_argv(command: list[str]) -> list[str]:
     assert command[0] == "tribunal", command
-    return [sys.executable, "-m", "services.core.cli", *command[1:]]
+    return [sys.executable, "-m", "tribunal.core.cli", *command[1:]]
 
 
 def test_compose_file_follows_the_compose_specification() -> None:
@@ -65,7 +65,7 @@ def test_compose_file_follows_the_compose_specification() -> None:
 
 
 def test_ports_and_images_agree_with_the_services() -> None:
-    from services.core.registry import load_service
+    from tribunal.core.registry import load_service
 
     services = compose()["services"]
     for name in ("math", "code", "judge"):

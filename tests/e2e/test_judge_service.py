@@ -1,7 +1,7 @@
 """The judge service as real processes: ``tribunal api judge`` + ``tribunal worker judge`` + a
 real Redis, against a fake OpenAI-compatible judge served over real HTTP.
 
-The fake judge (``services.judge.testing.FakeOpenAIServer``, in a thread of the test process)
+The fake judge (``tribunal.judge.testing.FakeOpenAIServer``, in a thread of the test process)
 stands in for vLLM, which needs a GPU and weights this machine does not have; it answers
 with scripted verdicts and log-probabilities. Everything on our side of its socket is real.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from services.judge.testing import FakeJudgeScript, FakeOpenAIServer
 from tests.conftest import ROOT, RedisServer, RunningService, free_port
+from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 

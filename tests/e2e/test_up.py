@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 def run_up(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "services.core.cli", "up", "math", "judge"],
+            [sys.executable, "-m", "tribunal.core.cli", "up", "math", "judge"],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,

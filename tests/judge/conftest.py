@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from services.judge.config import BackendConfig, JudgeConfig
-from services.judge.testing import FakeOpenAIServer
-from services.judge.verifier import JudgeVerifier
+from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.judge.verifier import JudgeVerifier
 
 VerifierFactory = Callable[..., JudgeVerifier]
 

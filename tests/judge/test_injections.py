@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from services.judge.config import BackendConfig, JudgeConfig
-from services.judge.prompts import build_prompt, fence_tag
-from services.judge.schemas import JudgeItem
-from services.judge.verifier import JudgeVerifier
+from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.prompts import build_prompt, fence_tag
+from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.verifier import JudgeVerifier
 
 CASES_PATH = Path(__file__).parent / "cases" / "injections.jsonl"
 CASES: list[dict[str, Any]] = [json.loads(x) for x in CASES_PATH.read_text().splitlines() if x]

@@ -8,17 +8,17 @@ from collections import deque
 
 import pytest
 
-from services.core.errors import (
+from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
     ScoringTimeout,
 )
-from services.judge.backends import CompletionRequest, OpenAICompatBackend
-from services.judge.config import BackendConfig
-from services.judge.prompts import build_prompt, verdict_schema
-from services.judge.rubrics import Rubric
-from services.judge.testing import FakeOpenAIServer
+from tribunal.judge.backends import CompletionRequest, OpenAICompatBackend
+from tribunal.judge.config import BackendConfig
+from tribunal.judge.prompts import build_prompt, verdict_schema
+from tribunal.judge.rubrics import Rubric
+from tribunal.judge.testing import FakeOpenAIServer
 
 
 def _request(text: str = "criterion") -> CompletionRequest:

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from services.judge.prompts import (
+from tribunal.judge.prompts import (
     SYSTEM_PROMPT,
     build_prompt,
     fence_tag,
     shared_prefix,
     verdict_schema,
 )
-from services.judge.rubrics import Polarity, Rubric
+from tribunal.judge.rubrics import Polarity, Rubric
 
 POS = Rubric("States the recommended dose.")
 NEG = Rubric("Confuses correlation with causation.", Polarity.NEGATIVE)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from services.judge.rubrics import Polarity
-from services.judge.schemas import JudgeItem, RubricVerdict
+from tribunal.judge.rubrics import Polarity
+from tribunal.judge.schemas import JudgeItem, RubricVerdict
 
 BASE: dict[str, Any] = {"id": "a", "question": "Q?", "response": "R."}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from services.judge.prompts import build_prompt, fence_tag
-from services.judge.testing import FakeOpenAIServer
-from services.judge.testing.seed_data import drtulu_trace_records, scholarqa_records, seed_items
-from services.judge.verifier import JudgeVerifier
+from tribunal.judge.prompts import build_prompt, fence_tag
+from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.judge.testing.seed_data import drtulu_trace_records, scholarqa_records, seed_items
+from tribunal.judge.verifier import JudgeVerifier
 
 ROOT = (
     Path(

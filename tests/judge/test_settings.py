@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.judge.settings import DEFAULT_OPENAI_MODEL, JudgeSettings
+from tribunal.judge.settings import DEFAULT_OPENAI_MODEL, JudgeSettings
 
 
 def test_defaults_mean_no_backend(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from services.judge.config import BackendConfig, JudgeConfig
-from services.judge.prompts import SYSTEM_PROMPT
-from services.judge.schemas import JudgeItem
-from services.judge.verifier import JudgeVerifier
+from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.prompts import SYSTEM_PROMPT
+from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.verifier import JudgeVerifier
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -124,9 +124,9 @@ async def test_context_overflow_is_bad_input(tiny_qwen3: Path) -> None:
 
 def test_judge_import_does_not_load_torch() -> None:
     code = (
-        "import sys, services.judge, services.judge.verifier, services.judge.backends;"
-        "from services.judge.backends import create_backend;"
-        "from services.judge.config import BackendConfig;"
+        "import sys, tribunal.judge, tribunal.judge.verifier, tribunal.judge.backends;"
+        "from tribunal.judge.backends import create_backend;"
+        "from tribunal.judge.config import BackendConfig;"
         "create_backend(BackendConfig(kind='transformers', model='/nonexistent'));"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from services.core.errors import ParseError, Refusal
-from services.judge.backends.base import Completion, TokenLogprob
-from services.judge.verdict import ParsedVerdict, read_verdicts
+from tribunal.core.errors import ParseError, Refusal
+from tribunal.judge.backends.base import Completion, TokenLogprob
+from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 
 
 def _tok(text: str, top: dict[str, float] | None = None) -> TokenLogprob:

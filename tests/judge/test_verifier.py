@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from services.core.envelope import ItemOutcome
-from services.core.verifier import Verifier
-from services.judge.config import JudgeConfig
-from services.judge.rubric_sets import load_rubric_set
-from services.judge.schemas import JudgeItem
-from services.judge.testing import FakeOpenAIServer
-from services.judge.verifier import JudgeVerifier
+from tribunal.core.envelope import ItemOutcome
+from tribunal.core.verifier import Verifier
+from tribunal.judge.config import JudgeConfig
+from tribunal.judge.rubric_sets import load_rubric_set
+from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.judge.verifier import JudgeVerifier
 
 VerifierFactory = Callable[..., JudgeVerifier]
 

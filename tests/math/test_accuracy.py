@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from services.math import MathScore, verify_answer
+from tribunal.math import MathScore, verify_answer
 
 DATA = Path("/work/shared/data/math")
 GSM8K = DATA / "gsm8k_test.jsonl"

@@ -1,4 +1,4 @@
-"""Final-answer extraction (services.math.extract), one test per behaviour."""
+"""Final-answer extraction (tribunal.math.extract), one test per behaviour."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from services.math import extract_answer
-from services.math.extract import Extraction, clean_answer, last_boxed
+from tribunal.math import extract_answer
+from tribunal.math.extract import Extraction, clean_answer, last_boxed
 
 ONE_MB = 1_000_000
 

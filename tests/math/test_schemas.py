@@ -1,12 +1,12 @@
-"""The math item and details models (services.math.schemas)."""
+"""The math item and details models (tribunal.math.schemas)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from services.math import MathConfig, MathScore
-from services.math.schemas import MathDetails, MathItem, MathOptions
+from tribunal.math import MathConfig, MathScore
+from tribunal.math.schemas import MathDetails, MathItem, MathOptions
 
 
 def test_item_accepts_minimal_payload() -> None:

@@ -1,4 +1,4 @@
-"""Answer equivalence (services.math.verify): decisions, Math-Verify's known issues, errors.
+"""Answer equivalence (tribunal.math.verify): decisions, Math-Verify's known issues, errors.
 
 Real Math-Verify and sympy throughout; nothing is mocked.
 """
@@ -13,10 +13,10 @@ import pytest
 import sympy
 from math_verify import parse, verify
 
-import services.math
-from services.core.errors import BadInput, InternalError
-from services.math import MathConfig, MathScore, verify_answer
-from services.math.verify import _equivalent
+import tribunal.math
+from tribunal.core.errors import BadInput, InternalError
+from tribunal.math import MathConfig, MathScore, verify_answer
+from tribunal.math.verify import _equivalent
 
 
 def boxed(answer: str) -> str:
@@ -272,11 +272,11 @@ def test_config_is_frozen_hashable_and_validated() -> None:
 
 
 def test_public_surface() -> None:
-    assert sorted(services.math.__all__) == [
+    assert sorted(tribunal.math.__all__) == [
         "MathConfig",
         "MathScore",
         "extract_answer",
         "verify_answer",
     ]
-    for name in services.math.__all__:
-        assert getattr(services.math, name) is not None
+    for name in tribunal.math.__all__:
+        assert getattr(tribunal.math, name) is not None

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from services.core.cache import MemoryCache, NoCache, RedisCache, ResultCache
-from services.core.errors import ConfigurationError, QueueUnavailable
-from services.core.queue.base import JobQueue
-from services.core.queue.keys import Keys
-from services.core.queue.memory import MemoryQueue
-from services.core.queue.redis_streams import RedisStreamsQueue
-from services.core.settings import CoreSettings
+from tribunal.core.cache import MemoryCache, NoCache, RedisCache, ResultCache
+from tribunal.core.errors import ConfigurationError, QueueUnavailable
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.memory import MemoryQueue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.settings import CoreSettings
 
 logger = logging.getLogger(__name__)
 

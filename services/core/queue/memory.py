@@ -16,8 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull
-from services.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
 
 
 @dataclass

@@ -27,9 +27,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
-from services.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
-from services.core.queue.keys import CONSUMER_GROUP, Keys
+from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from services.core.deps import RuntimeDep
-from services.core.errors import QueueUnavailable
+from tribunal.core.deps import RuntimeDep
+from tribunal.core.errors import QueueUnavailable
 
 router = APIRouter(tags=["health"])
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.core.deps import RuntimeDep, require_api_key
-from services.core.envelope import JobCreated, JobState
-from services.core.errors import BadInput
-from services.core.routes.responses import ERROR_RESPONSES
-from services.core.scoring import job_state
+from tribunal.core.deps import RuntimeDep, require_api_key
+from tribunal.core.envelope import JobCreated, JobState
+from tribunal.core.errors import BadInput
+from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.scoring import job_state
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_api_key)])
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from services.core.deps import RuntimeDep, require_api_key
-from services.core.envelope import ScoreResponse
-from services.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.deps import RuntimeDep, require_api_key
+from tribunal.core.envelope import ScoreResponse
+from tribunal.core.routes.responses import ERROR_RESPONSES
 
 
 def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRouter:

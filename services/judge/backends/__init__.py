@@ -6,7 +6,7 @@ so a judge service without that backend never loads torch.
 
 from __future__ import annotations
 
-from services.judge.backends.base import (
+from tribunal.judge.backends.base import (
     NOT_CONFIGURED_HINT,
     Completion,
     CompletionRequest,
@@ -14,8 +14,8 @@ from services.judge.backends.base import (
     NullBackend,
     TokenLogprob,
 )
-from services.judge.backends.openai_compat import OpenAICompatBackend
-from services.judge.config import BackendConfig
+from tribunal.judge.backends.openai_compat import OpenAICompatBackend
+from tribunal.judge.config import BackendConfig
 
 __all__ = [
     "NOT_CONFIGURED_HINT",
@@ -45,7 +45,7 @@ def create_backend(config: BackendConfig) -> JudgeBackend:
             return NullBackend(
                 "", "TRIBUNAL_JUDGE_BACKEND=transformers needs TRIBUNAL_JUDGE_MODEL=<model path>"
             )
-        from services.judge.backends.transformers_local import TransformersBackend
+        from tribunal.judge.backends.transformers_local import TransformersBackend
 
         return TransformersBackend(config)
     return NullBackend(config.model)

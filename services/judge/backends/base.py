@@ -1,7 +1,7 @@
 """The judge backend protocol: one chat completion in, text and verdict log-probabilities out.
 
 A backend knows nothing about rubrics: it sends a :class:`CompletionRequest` (messages, a
-JSON schema, a token budget) and returns a :class:`Completion`; ``services.judge.verdict``
+JSON schema, a token budget) and returns a :class:`Completion`; ``tribunal.judge.verdict``
 reads verdicts from it. Backends raise the ``TribunalError`` classes, never bare
 exceptions:
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from services.core.errors import BackendUnavailable
-from services.judge.prompts import JudgePrompt
+from tribunal.core.errors import BackendUnavailable
+from tribunal.judge.prompts import JudgePrompt
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class CompletionRequest:
 
     Attributes:
         prompt: Messages and verdict keys.
-        schema: JSON schema of the answer (``services.judge.prompts.verdict_schema``).
+        schema: JSON schema of the answer (``tribunal.judge.prompts.verdict_schema``).
         max_tokens: Completion budget, tokens.
         temperature: Overrides the backend's temperature (retries use a small positive one).
         seed: Overrides the backend's seed.

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from services.core.errors import (
+from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
@@ -38,9 +38,9 @@ from services.core.errors import (
     ScoringTimeout,
     TribunalError,
 )
-from services.judge.backends.base import Completion, CompletionRequest, TokenLogprob
-from services.judge.config import BackendConfig
-from services.judge.prompts import VERDICT_TOKEN_PUNCTUATION
+from tribunal.judge.backends.base import Completion, CompletionRequest, TokenLogprob
+from tribunal.judge.config import BackendConfig
+from tribunal.judge.prompts import VERDICT_TOKEN_PUNCTUATION
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ the model choose only the verdict digits. For each key it feeds
 next-token distribution to the tokens ``0``, ``1``, ``2`` (log-softmax over those three
 logits), takes the most likely level and feeds it, reusing the KV cache across keys. The
 returned :class:`Completion` carries those restricted log-probabilities on the verdict
-tokens, so ``services.judge.verdict`` computes the same expected score as for a vLLM
+tokens, so ``tribunal.judge.verdict`` computes the same expected score as for a vLLM
 answer. Even a random model gives a valid score in [0, 1]. No reason is generated (free
 text from a small CPU model costs seconds and says little).
 
@@ -24,10 +24,10 @@ import asyncio
 import threading
 from typing import Any
 
-from services.core.errors import BadInput, ConfigurationError
-from services.judge.backends.base import Completion, CompletionRequest, TokenLogprob
-from services.judge.config import BackendConfig
-from services.judge.prompts import VERDICT_LEVELS
+from tribunal.core.errors import BadInput, ConfigurationError
+from tribunal.judge.backends.base import Completion, CompletionRequest, TokenLogprob
+from tribunal.judge.config import BackendConfig
+from tribunal.judge.prompts import VERDICT_LEVELS
 
 
 class TransformersBackend:

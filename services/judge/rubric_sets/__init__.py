@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from services.judge.rubrics import Polarity, Rubric
+from tribunal.judge.rubrics import Polarity, Rubric
 
 __all__ = ["RubricSet", "available_rubric_sets", "load_rubric_set", "rubric_sets_digest"]
 

@@ -10,7 +10,7 @@ the most requests it ever held at once and when it answered first, and can injec
 Use it in-process (``FakeOpenAIServer(...).start()`` runs it in a thread with its own event
 loop; tests) or as a process for benchmarks::
 
-    python -m services.judge.testing.fake_openai --port 8911 --latency-ms 200 --cap 128
+    python -m tribunal.judge.testing.fake_openai --port 8911 --latency-ms 200 --cap 128
 
 ``GET /stats`` returns the counters; ``POST /reset`` clears them.
 """
