@@ -1,4 +1,4 @@
-"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``."""
+"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``train``."""
 
 from __future__ import annotations
 
@@ -133,6 +133,19 @@ def up(
     signal.signal(signal.SIGTERM, lambda *_: supervisor.request_stop())
     code = supervisor.run()
     raise typer.Exit(code)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Option(help="Trainer YAML (see trainer/configs/).")],
+    output_dir: Annotated[Path, typer.Option(help="Checkpoints, metrics.jsonl, final/.")],
+    max_steps: Annotated[int | None, typer.Option(help="Override the config's max_steps.")] = None,
+) -> None:
+    """Train a policy with GRPO on DeepSpeed ZeRO-3, rewards from the services (needs the
+    trainer extra: pip install 'tribunal[trainer]')."""
+    from tribunal.trainer.cli import train_command  # lazy: the services never import torch
+
+    train_command(config, output_dir, max_steps)
 
 
 if __name__ == "__main__":

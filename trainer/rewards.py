@@ -1,0 +1,290 @@
+"""Rewards over HTTP: one job per group, submitted the moment the group exists, collected with
+long-poll, with a failure policy that never turns a failure into a silent 0.
+
+The trainer never imports a verifier: every reward comes from a service speaking Tribunal's
+jobs API (``POST /v1/jobs``, ``GET /v1/jobs/{id}?wait=``), or from the gateway's reward spec.
+
+Failure classes: a *group failure* (the service cannot be reached, answers 5xx, or the group's
+results are not back within ``timeout_s``, or an item comes back with a retryable error such as
+``timeout`` or ``sandbox_error``) goes to the policy: ``drop_group`` (the group leaves the
+loss), ``retry`` (resubmit up to ``retries`` times, then drop) or ``stop`` (raise
+:class:`RewardFailure`). An item with a non-retryable error (``bad_input``) is *unscorable*:
+its reward is NaN, it stays out of its group's baseline and gets advantage 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import threading
+from collections import Counter
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from tribunal.trainer.config import FailurePolicy, GRPOConfig, RewardSourceConfig
+from tribunal.trainer.rollout import RolloutGroup
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RewardFailure(RuntimeError):
+    """A group could not be scored; ``kind`` is its class (``connect``, ``timeout``,
+    ``http_503``, ``item_sandbox_error`` ...)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class ItemReward:
+    """One item's result: a reward, or None with an error code."""
+
+    reward: float | None
+    error: str | None = None
+    retryable: bool = False
+
+
+class RewardSource(Protocol):
+    """Scores one group's items (``list[dict]``, the verifier's item fields)."""
+
+    name: str
+    weight: float
+    timeout_s: float
+    retries: int
+
+    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
+        """Return one :class:`ItemReward` per item, in order.
+
+        Raises:
+            RewardFailure: the service could not be reached or answered an error.
+        """
+        ...
+
+    def build_items(self, group: RolloutGroup) -> list[dict[str, Any]]:
+        """The items of ``group`` for this source."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+def _item_rewards(results: Sequence[dict[str, Any] | None]) -> list[ItemReward]:
+    out = []
+    for result in results:
+        if result is None:
+            out.append(ItemReward(None, "missing", True))
+            continue
+        error = result.get("error")
+        if result.get("reward") is None:
+            code = error["code"] if error else "no_reward"
+            out.append(ItemReward(None, code, bool(error and error.get("retryable"))))
+        else:
+            out.append(ItemReward(float(result["reward"])))
+    return out
+
+
+class JobsRewardSource:
+    """A verifier service reached through its jobs API.
+
+    One job per group (idempotency key = run, step, group, attempt), then long-poll
+    ``GET /v1/jobs/{id}?wait=`` until it is done.
+
+    Args:
+        config: the source's URL, verifier, weight, timeout and retries.
+    """
+
+    def __init__(self, config: RewardSourceConfig, poll_wait_s: float = 10.0) -> None:
+        self.config = config
+        self.name = config.name
+        self.weight = config.weight
+        self.timeout_s = config.timeout_s
+        self.retries = config.retries
+        self.poll_wait_s = poll_wait_s
+        self._client = httpx.AsyncClient(
+            base_url=config.url,
+            timeout=httpx.Timeout(5.0, read=poll_wait_s + 10.0),
+            limits=httpx.Limits(max_connections=64),
+        )
+
+    def build_items(self, group: RolloutGroup) -> list[dict[str, Any]]:
+        """Items ``{id, group_id, response, <fields from the row>, <item_options>}``."""
+        fields = {name: group.row[column] for name, column in self.config.fields.items()}
+        return [
+            {
+                "id": f"{group.step}-{group.index}-{i}",
+                "group_id": f"{group.step}-{group.index}",
+                "response": completion.text,
+                **fields,
+                **self.config.item_options,
+            }
+            for i, completion in enumerate(group.completions)
+        ]
+
+    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
+        """Submit the items as one job and long-poll its results."""
+        body = {"verifier": self.config.verifier, "items": items, "idempotency_key": key}
+        response = await self._request("POST", "/v1/jobs", json=body)
+        job_id = response.json()["job_id"]
+        while True:
+            response = await self._request(
+                "GET", f"/v1/jobs/{job_id}", params={"wait": self.poll_wait_s}
+            )
+            state = response.json()
+            if state["status"] == "done":
+                return _item_rewards(state["results"])
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._client.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise RewardFailure("timeout", f"{self.name}: {exc!r}") from exc
+        except httpx.TransportError as exc:
+            raise RewardFailure("connect", f"{self.name}: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise RewardFailure(
+                f"http_{response.status_code}", f"{self.name}: {response.text[:200]}"
+            )
+        return response
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+
+@dataclass
+class GroupScores:
+    """The rewards of one group.
+
+    Attributes:
+        rewards: (G,) combined reward per completion, NaN where unscorable.
+        components: per source name, (G,) that source's rewards (NaN where unscorable).
+        item_errors: item error codes counted.
+        failures: group failure classes counted (one per failed attempt).
+        retries: resubmissions made.
+        dropped: the group leaves the loss (its scoring failed under ``drop_group``/``retry``).
+    """
+
+    rewards: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
+    item_errors: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    dropped: bool = False
+
+
+async def _score_source(
+    source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy
+) -> tuple[list[float] | None, Counter[str], Counter[str], int]:
+    """One source's rewards for a group, under the policy: (rewards or None if failed,
+    item errors, failures, retries)."""
+    items = source.build_items(group)
+    failures: Counter[str] = Counter()
+    item_errors: Counter[str] = Counter()
+    attempts = 1 + (source.retries if policy == "retry" else 0)
+    for attempt in range(attempts):
+        try:
+            results = await asyncio.wait_for(
+                source.score(items, f"{key}-{source.name}-a{attempt}"), source.timeout_s
+            )
+        except (TimeoutError, RewardFailure) as exc:
+            kind = exc.kind if isinstance(exc, RewardFailure) else "timeout"
+            failures[kind] += 1
+            logger.warning("group %s, source %s: %s", key, source.name, kind)
+            continue
+        item_errors.update(r.error for r in results if r.error)
+        retryable = [r.error for r in results if r.error and r.retryable]
+        if retryable:
+            failures[f"item_{retryable[0]}"] += 1
+            continue
+        rewards = [math.nan if r.reward is None else r.reward for r in results]
+        return rewards, item_errors, failures, attempt
+    if policy == "stop":
+        raise RewardFailure(next(iter(failures)), f"group {key}, source {source.name}")
+    return None, item_errors, failures, attempts - 1
+
+
+async def score_group(
+    sources: Sequence[RewardSource], group: RolloutGroup, key: str, policy: FailurePolicy
+) -> GroupScores:
+    """Score one group with every source concurrently and combine: Σ weight · reward.
+
+    A completion unscorable by any source is NaN; a source that failed drops the group.
+
+    Raises:
+        RewardFailure: the policy is ``stop`` and a source failed.
+    """
+    outcomes = await asyncio.gather(*(_score_source(s, group, key, policy) for s in sources))
+    size = len(group.completions)
+    scores = GroupScores(rewards=[0.0] * size)
+    for source, (rewards, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
+        scores.item_errors.update(item_errors)
+        scores.failures.update(failures)
+        scores.retries += retries
+        if rewards is None:
+            scores.dropped = True
+            rewards = [math.nan] * size
+        scores.components[source.name] = rewards
+        scores.rewards = [
+            total + source.weight * r for total, r in zip(scores.rewards, rewards, strict=True)
+        ]
+    return scores
+
+
+class RewardScheduler:
+    """Runs the reward sources on an event loop of their own, in a background thread, so the
+    training thread can hand over groups while it generates.
+
+    Args:
+        sources: the reward sources.
+        policy: the failure policy.
+        run_id: prefix of idempotency keys (unique per run, stable across a resume).
+    """
+
+    def __init__(self, sources: Sequence[RewardSource], policy: FailurePolicy, run_id: str):
+        self.sources = list(sources)
+        self.policy = policy
+        self.run_id = run_id
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def submit(self, group: RolloutGroup) -> concurrent.futures.Future[GroupScores]:
+        """Start scoring ``group`` now; the future holds its :class:`GroupScores`."""
+        key = f"{self.run_id}-s{group.step}-g{group.index}"
+        return self._run(score_group(self.sources, group, key, self.policy))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def close(self) -> None:
+        """Close the sources and stop the loop thread."""
+
+        async def close_all() -> None:
+            for source in self.sources:
+                await source.aclose()
+
+        self._run(close_all()).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def build_sources(config: GRPOConfig) -> list[RewardSource]:
+    """The reward sources a config names (the list form, or the gateway's reward spec)."""
+    if config.gateway_url is not None and config.reward_spec is not None:
+        gateway = RewardSourceConfig(
+            name=config.reward_spec,
+            url=config.gateway_url,
+            verifier=config.reward_spec,
+            fields=dict(config.reward_spec_fields),
+        )
+        return [JobsRewardSource(gateway)]
+    return [JobsRewardSource(source) for source in config.reward_sources]
