@@ -310,7 +310,10 @@ class Trainer:
         for i, group in enumerate(groups):
             group_adv = advantages[i * size : (i + 1) * size]
             sums.update(self._micro_step(group, group_adv, masks[i], totals))
-        return self._train_metrics(groups, scores, rewards, advantages, sums, totals, zero_var)
+        metrics = self._train_metrics(groups, scores, rewards, advantages, sums, totals, zero_var)
+        grad_norm = self.engine.get_global_grad_norm()
+        metrics["grad_norm"] = None if grad_norm is None else float(grad_norm)
+        return metrics
 
     def _loss_mask(self, group: RolloutGroup, keep: bool) -> torch.Tensor:
         """(G, T) 1 where a generated token of a kept completion is in the loss."""
