@@ -45,6 +45,7 @@ from tribunal.trainer.rollout import (
     SingleTurn,
     VLLMBackend,
     generate_groups,
+    loss_mask,
 )
 from tribunal.trainer.tools import CodeRunner, ToolLoop
 
@@ -298,7 +299,10 @@ class Trainer:
         keep = ~dropped & ~(
             zero_var if cfg.skip_zero_variance_groups else torch.zeros_like(dropped)
         )
-        masks = [self._loss_mask(group, bool(keep[i])) for i, group in enumerate(groups)]
+        masks = [
+            loss_mask(group.completions, bool(keep[i]), cfg.mask_truncated_completions)
+            for i, group in enumerate(groups)
+        ]
         totals = allreduce_sums(
             {
                 "tokens": float(sum(m.sum() for m in masks)),
@@ -314,18 +318,6 @@ class Trainer:
         grad_norm = self.engine.get_global_grad_norm()
         metrics["grad_norm"] = None if grad_norm is None else float(grad_norm)
         return metrics
-
-    def _loss_mask(self, group: RolloutGroup, keep: bool) -> torch.Tensor:
-        """(G, T) 1 where a generated token of a kept completion is in the loss."""
-        width = max(1, max(len(c.token_ids) for c in group.completions))
-        mask = torch.zeros(len(group.completions), width)
-        for j, completion in enumerate(group.completions):
-            drop = not keep or (self.config.mask_truncated_completions and completion.is_truncated)
-            if not drop:
-                mask[j, : len(completion.loss_mask)] = torch.tensor(
-                    completion.loss_mask, dtype=torch.float32
-                )
-        return mask
 
     def _batch_tensors(
         self, group: RolloutGroup, width: int

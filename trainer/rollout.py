@@ -289,6 +289,22 @@ class SingleTurn:
         ]
 
 
+def loss_mask(completions: Sequence[Completion], keep: bool, mask_truncated: bool) -> torch.Tensor:
+    """The loss mask of one group: (G, T) float32, T the longest completion (at least 1).
+
+    1 for tokens the policy generated; 0 for tool output, padding, every token of a dropped
+    group (``keep=False``) and, with ``mask_truncated``, of truncated completions.
+    """
+    width = max(1, *(len(c.token_ids) for c in completions))
+    mask = torch.zeros(len(completions), width)
+    for j, completion in enumerate(completions):
+        if keep and not (mask_truncated and completion.is_truncated):
+            mask[j, : len(completion.loss_mask)] = torch.tensor(
+                completion.loss_mask, dtype=torch.float32
+            )
+    return mask
+
+
 def generate_groups(
     rollout: Rollout,
     prompts: Sequence[tuple[int, list[int], dict[str, Any]]],

@@ -82,7 +82,7 @@ class CodeRunner:
             out += ("\n" if out else "") + details["stderr"]
         if details.get("verdict") not in (None, "accepted") and not out:
             out = f"error: {details['verdict']}"
-        return out[: self.max_output_chars]
+        return out.rstrip("\n")[: self.max_output_chars]
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -139,7 +139,7 @@ class ToolLoop:
                 truncated = True
                 break
             code = parse_tool_call(self.tokenizer.decode(gen.token_ids))
-            if gen.finish_reason == "eos" or code is None:
+            if gen.finish_reason == "eos" or code is None or turns >= self.max_turns:
                 break
             calls += 1
             tool = self._tool_turn(self.runner.run(code))[: self.max_response_tokens - len(tokens)]
