@@ -126,9 +126,8 @@ class CitationVerifier:
         judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
         outcome = SupportOutcome()
         if judged and tasks:
-            support = self._mode(mode)
             try:
-                outcome = await support.judge(item.question or "", tasks, evidence)
+                outcome = await self._mode(mode).judge(item.question or "", tasks, evidence)
             except TribunalError as exc:
                 return ItemOutcome.failed(exc)
         scores = [_score(plan, outcome.judgments) for plan in plans]
