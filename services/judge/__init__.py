@@ -5,7 +5,7 @@ Public surface: :class:`JudgeVerifier` (the ``Verifier`` the core runs), its
 static sets, prompt building and the aggregation rule.
 """
 
-from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt
 from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
 from tribunal.judge.rubrics import Polarity, Rubric
@@ -16,7 +16,6 @@ from tribunal.judge.verifier import JudgeVerifier
 
 __all__ = [
     "PROMPT_VERSION",
-    "BackendConfig",
     "JudgeConfig",
     "JudgeDetails",
     "JudgeItem",
