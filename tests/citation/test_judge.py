@@ -147,6 +147,24 @@ async def test_invented_ids_and_question_echoes_never_reach_the_model(
     assert outcome.reward == 0.0 and fake.stats.requests == []
 
 
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<answer></answer>",
+        "no answer block <cite id=S1>Hyperprogressive disease occurred in 9%.</cite>",
+        f"<think>{HONEST}</think><answer>Nothing here.</answer>",
+        f"{HONEST.replace('<answer>', '<draft>')}<answer></answer>",
+    ],
+)
+async def test_empty_answers_and_citations_outside_the_answer_earn_nothing(
+    fake: FakeOpenAIServer, response: str
+) -> None:
+    for preset in ("tribunal", "dr_tulu"):
+        outcome = await score(verifier_for(fake), response, options={"preset": preset})
+        assert outcome.reward == 0.0 and outcome.details["cited_ids"] == []
+    assert fake.stats.requests == []
+
+
 async def test_an_uncited_sentence_that_needs_a_citation_costs_recall(
     fake: FakeOpenAIServer,
 ) -> None:
