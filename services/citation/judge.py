@@ -19,7 +19,9 @@ ones the prompt asked for (DR Tulu's async precision scorer looked for
 ``[[Fully supported]]`` in answers to a prompt that offers ``[[Relevant]]``, so it always read
 0). A verdict that cannot be read is a ``ParseError`` after one retry, never a 0.
 
-Judgments are cached per (claim, cited snippets, question, model, prompt version).
+Judgments are cached per (claim, cited snippets, question, model, prompt version). An
+uncited sentence is judged with the question but without the rest of the answer (DR Tulu
+shows the whole response) so that its judgment can be cached per sentence.
 """
 
 from __future__ import annotations

@@ -33,9 +33,17 @@ from tribunal.citation.schemas import (
     CitationUsage,
     ClaimResult,
     FormatDetails,
+    SupportMode,
 )
-from tribunal.citation.scorer import AnswerScore, ClaimGate, ClaimScore, aggregate, score_claim
-from tribunal.citation.support import LexicalSupport, SupportMode, SupportOutcome
+from tribunal.citation.scorer import (
+    AnswerScore,
+    ClaimGate,
+    ClaimScore,
+    PresetName,
+    aggregate,
+    score_claim,
+)
+from tribunal.citation.support import ClaimJudge, LexicalSupport, SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, TribunalError
@@ -110,7 +118,7 @@ class CitationVerifier:
     async def score_item(self, item: CitationItem) -> ItemOutcome:
         """Score one item; a support-mode error becomes the item's error."""
         options = item.options
-        mode = (options.support if options else None) or self.config.support
+        mode: SupportMode = (options.support if options else None) or self.config.support
         preset = self.config.preset_named(
             (options.preset if options else None) or self.config.preset
         )
@@ -131,7 +139,7 @@ class CitationVerifier:
         details = self._details(mode, preset.name, fmt, ids, len(evidence), scores, answer, outcome)
         return ItemOutcome(reward=answer.reward, details=details.to_dict())
 
-    def _mode(self, mode: str) -> SupportMode:
+    def _mode(self, mode: SupportMode) -> ClaimJudge:
         if mode == "lexical":
             return self._lexical
         if self.judge is None:
@@ -143,8 +151,8 @@ class CitationVerifier:
 
     def _details(
         self,
-        mode: Any,
-        preset: Any,
+        mode: SupportMode,
+        preset: PresetName,
         fmt: FormatReport,
         ids: IdReport,
         evidence_ids: int,
