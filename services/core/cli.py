@@ -18,7 +18,7 @@ from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
-ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code or judge.")]
+ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge or citation.")]
 
 
 def _spec(name: str) -> ServiceSpec:
