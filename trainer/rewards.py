@@ -24,8 +24,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-import httpx
-
+from tribunal.client import APIError, ItemResult, JobTimeout, TransportError, TribunalClient
 from tribunal.trainer.config import FailurePolicy, GRPOConfig, RewardSourceConfig
 from tribunal.trainer.rollout import RolloutGroup
 
@@ -34,8 +33,8 @@ T = TypeVar("T")
 
 
 class RewardFailure(RuntimeError):
-    """A group could not be scored; ``kind`` is its class (``connect``, ``timeout``,
-    ``http_503``, ``item_sandbox_error`` ...)."""
+    """A group could not be scored; ``kind`` is its class (``transport``, ``timeout``,
+    ``queue_full``, ``item_sandbox_error`` ...)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
@@ -76,42 +75,38 @@ class RewardSource(Protocol):
         ...
 
 
-def _item_rewards(results: Sequence[dict[str, Any] | None]) -> list[ItemReward]:
+def _item_rewards(results: Sequence[ItemResult]) -> list[ItemReward]:
     out = []
     for result in results:
-        if result is None:
-            out.append(ItemReward(None, "missing", True))
-            continue
-        error = result.get("error")
-        if result.get("reward") is None:
-            code = error["code"] if error else "no_reward"
-            out.append(ItemReward(None, code, bool(error and error.get("retryable"))))
+        if result.reward is None:
+            error = result.error
+            code = error.code if error else "no_reward"
+            out.append(ItemReward(None, code, bool(error and error.retryable)))
         else:
-            out.append(ItemReward(float(result["reward"])))
+            out.append(ItemReward(float(result.reward)))
     return out
 
 
 class JobsRewardSource:
-    """A verifier service reached through its jobs API.
+    """A verifier service (or the gateway's reward spec) reached through ``tribunal.client``.
 
-    One job per group (idempotency key = run, step, group, attempt), then long-poll
-    ``GET /v1/jobs/{id}?wait=`` until it is done.
+    One job per group (``submit`` with an idempotency key of run, step, group and attempt),
+    then long-poll (``wait``) until it is done.
 
     Args:
         config: the source's URL, verifier, weight, timeout and retries.
+        client_retries: the client's own retries of one request (connection errors, 429/503
+            with Retry-After) before the trainer's failure policy sees the failure.
     """
 
-    def __init__(self, config: RewardSourceConfig, poll_wait_s: float = 10.0) -> None:
+    def __init__(self, config: RewardSourceConfig, client_retries: int = 2) -> None:
         self.config = config
         self.name = config.name
         self.weight = config.weight
         self.timeout_s = config.timeout_s
         self.retries = config.retries
-        self.poll_wait_s = poll_wait_s
-        self._client = httpx.AsyncClient(
-            base_url=config.url,
-            timeout=httpx.Timeout(5.0, read=poll_wait_s + 10.0),
-            limits=httpx.Limits(max_connections=64),
+        self._client = TribunalClient(
+            config.url, max_concurrency=64, max_retries=client_retries, backoff_max_s=2.0
         )
 
     def build_items(self, group: RolloutGroup) -> list[dict[str, Any]]:
@@ -129,33 +124,25 @@ class JobsRewardSource:
         ]
 
     async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
-        """Submit the items as one job and long-poll its results."""
-        body = {"verifier": self.config.verifier, "items": items, "idempotency_key": key}
-        response = await self._request("POST", "/v1/jobs", json=body)
-        job_id = response.json()["job_id"]
-        while True:
-            response = await self._request(
-                "GET", f"/v1/jobs/{job_id}", params={"wait": self.poll_wait_s}
-            )
-            state = response.json()
-            if state["status"] == "done":
-                return _item_rewards(state["results"])
+        """Submit the items as one job and long-poll its results.
 
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        Raises:
+            RewardFailure: ``transport`` (no answer), ``timeout`` (not done in
+                ``timeout_s``), or the service's error code (``queue_full``, ``http_500``...).
+        """
         try:
-            response = await self._client.request(method, url, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise RewardFailure("timeout", f"{self.name}: {exc!r}") from exc
-        except httpx.TransportError as exc:
-            raise RewardFailure("connect", f"{self.name}: {exc!r}") from exc
-        if response.status_code >= 400:
-            raise RewardFailure(
-                f"http_{response.status_code}", f"{self.name}: {response.text[:200]}"
-            )
-        return response
+            job_id = await self._client.submit(self.config.verifier, items, idempotency_key=key)
+            results = await self._client.wait(job_id, timeout_s=self.timeout_s)
+        except JobTimeout as exc:
+            raise RewardFailure("timeout", f"{self.name}: {exc}") from exc
+        except TransportError as exc:
+            raise RewardFailure("transport", f"{self.name}: {exc}") from exc
+        except APIError as exc:
+            raise RewardFailure(exc.code, f"{self.name}: {exc}") from exc
+        return _item_rewards(results)
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
+        """Close the client's connections."""
         await self._client.aclose()
 
 
@@ -265,9 +252,13 @@ class RewardScheduler:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def close(self) -> None:
-        """Close the sources and stop the loop thread."""
+        """Cancel scoring still in flight (a stopped run), close the sources, stop the loop."""
 
         async def close_all() -> None:
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
             for source in self.sources:
                 await source.aclose()
 

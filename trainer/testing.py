@@ -100,7 +100,14 @@ class StandInRewardServer:
         error = None
         if reward is None:
             error = {"code": "bad_input", "message": "unscorable", "retryable": False}
-        return {"id": item["id"], "reward": reward, "error": error, "details": {}}
+        verifier = {"name": "stand_in", "version": "1", "config_hash": "0" * 16}
+        return {
+            "id": item["id"],
+            "reward": reward,
+            "error": error,
+            "details": {},
+            "verifier": verifier,
+        }
 
     def start(self) -> StandInRewardServer:
         """Start serving; returns once the port answers."""

@@ -122,7 +122,7 @@ def test_service_down_mid_run_retries_then_drops_the_groups(
     for later in history[1:]:
         assert later["groups/dropped"] == 4
         assert later["groups/retries"] == 4  # retries: 1 per group
-        assert later["reward_failures/connect"] == 8  # two failed attempts per group
+        assert later["reward_failures/transport"] == 8  # two failed attempts per group
         assert later["reward/mean"] is None  # nothing scored, nothing invented
         assert later["loss_tokens"] == 0
 
@@ -137,9 +137,15 @@ def test_service_down_mid_run_stops_the_run_when_told_to(
     with pytest.raises(RewardFailure) as failure:
         Trainer(GRPOConfig.from_dict(raw), tmp_path / "run").run()
     watcher.join(5)
-    assert failure.value.kind == "connect"
+    assert failure.value.kind == "transport"
     assert time.monotonic() - started < 60
     assert [m["step"] for m in read_metrics(tmp_path / "run")] == [1]
+
+
+def launcher_free_env() -> dict[str, str]:
+    """This environment without the rendezvous variables an in-process run set here."""
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def test_a_killed_run_resumes_from_its_last_checkpoint(
@@ -152,7 +158,9 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(
     argv = [sys.executable, "-m", "tribunal.core.cli", "train", "--config", str(config)]
     argv += ["--output-dir", str(out)]
     log = (tmp_path / "first.log").open("wb")
-    first = subprocess.Popen(argv, cwd=ROOT, start_new_session=True, stdout=log, stderr=log)
+    first = subprocess.Popen(
+        argv, cwd=ROOT, env=launcher_free_env(), start_new_session=True, stdout=log, stderr=log
+    )
     latest = out / "checkpoints" / "latest"
     deadline = time.monotonic() + 120
     try:
@@ -168,6 +176,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(
     second = subprocess.run(
         [*argv, "--max-steps", str(saved + 2)],
         cwd=ROOT,
+        env=launcher_free_env(),
         capture_output=True,
         text=True,
         timeout=150,
