@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-ScoreFn = Callable[[dict[str, Any]], float | None]
+ScoreFn = Callable[[dict[str, Any]], float | str | None]
 
 
 def token_share_reward(token: str) -> ScoreFn:
@@ -31,7 +31,8 @@ class StandInRewardServer:
     """The jobs API in a thread of its own, on a free port of 127.0.0.1.
 
     Args:
-        score: item -> reward (None: unscorable, answered with a ``bad_input`` error).
+        score: item -> reward; None: unscorable (a ``bad_input`` error); a string: a
+            retryable error with that code (``sandbox_error``, ``timeout`` ...).
         latency_s: each job completes this long after it was created.
     """
 
@@ -100,6 +101,9 @@ class StandInRewardServer:
         error = None
         if reward is None:
             error = {"code": "bad_input", "message": "unscorable", "retryable": False}
+        elif isinstance(reward, str):
+            error = {"code": reward, "message": "failed", "retryable": True}
+            reward = None
         verifier = {"name": "stand_in", "version": "1", "config_hash": "0" * 16}
         return {
             "id": item["id"],

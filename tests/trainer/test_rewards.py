@@ -1,0 +1,85 @@
+"""Group scoring over real HTTP (the stand-in jobs service): combination of weighted sources,
+unscorable items kept as NaN, retryable item errors sent to the failure policy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tribunal.trainer.config import RewardSourceConfig
+from tribunal.trainer.rewards import JobsRewardSource, RewardFailure, score_group
+from tribunal.trainer.rollout import Completion, RolloutGroup
+from tribunal.trainer.testing import StandInRewardServer
+
+
+def group(*texts: str) -> RolloutGroup:
+    completions = [Completion([1], [1], [0.0], text, False) for text in texts]
+    return RolloutGroup(0, 0, [1], {"answer": "7"}, completions)
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[StandInRewardServer, StandInRewardServer]]:
+    def length(item: dict[str, Any]) -> float | None:
+        return None if item["response"] == "?" else float(len(item["response"]))
+
+    def matches(item: dict[str, Any]) -> float:
+        return float(item["response"] == item["ground_truth"])
+
+    a, b = StandInRewardServer(length).start(), StandInRewardServer(matches).start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+async def test_weighted_sources_and_unscorable_items(
+    servers: tuple[StandInRewardServer, StandInRewardServer],
+) -> None:
+    length = JobsRewardSource(RewardSourceConfig("length", servers[0].url, "x", weight=0.5))
+    exact = JobsRewardSource(
+        RewardSourceConfig("exact", servers[1].url, "x", fields={"ground_truth": "answer"})
+    )
+    scores = await score_group([length, exact], group("7", "12", "?"), "k1", "drop_group")
+    assert scores.rewards[:2] == [0.5 * 1 + 1.0, 0.5 * 2 + 0.0]
+    assert math.isnan(scores.rewards[2])  # unscorable by one source: unscorable, not 0
+    assert scores.item_errors == {"bad_input": 1}
+    assert not scores.dropped and not scores.failures
+    await length.aclose()
+    await exact.aclose()
+
+
+async def test_retryable_item_errors_go_to_the_policy() -> None:
+    attempts: list[str] = []
+
+    def flaky(item: dict[str, Any]) -> float | str:
+        attempts.append(item["id"])
+        return "sandbox_error" if len(attempts) <= 2 else 1.0  # the first job fails
+
+    server = StandInRewardServer(flaky).start()
+    source = JobsRewardSource(RewardSourceConfig("s", server.url, "x", retries=1))
+    try:
+        scores = await score_group([source], group("a", "b"), "k1", "retry")
+        assert scores.rewards == [1.0, 1.0] and scores.retries == 1
+        assert scores.failures == {"item_sandbox_error": 1}
+        attempts.clear()
+        dropped = await score_group([source], group("a", "b"), "k2", "drop_group")
+        assert dropped.dropped and dropped.retries == 0 and math.isnan(dropped.rewards[0])
+    finally:
+        await source.aclose()
+        server.stop()
+
+
+async def test_a_service_that_is_down_is_retried_then_dropped_or_stops_the_run() -> None:
+    server = StandInRewardServer(lambda item: 1.0).start()
+    server.stop()
+    source = JobsRewardSource(RewardSourceConfig("s", server.url, "x", retries=1))
+    try:
+        dropped = await score_group([source], group("a", "b"), "k3", "retry")
+        assert dropped.dropped and dropped.retries == 1
+        assert dropped.failures == {"transport": 2}
+        with pytest.raises(RewardFailure, match="transport"):
+            await score_group([source], group("a", "b"), "k4", "stop")
+    finally:
+        await source.aclose()
