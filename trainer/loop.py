@@ -241,11 +241,8 @@ class Trainer:
         if self.config.async_steps and not last:
             pending = executor.submit(self._generate, step + 1)
         mark = time.perf_counter()
-        scores = [future.result() for future in batch.futures]
-        reward_wait = time.perf_counter() - mark
-        mark = time.perf_counter()
-        metrics = self._train(batch.groups, scores)
-        train_s = time.perf_counter() - mark
+        metrics, reward_wait = self._train(batch)
+        train_s = time.perf_counter() - mark - reward_wait
         if self.config.async_steps and not last:
             mark = time.perf_counter()
             pending.result()
@@ -290,34 +287,63 @@ class Trainer:
             )
         return rewards
 
-    def _train(self, groups: list[RolloutGroup], scores: list[GroupScores]) -> dict[str, Any]:
-        cfg, size = self.config, self.config.group_size
-        rewards = self._rewards(groups, scores)
-        advantages = compute_advantages(rewards, size, cfg.advantage_estimator, cfg.std_scaling)
-        dropped = torch.tensor([s.dropped for s in scores])
-        zero_var = zero_variance_groups(rewards, size) & ~dropped
-        keep = ~dropped & ~(
-            zero_var if cfg.skip_zero_variance_groups else torch.zeros_like(dropped)
-        )
-        masks = [
-            loss_mask(group.completions, bool(keep[i]), cfg.mask_truncated_completions)
-            for i, group in enumerate(groups)
-        ]
+    def _train(self, batch: StepBatch) -> tuple[dict[str, Any], float]:
+        """Train on one step's groups in the order their rewards arrive (a group's advantages
+        need only its own rewards), so that scoring of the last groups overlaps training on
+        the first. Returns the metrics and the seconds spent waiting for rewards.
+
+        The loss normaliser counts every loss token (or sequence, or completion) of the step,
+        known before any reward: a dropped or skipped group adds 0 to the loss but keeps its
+        tokens in the denominator (as an unscorable completion does in TRL). With
+        ``std_scaling: batch`` every reward is needed first, so the step waits for all.
+        """
+        cfg, size, groups = self.config, self.config.group_size, batch.groups
+        base = [loss_mask(g.completions, True, cfg.mask_truncated_completions) for g in groups]
         totals = allreduce_sums(
             {
-                "tokens": float(sum(m.sum() for m in masks)),
-                "sequences": float(sum((m.sum(-1) > 0).sum() for m in masks)),
-                "completions": float(len(rewards)),
+                "tokens": float(sum(m.sum() for m in base)),
+                "sequences": float(sum((m.sum(-1) > 0).sum() for m in base)),
+                "completions": float(len(groups) * size),
             }
         )
+        waited = 0.0
+        index = {future: i for i, future in enumerate(batch.futures)}
+        arrivals = concurrent.futures.as_completed(index)
+        batch_std = cfg.advantage_estimator == "grpo" and cfg.std_scaling == "batch"
+        if batch_std:
+            mark = time.perf_counter()
+            concurrent.futures.wait(index)
+            waited += time.perf_counter() - mark
+            all_rewards = self._rewards(groups, [f.result() for f in batch.futures])
+            batch_adv = compute_advantages(all_rewards, size, "grpo", "batch")
+        rewards = torch.full((len(groups) * size,), math.nan)
+        advantages = torch.zeros(len(groups) * size)
+        zero_var = torch.zeros(len(groups), dtype=torch.bool)
+        scores: list[GroupScores] = [GroupScores(rewards=[])] * len(groups)
         sums: Counter[str] = Counter()
-        for i, group in enumerate(groups):
-            group_adv = advantages[i * size : (i + 1) * size]
-            sums.update(self._micro_step(group, group_adv, masks[i], totals))
+        for _ in groups:
+            mark = time.perf_counter()
+            future = next(arrivals)
+            waited += time.perf_counter() - mark
+            i, rows = index[future], slice(index[future] * size, (index[future] + 1) * size)
+            scores[i] = future.result()
+            rewards[rows] = self._rewards([groups[i]], [scores[i]])
+            advantages[rows] = (
+                batch_adv[rows]
+                if batch_std
+                else compute_advantages(
+                    rewards[rows], size, cfg.advantage_estimator, cfg.std_scaling
+                )
+            )
+            zero_var[i] = (
+                bool(zero_variance_groups(rewards[rows], size)[0]) and not scores[i].dropped
+            )
+            keep = not scores[i].dropped and not (cfg.skip_zero_variance_groups and zero_var[i])
+            sums.update(self._micro_step(groups[i], advantages[rows], base[i] * keep, totals))
         metrics = self._train_metrics(groups, scores, rewards, advantages, sums, totals, zero_var)
         grad_norm = self.engine.get_global_grad_norm()
         metrics["grad_norm"] = None if grad_norm is None else float(grad_norm)
-        return metrics
+        return metrics, waited
 
     def _batch_tensors(
         self, group: RolloutGroup, width: int
@@ -373,6 +399,7 @@ class Trainer:
         return Counter(
             {
                 "loss": float(loss.detach()),
+                "kept_tokens": float(mask.sum()),
                 "kl": float((kl.detach() * mask).sum()),
                 "clipped": float((out.is_clipped.float() * mask).sum()),
                 "ratio": float((out.ratio.detach() * mask).sum()),
@@ -428,7 +455,7 @@ class Trainer:
             local[f"c/{name}/sq"] = float((values**2).sum())
             local[f"c/{name}/n"] = float(values.numel())
         g = allreduce_sums(local)
-        n, tokens = totals["completions"], max(totals["tokens"], 1.0)
+        n, tokens = totals["completions"], max(g["kept_tokens"], 1.0)
         reward_mean, reward_std = mean_std(g["reward_sum"], g["reward_sq"], g["reward_n"])
         adv_mean, adv_std = mean_std(g["adv_sum"], g["adv_sq"], n)
         metrics: dict[str, Any] = {
@@ -443,7 +470,7 @@ class Trainer:
             "clip_fraction": g["clipped"] / tokens,
             "ratio/mean": g["ratio"] / tokens,
             "entropy": g["entropy"] / tokens,
-            "loss_tokens": totals["tokens"],
+            "loss_tokens": g["kept_tokens"],
             "response_length/mean": g["length_sum"] / n,
             "truncated_fraction": g["truncated"] / n,
             "turns/mean": g["turns"] / n,
