@@ -77,6 +77,8 @@ class TinyModelConfig:
     intermediate_size: int = 128
     vocab_size: int = 512
     """Target vocabulary of the trained tokenizer."""
+    model_vocab_size: int | None = None
+    """Embedding rows of the model, if more than the tokenizer's (to reach a model size)."""
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def build_tiny_model(tiny: TinyModelConfig, texts: Sequence[str], out_dir: Path,
     tokenizer.add_tokens(EXTRA_TOKENS)
     tokenizer.chat_template = CHAT_TEMPLATE
     config = Qwen3Config(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), tiny.model_vocab_size or 0),
         hidden_size=tiny.hidden_size,
         intermediate_size=tiny.intermediate_size,
         num_hidden_layers=tiny.num_layers,
