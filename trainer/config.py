@@ -250,10 +250,14 @@ class GRPOConfig:
     def from_yaml(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> GRPOConfig:
         """Read a YAML config; ``overrides`` replace top-level keys (tests, CLI).
 
-        A relative ``dataset`` path is taken relative to the current directory.
+        A relative ``dataset`` path is found next to the config file when a file of that name
+        is there, else taken relative to the current directory.
         """
         raw = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: the config must be a mapping")
         raw.update(overrides or {})
+        beside = Path(path).parent / str(raw.get("dataset", ""))
+        if raw.get("dataset") and not Path(raw["dataset"]).is_absolute() and beside.is_file():
+            raw["dataset"] = str(beside)
         return cls.from_dict(raw)
