@@ -269,13 +269,15 @@ class RewardScheduler:
 
 
 def build_sources(config: GRPOConfig) -> list[RewardSource]:
-    """The reward sources a config names (the list form, or the gateway's reward spec)."""
+    """The reward sources a config names: the list form, or the gateway's reward spec (jobs
+    of the gateway's own verifier, ``"verifier": "gateway"``, each item naming the ``spec``)."""
     if config.gateway_url is not None and config.reward_spec is not None:
         gateway = RewardSourceConfig(
             name=config.reward_spec,
             url=config.gateway_url,
-            verifier=config.reward_spec,
+            verifier="gateway",
             fields=dict(config.reward_spec_fields),
+            item_options={"spec": config.reward_spec},
         )
         return [JobsRewardSource(gateway)]
     return [JobsRewardSource(source) for source in config.reward_sources]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tribunal.trainer.config import RewardSourceConfig
-from tribunal.trainer.rewards import JobsRewardSource, RewardFailure, score_group
+from tribunal.trainer.config import GRPOConfig, RewardSourceConfig
+from tribunal.trainer.rewards import JobsRewardSource, RewardFailure, build_sources, score_group
 from tribunal.trainer.rollout import Completion, RolloutGroup
 from tribunal.trainer.testing import StandInRewardServer
 
@@ -83,3 +83,37 @@ async def test_a_service_that_is_down_is_retried_then_dropped_or_stops_the_run()
             await score_group([source], group("a", "b"), "k4", "stop")
     finally:
         await source.aclose()
+
+
+async def test_the_gateway_form_sends_spec_items_to_the_gateways_jobs() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def record(item: dict[str, Any]) -> float:
+        seen.append(item)
+        return 0.5
+
+    server = StandInRewardServer(record).start()
+    config = GRPOConfig.from_dict(
+        {
+            "model": "/m",
+            "dataset": "d.jsonl",
+            "gateway_url": server.url,
+            "reward_spec": "rloo_math",
+            "reward_spec_fields": {"ground_truth": "answer"},
+        }
+    )
+    (source,) = build_sources(config)
+    try:
+        scores = await score_group([source], group("a", "b"), "k5", "stop")
+    finally:
+        await source.aclose()
+        server.stop()
+    assert scores.rewards == [0.5, 0.5]
+    assert scores.components == {"rloo_math": [0.5, 0.5]}
+    assert seen[0] == {
+        "id": "0-0-0",
+        "group_id": "0-0",
+        "response": "a",
+        "ground_truth": "7",
+        "spec": "rloo_math",
+    }
