@@ -197,5 +197,22 @@ def train(
     train_command(config, output_dir, max_steps)
 
 
+@app.command()
+def evaluate(
+    config: Annotated[Path, typer.Option(help="Trainer YAML: dataset, sampling, rewards.")],
+    model: Annotated[Path, typer.Option(help="A save_pretrained directory (a run's final/).")],
+    n: Annotated[int, typer.Option(min=1, help="Completions per prompt.")] = 8,
+    k: Annotated[list[int] | None, typer.Option(help="pass@k to report (repeatable).")] = None,
+) -> None:
+    """pass@1 / pass@k of a policy on the config's dataset, scored by its reward sources."""
+    import json
+
+    from tribunal.trainer.config import GRPOConfig
+    from tribunal.trainer.evaluate import evaluate as run_evaluation
+
+    result = run_evaluation(GRPOConfig.from_yaml(config), model, n, k or [1, n])
+    typer.echo(json.dumps(result))
+
+
 if __name__ == "__main__":
     app()
