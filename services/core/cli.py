@@ -191,7 +191,7 @@ def train(
     max_steps: Annotated[int | None, typer.Option(help="Override the config's max_steps.")] = None,
 ) -> None:
     """Train a policy with GRPO on DeepSpeed ZeRO-3, rewards from the services (needs the
-    trainer extra: pip install 'tribunal[trainer]')."""
+    package's trainer extra: torch, DeepSpeed, transformers, datasets)."""
     from tribunal.trainer.cli import train_command  # lazy: the services never import torch
 
     train_command(config, output_dir, max_steps)
