@@ -33,7 +33,7 @@ from tribunal.trainer.advantages import (
 )
 from tribunal.trainer.config import GRPOConfig
 from tribunal.trainer.losses import clipped_policy_loss, entropy_from_logits, kl_penalty
-from tribunal.trainer.metrics import MetricsWriter, allreduce_counters, allreduce_sums, mean_std
+from tribunal.trainer.metrics import MetricsWriter, StepTensors, allreduce_sums, step_metrics
 from tribunal.trainer.model import build_tiny_model, load_rows, prompt_ids
 from tribunal.trainer.rewards import GroupScores, RewardScheduler, RewardSource, build_sources
 from tribunal.trainer.rollout import (
@@ -340,7 +340,9 @@ class Trainer:
             )
             keep = not scores[i].dropped and not (cfg.skip_zero_variance_groups and zero_var[i])
             sums.update(self._micro_step(groups[i], advantages[rows], base[i] * keep, totals))
-        metrics = self._train_metrics(groups, scores, rewards, advantages, sums, totals, zero_var)
+        metrics = step_metrics(
+            StepTensors(groups, scores, rewards, advantages, zero_var), sums, totals
+        )
         grad_norm = self.engine.get_global_grad_norm()
         metrics["grad_norm"] = None if grad_norm is None else float(grad_norm)
         return metrics, waited
@@ -418,79 +420,6 @@ class Trainer:
             per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1)
             return per_seq.sum() / max(totals["sequences"], 1.0)
         return masked.sum() / (totals["completions"] * self.config.max_response_tokens)
-
-    def _train_metrics(
-        self,
-        groups: list[RolloutGroup],
-        scores: list[GroupScores],
-        rewards: torch.Tensor,
-        advantages: torch.Tensor,
-        sums: Counter[str],
-        totals: dict[str, float],
-        zero_var: torch.Tensor,
-    ) -> dict[str, Any]:
-        completions = [c for g in groups for c in g.completions]
-        scored = rewards[~torch.isnan(rewards)]
-        local: dict[str, float] = {
-            **{k: float(v) for k, v in sums.items()},
-            "reward_sum": float(scored.sum()),
-            "reward_sq": float((scored**2).sum()),
-            "reward_n": float(scored.numel()),
-            "adv_sum": float(advantages.sum()),
-            "adv_sq": float((advantages**2).sum()),
-            "adv_abs": float(advantages.abs().sum()),
-            "length_sum": float(sum(len(c.token_ids) for c in completions)),
-            "truncated": float(sum(c.is_truncated for c in completions)),
-            "turns": float(sum(c.num_turns for c in completions)),
-            "tool_calls": float(sum(c.tool_calls for c in completions)),
-            "dropped": float(sum(s.dropped for s in scores)),
-            "retries": float(sum(s.retries for s in scores)),
-            "zero_variance": float(zero_var.sum()),
-            "groups": float(len(groups)),
-        }
-        for name in scores[0].components if scores else ():
-            values = torch.tensor([r for s in scores for r in s.components[name]])
-            values = values[~torch.isnan(values)]
-            local[f"c/{name}/sum"] = float(values.sum())
-            local[f"c/{name}/sq"] = float((values**2).sum())
-            local[f"c/{name}/n"] = float(values.numel())
-        g = allreduce_sums(local)
-        n, tokens = totals["completions"], max(g["kept_tokens"], 1.0)
-        reward_mean, reward_std = mean_std(g["reward_sum"], g["reward_sq"], g["reward_n"])
-        adv_mean, adv_std = mean_std(g["adv_sum"], g["adv_sq"], n)
-        metrics: dict[str, Any] = {
-            "reward/mean": reward_mean,
-            "reward/std": reward_std,
-            "reward/scored_fraction": g["reward_n"] / n,
-            "advantages/mean": adv_mean,
-            "advantages/std": adv_std,
-            "advantages/abs_mean": g["adv_abs"] / n,
-            "loss": g["loss"],
-            "kl": g["kl"] / tokens,
-            "clip_fraction": g["clipped"] / tokens,
-            "ratio/mean": g["ratio"] / tokens,
-            "entropy": g["entropy"] / tokens,
-            "loss_tokens": g["kept_tokens"],
-            "response_length/mean": g["length_sum"] / n,
-            "truncated_fraction": g["truncated"] / n,
-            "turns/mean": g["turns"] / n,
-            "tool_calls/mean": g["tool_calls"] / n,
-            "groups/dropped": g["dropped"],
-            "groups/retries": g["retries"],
-            "groups/zero_variance": g["zero_variance"],
-            "groups/total": g["groups"],
-        }
-        for name in scores[0].components if scores else ():
-            mean, std = mean_std(g[f"c/{name}/sum"], g[f"c/{name}/sq"], g[f"c/{name}/n"])
-            metrics[f"reward/{name}/mean"], metrics[f"reward/{name}/std"] = mean, std
-        errors: Counter[str] = Counter()
-        for s in scores:
-            errors.update({f"reward_errors/{k}": v for k, v in s.item_errors.items()})
-            errors.update({f"reward_failures/{k}": v for k, v in s.failures.items()})
-        metrics.update(allreduce_counters(errors))
-        return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()
-        }
 
     # ------------------------------------------------------------- outputs
     def _maybe_checkpoint(self, done: int) -> None:

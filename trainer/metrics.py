@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from tribunal.trainer.rewards import GroupScores
+from tribunal.trainer.rollout import RolloutGroup
 
 
 def allreduce_sums(values: dict[str, float]) -> dict[str, float]:
@@ -99,3 +103,92 @@ class MetricsWriter:
         """Close TensorBoard's writer."""
         if self._tb is not None:
             self._tb.close()
+
+
+@dataclass
+class StepTensors:
+    """One step's groups on this rank with their scores, rewards (B,) (NaN: unscorable),
+    advantages (B,) and zero-variance flags (P,)."""
+
+    groups: list[RolloutGroup]
+    scores: list[GroupScores]
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+    zero_var: torch.Tensor
+
+
+def _local_sums(step: StepTensors, sums: Counter[str]) -> dict[str, float]:
+    completions = [c for g in step.groups for c in g.completions]
+    scored = step.rewards[~torch.isnan(step.rewards)]
+    local: dict[str, float] = {
+        **{k: float(v) for k, v in sums.items()},
+        "reward_sum": float(scored.sum()),
+        "reward_sq": float((scored**2).sum()),
+        "reward_n": float(scored.numel()),
+        "adv_sum": float(step.advantages.sum()),
+        "adv_sq": float((step.advantages**2).sum()),
+        "adv_abs": float(step.advantages.abs().sum()),
+        "length_sum": float(sum(len(c.token_ids) for c in completions)),
+        "truncated": float(sum(c.is_truncated for c in completions)),
+        "turns": float(sum(c.num_turns for c in completions)),
+        "tool_calls": float(sum(c.tool_calls for c in completions)),
+        "dropped": float(sum(s.dropped for s in step.scores)),
+        "retries": float(sum(s.retries for s in step.scores)),
+        "zero_variance": float(step.zero_var.sum()),
+        "groups": float(len(step.groups)),
+    }
+    for name in step.scores[0].components if step.scores else ():
+        values = torch.tensor([r for s in step.scores for r in s.components[name]])
+        values = values[~torch.isnan(values)]
+        local[f"c/{name}/sum"] = float(values.sum())
+        local[f"c/{name}/sq"] = float((values**2).sum())
+        local[f"c/{name}/n"] = float(values.numel())
+    return local
+
+
+def step_metrics(step: StepTensors, sums: Counter[str], totals: dict[str, float]) -> dict[str, Any]:
+    """The step's metrics over all ranks: rewards (overall and per source), advantages, loss,
+    KL, clip fraction, ratio, entropy, lengths, tool use, dropped / retried / zero-variance
+    groups and reward errors by class. NaN (nothing scored) becomes None.
+
+    Args:
+        step: this rank's groups and tensors.
+        sums: per-token sums of the micro-steps (``loss``, ``kl``, ``clipped``, ``ratio``,
+            ``entropy``, ``kept_tokens``).
+        totals: the step's completions over all ranks.
+    """
+    g = allreduce_sums(_local_sums(step, sums))
+    n, tokens = totals["completions"], max(g["kept_tokens"], 1.0)
+    reward_mean, reward_std = mean_std(g["reward_sum"], g["reward_sq"], g["reward_n"])
+    adv_mean, adv_std = mean_std(g["adv_sum"], g["adv_sq"], n)
+    metrics: dict[str, Any] = {
+        "reward/mean": reward_mean,
+        "reward/std": reward_std,
+        "reward/scored_fraction": g["reward_n"] / n,
+        "advantages/mean": adv_mean,
+        "advantages/std": adv_std,
+        "advantages/abs_mean": g["adv_abs"] / n,
+        "loss": g["loss"],
+        "kl": g["kl"] / tokens,
+        "clip_fraction": g["clipped"] / tokens,
+        "ratio/mean": g["ratio"] / tokens,
+        "entropy": g["entropy"] / tokens,
+        "loss_tokens": g["kept_tokens"],
+        "response_length/mean": g["length_sum"] / n,
+        "truncated_fraction": g["truncated"] / n,
+        "turns/mean": g["turns"] / n,
+        "tool_calls/mean": g["tool_calls"] / n,
+        "groups/dropped": g["dropped"],
+        "groups/retries": g["retries"],
+        "groups/zero_variance": g["zero_variance"],
+        "groups/total": g["groups"],
+    }
+    for name in step.scores[0].components if step.scores else ():
+        mean, std = mean_std(g[f"c/{name}/sum"], g[f"c/{name}/sq"], g[f"c/{name}/n"])
+        metrics[f"reward/{name}/mean"], metrics[f"reward/{name}/std"] = mean, std
+    errors: Counter[str] = Counter()
+    for s in step.scores:
+        errors.update({f"reward_errors/{k}": v for k, v in s.item_errors.items()})
+        errors.update({f"reward_failures/{k}": v for k, v in s.failures.items()})
+    metrics.update(allreduce_counters(errors))
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
