@@ -4,6 +4,7 @@ only when the command runs, so they never import torch)."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import typer
@@ -38,5 +39,5 @@ def train_command(config_path: Path, output_dir: Path, max_steps: int | None) ->
     except RewardFailure as exc:
         typer.echo(f"tribunal train: stopped: reward failure {exc}", err=True)
         raise typer.Exit(1) from exc
-    if history:
+    if history and os.environ.get("RANK", "0") == "0":
         typer.echo(f"done: {len(history)} steps; final policy in {output_dir / 'final'}")
