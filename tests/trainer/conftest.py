@@ -15,12 +15,12 @@ from tribunal.trainer.testing import StandInRewardServer, token_share_reward
 
 GSM8K = DATA / "math" / "gsm8k_test.jsonl"
 
-# DeepSpeed 0.19 calls torch 2.13 collectives by their deprecated names; transformers warns
-# about generation flags the trainer sets on purpose.
+# DeepSpeed 0.19 calls torch 2.13 collectives by their deprecated names and decorates with
+# torch.jit.script_method.
 TRAINER_WARNINGS = [
     pytest.mark.filterwarnings("ignore:`torch.distributed.all_gather_into_tensor` is deprecated"),
     pytest.mark.filterwarnings("ignore:`torch.distributed.reduce_scatter_tensor` is deprecated"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated"),
 ]
 
 
