@@ -1,0 +1,123 @@
+"""The gateway's routes: ``POST /v1/score``, ``GET /v1/specs``, OpenRLHF's ``/get_reward``."""
+
+# No ``from __future__ import annotations``: FastAPI reads the route annotations at run time.
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from tribunal.core.deps import RuntimeDep, require_api_key
+from tribunal.core.envelope import ScoreResponse
+from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.gateway.openrlhf import (
+    GetRewardRequest,
+    GetRewardResponse,
+    check_spec,
+    to_items,
+    to_response,
+)
+from tribunal.gateway.settings import GatewaySettings
+from tribunal.gateway.verifier import GatewayVerifier
+
+router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)])
+
+
+class GatewayScoreRequest(BaseModel):
+    """A batch of mixed items: each names a `verifier` (math, code, judge, citation) with
+    that verifier's fields, or a reward `spec` with the rollout fields the spec reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1,
+        description='Items: {"id", "verifier": "math", "response", "ground_truth"} or '
+        '{"id", "spec": "rloo_math", "response", "ground_truth"}, ...',
+    )
+
+
+def _settings(request: Request) -> GatewaySettings:
+    settings: GatewaySettings = request.app.state.settings
+    return settings
+
+
+@router.post(
+    "/v1/score",
+    response_model=ScoreResponse,
+    operation_id="gateway_score",
+    summary="Score mixed items across verifiers and reward specs",
+    responses=ERROR_RESPONSES,
+)
+async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
+    """Score every item (each on its verifier, or its spec's components on theirs) and answer
+    in request order. Spec results carry ``details.sub_rewards`` and ``details.spec``."""
+    service = runtime.services["gateway"]
+    started = time.perf_counter()
+    text = await service.score(service.parse_items(body.items), runtime.settings.sync_timeout_s)
+    runtime.metrics.request_latency.labels("gateway", "score").observe(
+        time.perf_counter() - started
+    )
+    return Response(text, media_type="application/json")
+
+
+@router.get("/v1/specs", operation_id="list_specs")
+async def list_specs(runtime: RuntimeDep) -> dict[str, Any]:
+    """The reward specs served here: name, version, hash, description and components."""
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    return {
+        "specs": [
+            {
+                **loaded.info(),
+                "description": loaded.spec.description,
+                "components": {
+                    name: {"weight": c.weight, "sources": [s.kind for s in c.one_of]}
+                    for name, c in loaded.spec.components.items()
+                },
+                "combine": loaded.spec.formula or loaded.spec.combine,
+                "on_error": loaded.spec.on_error,
+            }
+            for loaded in verifier.specs.values()
+        ]
+    }
+
+
+async def _get_reward(body: GetRewardRequest, spec: str, runtime: RuntimeDep) -> GetRewardResponse:
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    check_spec(spec, verifier.specs)
+    service = runtime.services["gateway"]
+    text = await service.score(
+        service.parse_items(to_items(body, spec)), runtime.settings.sync_timeout_s
+    )
+    return to_response(ScoreResponse.model_validate_json(text).results)
+
+
+@router.post(
+    "/get_reward",
+    response_model=GetRewardResponse,
+    operation_id="openrlhf_get_reward",
+    tags=["openrlhf"],
+    responses=ERROR_RESPONSES,
+)
+async def get_reward(
+    body: GetRewardRequest, request: Request, runtime: RuntimeDep
+) -> GetRewardResponse:
+    """OpenRLHF ``--remote_rm_url``: rewards of the spec ``TRIBUNAL_GATEWAY_OPENRLHF_SPEC``."""
+    return await _get_reward(body, _settings(request).gateway_openrlhf_spec, runtime)
+
+
+@router.post(
+    "/get_reward/{spec}",
+    response_model=GetRewardResponse,
+    operation_id="openrlhf_get_reward_spec",
+    tags=["openrlhf"],
+    responses=ERROR_RESPONSES,
+)
+async def get_reward_spec(
+    spec: str, body: GetRewardRequest, runtime: RuntimeDep
+) -> GetRewardResponse:
+    """OpenRLHF ``--remote_rm_url http://host:8100/get_reward/<spec>``: rewards of ``spec``."""
+    return await _get_reward(body, spec, runtime)
