@@ -17,7 +17,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 
 # Every extra the suite exercises (torch is pinned to the local CPU build in pyproject).
 $(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local,trainer]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local,trainer,trl]'
 	touch $@ $(VENV)/.base
 
 up: $(VENV)/.base
