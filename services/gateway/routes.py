@@ -2,6 +2,7 @@
 
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at run time.
 
+import asyncio
 import time
 from typing import Any
 
@@ -9,9 +10,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.envelope import ScoreResponse
+from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
+from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse
+from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
 from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.scoring import InvalidItem
+from tribunal.core.worker import result_json
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -38,6 +42,53 @@ class GatewayScoreRequest(BaseModel):
     )
 
 
+async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
+    """Score a batch in this process and return the ``ScoreResponse`` JSON text.
+
+    The synchronous routes fan out from the API process itself rather than through the
+    gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
+    the gateway worker, the result write and its notification), measured in
+    bench/gateway_overhead.py. Jobs (``/v1/jobs``) still go through the queue and the
+    gateway worker, with their idempotency and at-least-once delivery.
+
+    Raises:
+        PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
+        BadInput: No item of the batch is valid.
+        ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
+    """
+    service = runtime.services["gateway"]
+    items = service.parse_items(raw_items)
+    if len(items) > service.max_batch_items:
+        raise PayloadTooLarge(
+            f"items: {len(items)} items in one request; the limit is {service.max_batch_items} "
+            "(TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use /v1/jobs",
+            field="items",
+        )
+    valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
+    if not valid:
+        first = items[0]
+        assert isinstance(first, InvalidItem)
+        raise first.bad_input(0)
+    timeout_s = runtime.settings.sync_timeout_s
+    try:
+        outcomes = await asyncio.wait_for(
+            service.verifier.score([item for _, item in valid]), timeout_s
+        )
+    except TimeoutError:
+        raise ScoringTimeout(
+            f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
+            "(POST /v1/jobs)"
+        ) from None
+    texts: list[str] = [""] * len(items)
+    for (index, item), outcome in zip(valid, outcomes, strict=True):
+        texts[index] = result_json(item.id, outcome, service.info)
+    for index, item in enumerate(items):
+        if isinstance(item, InvalidItem):
+            outcome = ItemOutcome.failed(item.bad_input(index))
+            texts[index] = result_json(item.item_id(index), outcome, service.info)
+    return '{"results":[' + ",".join(texts) + "]}"
+
+
 def _settings(request: Request) -> GatewaySettings:
     settings: GatewaySettings = request.app.state.settings
     return settings
@@ -53,9 +104,8 @@ def _settings(request: Request) -> GatewaySettings:
 async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
     """Score every item (each on its verifier, or its spec's components on theirs) and answer
     in request order. Spec results carry ``details.sub_rewards`` and ``details.spec``."""
-    service = runtime.services["gateway"]
     started = time.perf_counter()
-    text = await service.score(service.parse_items(body.items), runtime.settings.sync_timeout_s)
+    text = await score_here(runtime, body.items)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )
@@ -88,10 +138,7 @@ async def _get_reward(body: GetRewardRequest, spec: str, runtime: RuntimeDep) ->
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     check_spec(spec, verifier.specs)
-    service = runtime.services["gateway"]
-    text = await service.score(
-        service.parse_items(to_items(body, spec)), runtime.settings.sync_timeout_s
-    )
+    text = await score_here(runtime, to_items(body, spec))
     return to_response(ScoreResponse.model_validate_json(text).results)
 
 

@@ -1,0 +1,273 @@
+"""What the gateway costs: the same batches sent straight to the verifiers and through it.
+
+Starts, as subprocesses on free ports: a throwaway ``redis-server``, the fake OpenAI-compatible
+judge model (``tribunal.judge.testing.fake_openai``: each call holds one of ``--cap`` slots for
+``--latency-ms``, standing in for vLLM), and the math, judge and citation services and the
+gateway, each as ``tribunal api`` + one ``tribunal worker`` on that Redis, as deployed.
+
+Two workloads, each run in rounds, alternating direct and gateway rounds so that both see
+the same machine load; a round is 1 batch (a trainer that waits for each batch: the
+gateway's added latency shows fully) or ``--in-flight`` batches at once (a trainer that
+keeps scoring while it generates, as TRL's async reward functions and Tribunal's trainer do:
+the added latency overlaps and what remains is the gateway's CPU cost):
+
+- ``math``: ``--math-items`` math items per batch; direct = ``POST /v1/math/score``;
+  gateway = ``POST /v1/score`` with the same items as ``{"verifier": "math", ...}``.
+- ``refiner``: ``--refiner-items`` rollouts per batch for ``refiner_rubric_citation``
+  (2 instance rubrics + the 3 of v3 each, citation in lexical mode); direct = what a trainer
+  would do without the gateway: the judge and citation batches concurrently, then
+  ``10 * judge + 0.2 * citation`` itself; gateway = ``POST /v1/score`` with ``spec`` items.
+
+Every item is distinct (a run nonce in each response), so no cache answers any of them.
+Prints one JSON object: per workload, rounds size and path, items/s over its rounds and the
+p50 / p99 batch latency, and the gateway's overhead in % of direct throughput (target < 10%).
+
+    .venv/bin/python bench/gateway_overhead.py
+    .venv/bin/python bench/gateway_overhead.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
+
+TARGET_OVERHEAD_PCT = 10.0
+EVIDENCE = {
+    "S1": "The Eiffel Tower is 330 metres tall and stands in Paris.",
+    "S2": "It was completed in 1889 for the World's Fair.",
+}
+
+
+def math_items(nonce: str, batch: int, n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{batch}-{i}",
+            "response": f"Run {nonce}, step {batch}.{i}: so the answer is \\boxed{{{i % 7}}}",
+            "ground_truth": str(i % 5),
+        }
+        for i in range(n)
+    ]
+
+
+def refiner_items(nonce: str, batch: int, n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{batch}-{i}",
+            "question": "How tall is the Eiffel Tower and when was it built?",
+            "response": (
+                f"<answer>Run {nonce} item {batch}.{i}. <cite id=S1>The Eiffel Tower is 330 "
+                "metres tall.</cite> <cite id=S2>It was completed in 1889.</cite></answer>"
+            ),
+            "positive_rubrics": ["States the height", "States the year"],
+            "negative_rubrics": ["Invents a source"],
+            "evidence": EVIDENCE,
+        }
+        for i in range(n)
+    ]
+
+
+class Paths:
+    """The direct and gateway ways of scoring one batch, timed."""
+
+    def __init__(self, http: httpx.AsyncClient, urls: dict[str, str]) -> None:
+        self.http = http
+        self.urls = urls
+
+    async def _post(self, url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        response = await self.http.post(url, json={"items": items})
+        response.raise_for_status()
+        results: list[dict[str, Any]] = response.json()["results"]
+        return results
+
+    async def math_direct(self, items: list[dict[str, Any]]) -> list[float | None]:
+        results = await self._post(f"{self.urls['math']}/v1/math/score", items)
+        return [r["reward"] for r in results]
+
+    async def math_gateway(self, items: list[dict[str, Any]]) -> list[float | None]:
+        tagged = [{**item, "verifier": "math"} for item in items]
+        results = await self._post(f"{self.urls['gateway']}/v1/score", tagged)
+        return [r["reward"] for r in results]
+
+    async def refiner_direct(self, items: list[dict[str, Any]]) -> list[float | None]:
+        judge = [
+            {
+                k: item[k]
+                for k in ("id", "question", "response", "positive_rubrics", "negative_rubrics")
+            }
+            | {"rubric_sets": ["v3"]}
+            for item in items
+        ]
+        citation = [
+            {k: item[k] for k in ("id", "question", "response", "evidence")} for item in items
+        ]
+        judged, cited = await asyncio.gather(
+            self._post(f"{self.urls['judge']}/v1/judge/score", judge),
+            self._post(f"{self.urls['citation']}/v1/citation/score", citation),
+        )
+        return [
+            10 * j["reward"] + 0.2 * c["reward"]
+            if j["reward"] is not None and c["reward"] is not None
+            else None
+            for j, c in zip(judged, cited, strict=True)
+        ]
+
+    async def refiner_gateway(self, items: list[dict[str, Any]]) -> list[float | None]:
+        tagged = [{**item, "spec": "refiner_rubric_citation"} for item in items]
+        results = await self._post(f"{self.urls['gateway']}/v1/score", tagged)
+        return [r["reward"] for r in results]
+
+
+Batch = Callable[[list[dict[str, Any]]], Awaitable[list[float | None]]]
+
+
+async def compare(
+    direct: Batch,
+    gateway: Batch,
+    make: Callable[[str, int, int], list[dict[str, Any]]],
+    rounds: int,
+    size: int,
+    in_flight: int,
+) -> dict[str, Any]:
+    """Alternate rounds of ``in_flight`` concurrent batches on each path; per path, items/s
+    over its rounds' wall time and the p50 / p99 latency of its batches."""
+    nonce = uuid.uuid4().hex[:8]
+    await direct(make(f"warm-{nonce}", 0, size))
+    await gateway(make(f"warm-{nonce}", 1, size))
+    walls: dict[str, list[float]] = {"direct": [], "gateway": []}
+    latencies: dict[str, list[float]] = {"direct": [], "gateway": []}
+    errors = {"direct": 0, "gateway": 0}
+
+    async def one(name: str, path: Batch, batch: int) -> None:
+        started = time.perf_counter()
+        rewards = await path(make(f"{name}-{nonce}", batch, size))
+        latencies[name].append(time.perf_counter() - started)
+        errors[name] += sum(r is None for r in rewards)
+
+    for round_ in range(rounds):
+        order = (("direct", direct), ("gateway", gateway))
+        for name, path in order if round_ % 2 == 0 else order[::-1]:
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(one(name, path, round_ * in_flight + k) for k in range(in_flight))
+            )
+            walls[name].append(time.perf_counter() - started)
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "batches_in_flight": in_flight,
+        "items_per_batch": size,
+    }
+    for name in walls:
+        ordered = sorted(latencies[name])
+        out[name] = {
+            "items_per_s": round(rounds * in_flight * size / sum(walls[name]), 1),
+            "p50_batch_ms": round(1000 * statistics.median(ordered), 1),
+            "p99_batch_ms": round(
+                1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1
+            ),
+            "items_with_errors": errors[name],
+        }
+    overhead = 100 * (1 - out["gateway"]["items_per_s"] / out["direct"]["items_per_s"])
+    out["overhead_pct_of_throughput"] = round(overhead, 1)
+    out["meets_target"] = overhead < TARGET_OVERHEAD_PCT
+    return out
+
+
+@contextlib.contextmanager
+def stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
+    """Redis, the fake judge model, math, judge, citation and the gateway (API + worker each)."""
+    with redis_server() as redis_url:
+        judge_port = free_port()
+        ports = {name: free_port() for name in ("math", "judge", "citation", "gateway")}
+        urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        env = {
+            "TRIBUNAL_REDIS_URL": redis_url,
+            "TRIBUNAL_QUEUE": "redis",
+            "TRIBUNAL_KEY_PREFIX": f"bench{uuid.uuid4().hex[:6]}",
+            "TRIBUNAL_LOG_LEVEL": "WARNING",
+            "TRIBUNAL_JUDGE_BASE_URL": f"http://127.0.0.1:{judge_port}/v1",
+            "TRIBUNAL_JUDGE_MODEL": "fake-judge",
+            "TRIBUNAL_JUDGE_MAX_CONCURRENCY": str(int(1.5 * args.cap)),
+            **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": u for n, u in urls.items() if n != "gateway"},
+        }
+        fake = [
+            sys.executable, "-m", "tribunal.judge.testing.fake_openai",
+            "--port", str(judge_port), "--latency-ms", str(args.latency_ms), "--cap", str(args.cap),
+        ]  # fmt: skip
+        argvs = [fake]
+        for name, port in ports.items():
+            argvs += [tribunal("api", name, "--port", str(port)), tribunal("worker", name)]
+        with processes(argvs, env):
+            for url in urls.values():
+                wait_ready(url, 120)
+            yield urls
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with stack(args) as urls:
+        limits = httpx.Limits(max_connections=16)
+        async with httpx.AsyncClient(timeout=600, limits=limits) as http:
+            paths = Paths(http, urls)
+            out: dict[str, Any] = {}
+            for in_flight in (1, args.in_flight):
+                out[f"math_{in_flight}_in_flight"] = await compare(
+                    paths.math_direct,
+                    paths.math_gateway,
+                    math_items,
+                    args.rounds,
+                    args.math_items,
+                    in_flight,
+                )
+                out[f"refiner_{in_flight}_in_flight"] = await compare(
+                    paths.refiner_direct,
+                    paths.refiner_gateway,
+                    refiner_items,
+                    args.rounds,
+                    args.refiner_items,
+                    in_flight,
+                )
+    return {
+        "command": "python bench/gateway_overhead.py " + " ".join(sys.argv[1:]),
+        "settings": {
+            "fake_judge_latency_ms": args.latency_ms,
+            "fake_judge_cap": args.cap,
+            "cpus": os.cpu_count(),
+            "load_avg_1m_after": round(os.getloadavg()[0], 2),
+        },
+        **out,
+        "target_overhead_pct": TARGET_OVERHEAD_PCT,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10, help="Rounds per path and workload.")
+    parser.add_argument("--in-flight", type=int, default=4, help="Concurrent batches per round.")
+    parser.add_argument("--math-items", type=int, default=256, help="Math items per batch.")
+    parser.add_argument("--refiner-items", type=int, default=64, help="Refiner rollouts per batch.")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="Fake judge latency.")
+    parser.add_argument("--cap", type=int, default=128, help="Fake judge concurrent slots.")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 64 and 16 items.")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.math_items, args.refiner_items = 3, 64, 16
+    sys.stdout.write(json.dumps(asyncio.run(run(args)), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
