@@ -95,14 +95,20 @@ class GatewayItem(ScoreItem):
 
     def fields(self) -> dict[str, Any]:
         """The item's own fields (everything but ``verifier`` and ``spec``)."""
-        fields = self.model_dump()
-        for name in ("verifier", "spec") + (("group_id",) if self.group_id is None else ()):
-            del fields[name]
+        # Built by hand: model_dump() was a tenth of the gateway's CPU per item.
+        fields: dict[str, Any] = {"id": self.id}
+        if self.group_id is not None:
+            fields["group_id"] = self.group_id
+        fields.update(self.__pydantic_extra__ or {})
         return fields
 
 
 def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
-    """``GatewayItem`` that also checks the spec exists and a verifier item's fields."""
+    """``GatewayItem`` that also checks that its spec or verifier exists.
+
+    A verifier item's own fields are checked by that verifier (its API validates every item
+    anyway); checking them here too cost a fifth of the gateway's CPU per item.
+    """
 
     class BoundGatewayItem(GatewayItem):
         @model_validator(mode="after")
@@ -111,15 +117,8 @@ def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
                 raise ValueError("give exactly one of `verifier` and `spec`")
             if self.spec is not None and self.spec not in specs:
                 raise ValueError(f"spec: unknown spec {self.spec!r}; known: {', '.join(specs)}")
-            if self.verifier is not None:
-                if self.verifier not in VERIFIERS:
-                    raise ValueError(f"verifier: one of {', '.join(VERIFIERS)}")
-                model = item_model(self.verifier)
-                if model is not None:
-                    try:
-                        model.model_validate(self.fields())
-                    except ValidationError as exc:
-                        raise ValueError(_validation_message(exc)[1]) from None
+            if self.verifier is not None and self.verifier not in VERIFIERS:
+                raise ValueError(f"verifier: one of {', '.join(VERIFIERS)}")
             return self
 
     BoundGatewayItem.__name__ = BoundGatewayItem.__qualname__ = "GatewayItem"
@@ -147,7 +146,13 @@ class _Calls:
         try:
             results = await client.score(verifier, self.items[verifier])
             if len(results) != len(sinks):
-                raise BadInput(f"{verifier} answered {len(results)} results for {len(sinks)}")
+                raise InternalError(f"{verifier} answered {len(results)} results for {len(sinks)}")
+        except BadInput as exc:
+            # The verifier refuses a batch whole only when no item of it is valid: give each
+            # item its own reason where its schema is known here.
+            for item, sink in zip(self.items[verifier], sinks, strict=True):
+                sink(_own_error(verifier, item, exc))
+            return
         except TribunalError as exc:
             error = ItemError.from_exception(exc)
             error.message = f"{verifier}: {error.message}"
@@ -158,12 +163,28 @@ class _Calls:
             sink(result)
 
 
-def _rebase_error(error: ItemError | None, prefix: str = "") -> ItemError | None:
-    """A downstream error with its ``items.<k>.`` field prefix replaced by ``prefix``."""
+def _own_error(verifier: str, item: dict[str, Any], exc: BadInput) -> ItemError:
+    """The error of one item of a batch the verifier refused whole."""
+    model = item_model(verifier)
+    if model is not None:
+        try:
+            model.model_validate(item)
+        except ValidationError as own:
+            path, message = _validation_message(own)
+            return ItemError.from_exception(BadInput(message, field=path or None))
+    return _rebase_error(ItemError.from_exception(exc)) or ItemError.from_exception(exc)
+
+
+def _rebase_error(error: ItemError | None) -> ItemError | None:
+    """A downstream error without its ``items.<k>.`` prefix (``k`` is the item's position
+    in the gateway's request to that verifier, which means nothing to the caller)."""
     if error is None or error.field is None:
         return error
-    rest = _FIELD_PREFIX.sub("", error.field)
-    return error.model_copy(update={"field": f"{prefix}{rest}" if rest else prefix or None})
+    field = _FIELD_PREFIX.sub("", error.field) or None
+    message = error.message
+    if message.startswith(f"{error.field}: "):
+        message = f"{field}: " + message[len(error.field) + 2 :] if field else message
+    return error.model_copy(update={"field": field, "message": message})
 
 
 def _passthrough(result: ItemResult | ItemError) -> ItemOutcome:

@@ -144,6 +144,8 @@ def test_mixed_items_across_all_four_verifiers_come_back_in_order(stack: Stack) 
     assert by_id["j1"]["reward"] == pytest.approx(sum(r["reward_term"] for r in judged) / 5)
     assert by_id["j1"]["verifier"]["name"] == "judge"
     assert by_id["bad"]["reward"] is None and by_id["bad"]["error"]["code"] == "bad_input"
+    assert by_id["bad"]["error"]["field"] == "ground_truth"  # named without the math batch's index
+    assert by_id["bad"]["error"]["message"] == "ground_truth: Field required"
     # The refiner spec, recomputed from its components, which match the direct calls.
     refiner = by_id["r1"]
     subs = refiner["details"]["sub_rewards"]

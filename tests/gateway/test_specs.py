@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
-from tribunal.core.errors import BackendUnavailable
+from tribunal.core.errors import BackendUnavailable, BadInput
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import overlong_penalty
 
@@ -23,15 +23,24 @@ Answer = Callable[[dict[str, Any]], tuple[float | None, ItemError | None]]
 class ScriptedClient:
     """Answers each verifier with a function of the item; records every request."""
 
-    def __init__(self, answers: dict[str, Answer], down: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        answers: dict[str, Answer],
+        down: set[str] | None = None,
+        refuse: set[str] | None = None,
+    ) -> None:
         self.answers = answers
         self.down = down or set()
+        self.refuse = refuse or set()
         self.requests: list[tuple[str, list[dict[str, Any]]]] = []
 
     async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
         self.requests.append((verifier, list(items)))
         if verifier in self.down:
             raise BackendUnavailable(f"{verifier} is down")
+        if verifier in self.refuse:
+            # What a verifier's API does when no item of a batch is valid: 422, first error.
+            raise BadInput("items.0.ground_truth: Field required", field="items.0.ground_truth")
         results = []
         for item in items:
             reward, error = self.answers[verifier](item)
@@ -335,7 +344,6 @@ async def test_direct_items_pass_through_in_order() -> None:
         ({"id": "x", "verifier": "math", "spec": "rloo_math"}, "exactly one"),
         ({"id": "x", "spec": "nope"}, "unknown spec 'nope'"),
         ({"id": "x", "verifier": "poetry"}, "verifier: one of"),
-        ({"id": "x", "verifier": "math", "response": "1"}, "ground_truth: Field required"),
     ],
 )
 def test_bad_items_name_the_field(raw: dict[str, Any], needle: str) -> None:
@@ -386,3 +394,18 @@ def test_the_hash_moves_with_the_rule_not_the_prose() -> None:
     h = load_spec_text(base).hash
     assert load_spec_text(base + "description: other words\n").hash == h
     assert load_spec_text(base.replace("weight: 2", "weight: 3")).hash != h
+
+
+async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:
+    verifier = gateway(ScriptedClient({}, refuse={"math"}))
+    items = [
+        verifier.item_model.model_validate(raw)
+        for raw in [
+            {"id": "a", "verifier": "math", "response": "1"},
+            {"id": "b", "verifier": "math", "ground_truth": "1"},
+        ]
+    ]
+    first, second = await verifier.score(items)
+    assert first.error is not None and first.error.field == "ground_truth"
+    assert second.error is not None and second.error.field == "response"
+    assert first.error.code == second.error.code == "bad_input"
