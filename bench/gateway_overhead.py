@@ -11,7 +11,8 @@ gateway's added latency shows fully) or ``--in-flight`` batches at once (a train
 keeps scoring while it generates, as TRL's async reward functions and Tribunal's trainer do:
 the added latency overlaps and what remains is the gateway's CPU cost):
 
-- ``math``: ``--math-items`` math items per batch; direct = ``POST /v1/math/score``;
+- ``math``: ``--math-items`` MATH-500 gold solutions per batch (from ``shared/data``;
+  synthetic one-liners when absent); direct = ``POST /v1/math/score``;
   gateway = ``POST /v1/score`` with the same items as ``{"verifier": "math", ...}``.
 - ``refiner``: ``--refiner-items`` rollouts per batch for ``refiner_rubric_citation``
   (2 instance rubrics + the 3 of v3 each, citation in lexical mode); direct = what a trainer
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -45,7 +47,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
+from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
 
 TARGET_OVERHEAD_PCT = 10.0
 EVIDENCE = {
@@ -54,14 +56,32 @@ EVIDENCE = {
 }
 
 
+MATH500 = DATA / "math" / "math500_test.jsonl"
+
+
+@functools.cache
+def math500() -> list[dict[str, str]]:
+    """MATH-500's gold solutions and answers, or synthetic items when the file is absent."""
+    if not MATH500.is_file():
+        return [
+            {"response": f"so \\boxed{{{k % 7}}}", "ground_truth": str(k % 5)} for k in range(500)
+        ]
+    with MATH500.open() as f:
+        rows = [json.loads(line) for line in f]
+    return [{"response": r["solution"], "ground_truth": r["answer"]} for r in rows]
+
+
 def math_items(nonce: str, batch: int, n: int) -> list[dict[str, Any]]:
+    """``n`` MATH-500 items, each response prefixed with the run nonce (no cache hits)."""
+    rows = math500()
+    picked = [rows[(batch * n + i) % len(rows)] for i in range(n)]
     return [
         {
             "id": f"{batch}-{i}",
-            "response": f"Run {nonce}, step {batch}.{i}: so the answer is \\boxed{{{i % 7}}}",
-            "ground_truth": str(i % 5),
+            "response": f"Run {nonce}, step {batch}.{i}.\n{row['response']}",
+            "ground_truth": row["ground_truth"],
         }
-        for i in range(n)
+        for i, row in enumerate(picked)
     ]
 
 

@@ -94,6 +94,15 @@ def _settings(request: Request) -> GatewaySettings:
     return settings
 
 
+async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
+    started = time.perf_counter()
+    text = await score_here(runtime, body.items)
+    runtime.metrics.request_latency.labels("gateway", "score").observe(
+        time.perf_counter() - started
+    )
+    return Response(text, media_type="application/json")
+
+
 @router.post(
     "/v1/score",
     response_model=ScoreResponse,
@@ -104,12 +113,20 @@ def _settings(request: Request) -> GatewaySettings:
 async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
     """Score every item (each on its verifier, or its spec's components on theirs) and answer
     in request order. Spec results carry ``details.sub_rewards`` and ``details.spec``."""
-    started = time.perf_counter()
-    text = await score_here(runtime, body.items)
-    runtime.metrics.request_latency.labels("gateway", "score").observe(
-        time.perf_counter() - started
-    )
-    return Response(text, media_type="application/json")
+    return await _score(body, runtime)
+
+
+@router.post(
+    "/v1/gateway/score",
+    response_model=ScoreResponse,
+    operation_id="gateway_score_named",
+    summary="The same as POST /v1/score, at the path every service has",
+    responses=ERROR_RESPONSES,
+)
+async def score_named(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
+    """``POST /v1/score`` at ``/v1/<service>/score``, for clients that address services
+    by name."""
+    return await _score(body, runtime)
 
 
 @router.get("/v1/specs", operation_id="list_specs")
