@@ -82,10 +82,10 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     texts: list[str] = [""] * len(items)
     for (index, item), outcome in zip(valid, outcomes, strict=True):
         texts[index] = result_json(item.id, outcome, service.info)
-    for index, item in enumerate(items):
-        if isinstance(item, InvalidItem):
-            outcome = ItemOutcome.failed(item.bad_input(index))
-            texts[index] = result_json(item.item_id(index), outcome, service.info)
+    for index, invalid in enumerate(items):
+        if isinstance(invalid, InvalidItem):
+            failed = ItemOutcome.failed(invalid.bad_input(index))
+            texts[index] = result_json(invalid.item_id(index), failed, service.info)
     return '{"results":[' + ",".join(texts) + "]}"
 
 
