@@ -11,8 +11,8 @@ gateway's added latency shows fully) or ``--in-flight`` batches at once (a train
 keeps scoring while it generates, as TRL's async reward functions and Tribunal's trainer do:
 the added latency overlaps and what remains is the gateway's CPU cost):
 
-- ``math``: ``--math-items`` MATH-500 gold solutions per batch (from ``shared/data``;
-  synthetic one-liners when absent); direct = ``POST /v1/math/score``;
+- ``math``: ``--math-items`` MATH-500 gold solutions per batch (from ``shared/data`` or
+  ``TRIBUNAL_DATA_DIR``; synthetic one-liners when absent); direct = ``POST /v1/math/score``;
   gateway = ``POST /v1/score`` with the same items as ``{"verifier": "math", ...}``.
 - ``refiner``: ``--refiner-items`` rollouts per batch for ``refiner_rubric_citation``
   (2 instance rubrics + the 3 of v3 each, citation in lexical mode); direct = what a trainer
@@ -21,7 +21,9 @@ the added latency overlaps and what remains is the gateway's CPU cost):
 
 Every item is distinct (a run nonce in each response), so no cache answers any of them.
 Prints one JSON object: per workload, rounds size and path, items/s over its rounds and the
-p50 / p99 batch latency, and the gateway's overhead in % of direct throughput (target < 10%).
+p50 / p99 batch latency and the CPU time per item of the verifiers' processes and of the
+gateway's (children included), and the gateway's overhead: in % of direct throughput (the
+target is < 10%), and in % of CPU per item (which other load on the machine moves less).
 
     .venv/bin/python bench/gateway_overhead.py
     .venv/bin/python bench/gateway_overhead.py --quick
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -56,7 +59,7 @@ EVIDENCE = {
 }
 
 
-MATH500 = DATA / "math" / "math500_test.jsonl"
+MATH500 = Path(os.environ.get("TRIBUNAL_DATA_DIR", DATA)) / "math" / "math500_test.jsonl"
 
 
 @functools.cache
@@ -156,6 +159,25 @@ class Paths:
 Batch = Callable[[list[dict[str, Any]]], Awaitable[list[float | None]]]
 
 
+class CpuMeter:
+    """CPU seconds (user + system, children included) of groups of processes."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = {name: [psutil.Process(pid) for pid in pids] for name, pids in groups.items()}
+
+    def read(self) -> dict[str, float]:
+        out = {}
+        for name, procs in self.groups.items():
+            total = 0.0
+            for proc in procs:
+                for p in [proc, *proc.children(recursive=True)]:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        times = p.cpu_times()
+                        total += times.user + times.system
+            out[name] = total
+        return out
+
+
 async def compare(
     direct: Batch,
     gateway: Batch,
@@ -163,6 +185,7 @@ async def compare(
     rounds: int,
     size: int,
     in_flight: int,
+    meter: CpuMeter,
 ) -> dict[str, Any]:
     """Alternate rounds of ``in_flight`` concurrent batches on each path; per path, items/s
     over its rounds' wall time and the p50 / p99 latency of its batches."""
@@ -172,6 +195,7 @@ async def compare(
     walls: dict[str, list[float]] = {"direct": [], "gateway": []}
     latencies: dict[str, list[float]] = {"direct": [], "gateway": []}
     errors = {"direct": 0, "gateway": 0}
+    cpu = {path: dict.fromkeys(meter.groups, 0.0) for path in ("direct", "gateway")}
 
     async def one(name: str, path: Batch, batch: int) -> None:
         started = time.perf_counter()
@@ -182,11 +206,14 @@ async def compare(
     for round_ in range(rounds):
         order = (("direct", direct), ("gateway", gateway))
         for name, path in order if round_ % 2 == 0 else order[::-1]:
+            before = meter.read()
             started = time.perf_counter()
             await asyncio.gather(
                 *(one(name, path, round_ * in_flight + k) for k in range(in_flight))
             )
             walls[name].append(time.perf_counter() - started)
+            for group, seconds in meter.read().items():
+                cpu[name][group] += seconds - before[group]
     out: dict[str, Any] = {
         "rounds": rounds,
         "batches_in_flight": in_flight,
@@ -201,7 +228,14 @@ async def compare(
                 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1
             ),
             "items_with_errors": errors[name],
+            "cpu_ms_per_item": {
+                group: round(1000 * seconds / (rounds * in_flight * size), 3)
+                for group, seconds in cpu[name].items()
+            },
         }
+    direct_cpu = sum(out["direct"]["cpu_ms_per_item"].values())
+    gateway_cpu = sum(out["gateway"]["cpu_ms_per_item"].values())
+    out["cpu_overhead_pct"] = round(100 * (gateway_cpu / direct_cpu - 1), 1)
     overhead = 100 * (1 - out["gateway"]["items_per_s"] / out["direct"]["items_per_s"])
     out["overhead_pct_of_throughput"] = round(overhead, 1)
     out["meets_target"] = overhead < TARGET_OVERHEAD_PCT
@@ -209,7 +243,7 @@ async def compare(
 
 
 @contextlib.contextmanager
-def stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
+def stack(args: argparse.Namespace) -> Iterator[tuple[dict[str, str], CpuMeter]]:
     """Redis, the fake judge model, math, judge, citation and the gateway (API + worker each)."""
     with redis_server() as redis_url:
         judge_port = free_port()
@@ -230,16 +264,22 @@ def stack(args: argparse.Namespace) -> Iterator[dict[str, str]]:
             "--port", str(judge_port), "--latency-ms", str(args.latency_ms), "--cap", str(args.cap),
         ]  # fmt: skip
         argvs = [fake]
+        labels = ["fake_judge"]
         for name, port in ports.items():
             argvs += [tribunal("api", name, "--port", str(port)), tribunal("worker", name)]
-        with processes(argvs, env):
+            labels += [name, name]
+        with processes(argvs, env) as started:
             for url in urls.values():
                 wait_ready(url, 120)
-            yield urls
+            groups: dict[str, list[int]] = {"verifiers": [], "gateway": []}
+            for label, process in zip(labels, started, strict=True):
+                if label != "fake_judge":
+                    groups["gateway" if label == "gateway" else "verifiers"].append(process.pid)
+            yield urls, CpuMeter(groups)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with stack(args) as urls:
+    with stack(args) as (urls, meter):
         limits = httpx.Limits(max_connections=16)
         async with httpx.AsyncClient(timeout=600, limits=limits) as http:
             paths = Paths(http, urls)
@@ -252,6 +292,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     args.rounds,
                     args.math_items,
                     in_flight,
+                    meter,
                 )
                 out[f"refiner_{in_flight}_in_flight"] = await compare(
                     paths.refiner_direct,
@@ -260,6 +301,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     args.rounds,
                     args.refiner_items,
                     in_flight,
+                    meter,
                 )
     return {
         "command": "python bench/gateway_overhead.py " + " ".join(sys.argv[1:]),
