@@ -16,8 +16,9 @@ starred arguments) is refused when the spec loads, with the position of the offe
 The tree is compiled into a closure over plain floats, so evaluating it runs no Python code
 from the spec. A formula longer than 2,000 characters or deeper than 32 levels is refused too.
 
-Evaluation raises :class:`FormulaError` on division by zero, and the caller treats a
-non-finite result as an error (never as a reward).
+Evaluation raises :class:`FormulaError` on division by zero and on any non-finite
+intermediate value (an overflow that a later ``min`` would hide), and the caller treats a
+non-finite input as an error too: such an item gets an error, never a reward.
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ def _div(a: float, b: float) -> float:
     if b == 0:
         raise FormulaError("division by zero")
     return a / b
+
+
+def _finite(value: float, node: ast.AST) -> float:
+    """Refuse a non-finite intermediate value: ``min(judge * 1e308 * 10, 1)`` must not
+    quietly become 1."""
+    if not math.isfinite(value):
+        column = getattr(node, "col_offset", 0) + 1
+        raise FormulaError(f"non-finite intermediate value {value} (column {column})")
+    return value
 
 
 def _pow(a: float, b: float) -> float:
@@ -192,10 +202,10 @@ def _compile_binary(
             raise _refuse(node, f"an exponent other than a constant of at most {MAX_EXPONENT}")
         power = sign * float(exponent.value)
         base = _compile(node.left, allowed, names, depth + 1)
-        return lambda v: _pow(base(v), power)
+        return lambda v: _finite(_pow(base(v), power), node)
     left = _compile(node.left, allowed, names, depth + 1)
     right = _compile(node.right, allowed, names, depth + 1)
-    return lambda v: op(left(v), right(v))
+    return lambda v: _finite(op(left(v), right(v)), node)
 
 
 def _compile_call(

@@ -104,5 +104,8 @@ def test_undefined_values_are_errors_not_numbers() -> None:
         parse_formula("clip(judge, 1, 0)", NAMES)({"judge": 0.5})
     with pytest.raises(FormulaError, match="out of range"):
         parse_formula("judge ** 8", NAMES)({"judge": 1e300})
-    # Overflow of * gives inf, which the spec scorer turns into an item error.
-    assert math.isinf(parse_formula("judge * judge", NAMES)({"judge": 1e300}))
+    # An overflow is an error even where a later min() would hide it.
+    with pytest.raises(FormulaError, match="non-finite intermediate"):
+        parse_formula("min(judge * judge, 1)", NAMES)({"judge": 1e300})
+    with pytest.raises(FormulaError, match="non-finite intermediate"):
+        parse_formula("max(judge - judge, 0)", NAMES)({"judge": math.inf})

@@ -8,6 +8,7 @@ tests/e2e/test_gateway_service.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierI
 from tribunal.core.errors import BackendUnavailable, BadInput
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import overlong_penalty
+from tribunal.gateway.settings import GatewaySettings
 
 Answer = Callable[[dict[str, Any]], tuple[float | None, ItemError | None]]
 
@@ -409,3 +411,15 @@ async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:
     assert first.error is not None and first.error.field == "ground_truth"
     assert second.error is not None and second.error.field == "response"
     assert first.error.code == second.error.code == "bad_input"
+
+
+def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(GATED)
+    specs = GatewaySettings(queue="memory", gateway_specs_dir=tmp_path).load_specs()
+    assert {"gated_judge", "rloo_math", "tcr_agent"} <= set(specs)
+    assert specs["gated_judge"].origin == str(tmp_path / "mine.yaml")
+    (tmp_path / "again.yaml").write_text(GATED)
+    with pytest.raises(SpecError, match="already defined"):
+        GatewaySettings(queue="memory", gateway_specs_dir=tmp_path).load_specs()
+    with pytest.raises(SpecError, match="no such directory"):
+        GatewaySettings(queue="memory", gateway_specs_dir=tmp_path / "nope").load_specs()
