@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tribunal.citation.gates import content_words
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -50,6 +51,7 @@ class LexicalThresholds:
             )
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """Strip one common English suffix from words longer than the suffix + 3.
 
@@ -64,8 +66,8 @@ def stem(word: str) -> str:
 
 
 def stems(text: str) -> set[str]:
-    """Stemmed content words of ``text``."""
-    return {stem(w) for w in content_words(text)}
+    """Stemmed content words of ``text`` (``stem`` is cached: vocabularies repeat)."""
+    return set(map(stem, content_words(text)))
 
 
 def coverage(claim: set[str], snippet: set[str]) -> float:

@@ -37,7 +37,7 @@ _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
 # across a claim: each alternative is anchored on '<' and bounded by '>'.
 _TAG = re.compile(
     r"<(?P<open>snippet|cite)\s+ids?\s*=\s*"
-    r"(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|(?P<bare>[^\s>\"']+))[^>]*>"
+    r"(?:\"(?P<dq>[^\"]{0,2000})\"|'(?P<sq>[^']{0,2000})'|(?P<bare>[^\s>\"']{1,2000}))[^>]{0,500}>"
     r"|</(?P<close>snippet|cite)\s*>",
     re.IGNORECASE,
 )

@@ -36,8 +36,8 @@ class SupportOutcome:
     completion_tokens: int = 0
 
 
-class SupportMode(Protocol):
-    """Judges the claims of one answer."""
+class ClaimJudge(Protocol):
+    """A support mode: judges the claims of one answer."""
 
     async def judge(
         self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]

@@ -25,6 +25,7 @@ from tribunal.citation.gates import (
     check_ids,
     echoes_question,
 )
+from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
 from tribunal.citation.parse import Claim, parse_answer
 from tribunal.citation.schemas import (
     CitationDetails,
@@ -32,9 +33,17 @@ from tribunal.citation.schemas import (
     CitationUsage,
     ClaimResult,
     FormatDetails,
+    SupportMode,
 )
-from tribunal.citation.scorer import AnswerScore, ClaimGate, ClaimScore, aggregate, score_claim
-from tribunal.citation.support import LexicalSupport, SupportMode, SupportOutcome
+from tribunal.citation.scorer import (
+    AnswerScore,
+    ClaimGate,
+    ClaimScore,
+    PresetName,
+    aggregate,
+    score_claim,
+)
+from tribunal.citation.support import ClaimJudge, LexicalSupport, SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, TribunalError
@@ -61,8 +70,8 @@ class CitationVerifier:
         config: Domain configuration (default mode, preset, weights, lexical thresholds).
         judge: The ``judge`` support mode, or None when no LLM backend is configured (then
             ``judge`` items get ``backend_unavailable``).
-        judge_model: Model name reported in details (judge mode).
-        prompt_version: Prompt version reported in details (judge mode).
+        judge_hash: What moves the judge mode's verdicts (backend settings, batching), for
+            ``config_hash``; the prompt version is added here.
     """
 
     name = "citation"
@@ -72,22 +81,19 @@ class CitationVerifier:
     def __init__(
         self,
         config: CitationConfig,
-        judge: SupportMode | None = None,
+        judge: LLMSupport | None = None,
         *,
-        judge_model: str | None = None,
-        prompt_version: str | None = None,
         judge_hash: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
         self.judge = judge
-        self.judge_model = judge_model
-        self.prompt_version = prompt_version
         self._judge_hash = judge_hash or {}
         self._lexical = LexicalSupport(config.lexical)
 
     def config_hash(self) -> str:
         """Hash of the scoring settings and, for judge mode, model and prompt version."""
-        return config_hash({"config": self.config.hash_payload(), "judge": self._judge_hash})
+        judge = {**self._judge_hash, "prompt_version": PROMPT_VERSION} if self.judge else None
+        return config_hash({"config": self.config.hash_payload(), "judge": judge})
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """The response, evidence, question and options decide the reward."""
@@ -97,15 +103,13 @@ class CitationVerifier:
 
     async def start(self) -> None:
         """Open the judge mode's backend, if any."""
-        start = getattr(self.judge, "start", None)
-        if start is not None:
-            await start()
+        if self.judge is not None:
+            await self.judge.start()
 
     async def aclose(self) -> None:
         """Close the judge mode's backend, if any."""
-        close = getattr(self.judge, "aclose", None)
-        if close is not None:
-            await close()
+        if self.judge is not None:
+            await self.judge.aclose()
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score every item concurrently (judge calls of different items overlap)."""
@@ -114,7 +118,7 @@ class CitationVerifier:
     async def score_item(self, item: CitationItem) -> ItemOutcome:
         """Score one item; a support-mode error becomes the item's error."""
         options = item.options
-        mode = (options.support if options else None) or self.config.support
+        mode: SupportMode = (options.support if options else None) or self.config.support
         preset = self.config.preset_named(
             (options.preset if options else None) or self.config.preset
         )
@@ -135,7 +139,7 @@ class CitationVerifier:
         details = self._details(mode, preset.name, fmt, ids, len(evidence), scores, answer, outcome)
         return ItemOutcome(reward=answer.reward, details=details.to_dict())
 
-    def _mode(self, mode: str) -> SupportMode:
+    def _mode(self, mode: SupportMode) -> ClaimJudge:
         if mode == "lexical":
             return self._lexical
         if self.judge is None:
@@ -147,8 +151,8 @@ class CitationVerifier:
 
     def _details(
         self,
-        mode: Any,
-        preset: Any,
+        mode: SupportMode,
+        preset: PresetName,
         fmt: FormatReport,
         ids: IdReport,
         evidence_ids: int,
@@ -156,7 +160,7 @@ class CitationVerifier:
         answer: AnswerScore,
         outcome: SupportOutcome,
     ) -> CitationDetails:
-        is_judge = mode == "judge"
+        is_judge = mode == "judge" and self.judge is not None
         return CitationDetails(
             support_mode=mode,
             preset=preset,
@@ -177,8 +181,8 @@ class CitationVerifier:
             f1_term=answer.f1_term,
             gate_passed=answer.gate_passed,
             claims=[_claim_result(i, s) for i, s in enumerate(scores)],
-            judge_model=self.judge_model if is_judge else None,
-            prompt_version=self.prompt_version if is_judge else None,
+            judge_model=self.judge.backend.model if is_judge and self.judge else None,
+            prompt_version=PROMPT_VERSION if is_judge else None,
             usage=CitationUsage(
                 calls=outcome.calls,
                 prompt_tokens=outcome.prompt_tokens,

@@ -36,3 +36,8 @@ def test_without_inputs_only_tool_outputs_before_the_answer_count() -> None:
 def test_given_inputs_stop_harvesting_from_the_response() -> None:
     response = "<tool_output><snippet id=S1>x</snippet></tool_output><answer>y</answer>"
     assert gather_evidence(response, evidence={}) == {}
+
+
+def test_harvesting_is_linear_on_hostile_input() -> None:
+    assert harvest_snippets("<snippet id=A>x " * 100_000) == {}
+    assert harvest_snippets("<snippet id=A " * 100_000) == {}

@@ -126,3 +126,8 @@ def test_parsing_is_linear_on_hostile_input() -> None:
     # 200k unclosed openings and angle brackets: one regex pass, no backtracking blow-up.
     parsed = parse_answer("<answer>" + "<cite id=A>x < y " * 100_000 + "</answer>")
     assert len(parsed.problems) == 100_000
+
+
+def test_tags_without_a_closing_bracket_stay_linear() -> None:
+    parsed = parse_answer("<answer>" + "<cite id=A " * 100_000 + "</answer>")
+    assert parsed.cited_claims == [] and parsed.problems == []

@@ -141,3 +141,12 @@ async def test_evidence_from_the_response_tool_outputs() -> None:
     response = "<tool_output><snippet id=S1>" + EVIDENCE["S1"] + "</snippet></tool_output>" + HONEST
     outcome = await score(response, evidence=None)
     assert outcome.reward == 1.0 and outcome.details["evidence_ids"] == 1
+
+
+async def test_an_answer_of_uncited_filler_earns_nothing_under_tribunal_only() -> None:
+    filler = (
+        "<answer>This is an important topic for many people. More work is needed here.</answer>"
+    )
+    assert (await score(filler)).reward == 0.0
+    # DR Tulu counts sentences that need no citation as F1 = 1: 0.6 · 1 + 0.4 · 0.
+    assert (await score(filler, options={"preset": "dr_tulu"})).reward == pytest.approx(0.6)

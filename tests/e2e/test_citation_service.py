@@ -8,6 +8,7 @@ import pytest
 
 from bench.citation_data import TRACES, data_dir, trace_items
 from tests.conftest import RedisServer, RunningService
+from tribunal.llm.testing import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
 
@@ -85,3 +86,28 @@ def test_the_dr_tulu_traces_as_one_job(
     assert [r["id"] for r in results] == [item["id"] for item in items]
     assert all(r["error"] is None and 0.0 <= r["reward"] <= 1.0 for r in results)
     assert sum(len(r["details"]["invalid_ids"]) for r in results) == 3
+
+
+def test_judge_mode_through_the_queue_against_a_stand_in_server(
+    service: Callable[..., RunningService],
+    redis_server: RedisServer,
+    key_prefix: str,
+    openai_compat_server: FakeOpenAIServer,
+) -> None:
+    env = env_for(
+        redis_server,
+        key_prefix,
+        TRIBUNAL_CITATION_BASE_URL=openai_compat_server.base_url,
+        TRIBUNAL_CITATION_MODEL="stand-in",
+    )
+    running = service("citation", env=env)
+    padded = CLAIM.format("S1,S2")
+    with running.client() as client:
+        response = client.post(
+            "/v1/citation/score",
+            json={"items": [{"id": "p", "response": padded, "evidence": EVIDENCE}]},
+        )
+    [result] = response.json()["results"]
+    assert result["details"]["support_mode"] == "judge" and result["reward"] == 1.0
+    assert result["details"]["judge_model"] == "stand-in"
+    assert result["details"]["usage"]["calls"] == 1 == len(openai_compat_server.stats.requests)
