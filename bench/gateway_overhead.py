@@ -1,7 +1,7 @@
 """What the gateway costs: the same batches sent straight to the verifiers and through it.
 
 Starts, as subprocesses on free ports: a throwaway ``redis-server``, the fake OpenAI-compatible
-judge model (``tribunal.judge.testing.fake_openai``: each call holds one of ``--cap`` slots for
+judge model (``tribunal.llm.testing.fake_openai``: each call holds one of ``--cap`` slots for
 ``--latency-ms``, standing in for vLLM), and the math, judge and citation services and the
 gateway, each as ``tribunal api`` + one ``tribunal worker`` on that Redis, as deployed.
 
@@ -45,12 +45,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from tribunal.client import ItemResult, TribunalClient, rewards
 
 TARGET_OVERHEAD_PCT = 10.0
 EVIDENCE = {
@@ -106,26 +106,20 @@ def refiner_items(nonce: str, batch: int, n: int) -> list[dict[str, Any]]:
 
 
 class Paths:
-    """The direct and gateway ways of scoring one batch, timed."""
+    """The direct and gateway ways of scoring one batch, each through ``tribunal.client``."""
 
-    def __init__(self, http: httpx.AsyncClient, urls: dict[str, str]) -> None:
-        self.http = http
-        self.urls = urls
+    def __init__(self, clients: dict[str, TribunalClient]) -> None:
+        self.clients = clients
 
-    async def _post(self, url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        response = await self.http.post(url, json={"items": items})
-        response.raise_for_status()
-        results: list[dict[str, Any]] = response.json()["results"]
-        return results
+    async def _post(self, service: str, items: list[dict[str, Any]]) -> list[ItemResult]:
+        return await self.clients[service].score(service, items)
 
     async def math_direct(self, items: list[dict[str, Any]]) -> list[float | None]:
-        results = await self._post(f"{self.urls['math']}/v1/math/score", items)
-        return [r["reward"] for r in results]
+        return rewards(await self._post("math", items))
 
     async def math_gateway(self, items: list[dict[str, Any]]) -> list[float | None]:
         tagged = [{**item, "verifier": "math"} for item in items]
-        results = await self._post(f"{self.urls['gateway']}/v1/score", tagged)
-        return [r["reward"] for r in results]
+        return rewards(await self._post("gateway", tagged))
 
     async def refiner_direct(self, items: list[dict[str, Any]]) -> list[float | None]:
         judge = [
@@ -140,20 +134,17 @@ class Paths:
             {k: item[k] for k in ("id", "question", "response", "evidence")} for item in items
         ]
         judged, cited = await asyncio.gather(
-            self._post(f"{self.urls['judge']}/v1/judge/score", judge),
-            self._post(f"{self.urls['citation']}/v1/citation/score", citation),
+            self._post("judge", judge),
+            self._post("citation", citation),
         )
         return [
-            10 * j["reward"] + 0.2 * c["reward"]
-            if j["reward"] is not None and c["reward"] is not None
-            else None
-            for j, c in zip(judged, cited, strict=True)
+            10 * j + 0.2 * c if j is not None and c is not None else None
+            for j, c in zip(rewards(judged), rewards(cited), strict=True)
         ]
 
     async def refiner_gateway(self, items: list[dict[str, Any]]) -> list[float | None]:
         tagged = [{**item, "spec": "refiner_rubric_citation"} for item in items]
-        results = await self._post(f"{self.urls['gateway']}/v1/score", tagged)
-        return [r["reward"] for r in results]
+        return rewards(await self._post("gateway", tagged))
 
 
 Batch = Callable[[list[dict[str, Any]]], Awaitable[list[float | None]]]
@@ -260,7 +251,7 @@ def stack(args: argparse.Namespace) -> Iterator[tuple[dict[str, str], CpuMeter]]
             **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": u for n, u in urls.items() if n != "gateway"},
         }
         fake = [
-            sys.executable, "-m", "tribunal.judge.testing.fake_openai",
+            sys.executable, "-m", "tribunal.llm.testing.fake_openai",
             "--port", str(judge_port), "--latency-ms", str(args.latency_ms), "--cap", str(args.cap),
         ]  # fmt: skip
         argvs = [fake]
@@ -280,9 +271,9 @@ def stack(args: argparse.Namespace) -> Iterator[tuple[dict[str, str], CpuMeter]]
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with stack(args) as (urls, meter):
-        limits = httpx.Limits(max_connections=16)
-        async with httpx.AsyncClient(timeout=600, limits=limits) as http:
-            paths = Paths(http, urls)
+        clients = {name: TribunalClient(url, timeout=600) for name, url in urls.items()}
+        try:
+            paths = Paths(clients)
             out: dict[str, Any] = {}
             for in_flight in (1, args.in_flight):
                 out[f"math_{in_flight}_in_flight"] = await compare(
@@ -303,6 +294,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     in_flight,
                     meter,
                 )
+        finally:
+            await asyncio.gather(*(client.aclose() for client in clients.values()))
     return {
         "command": "python bench/gateway_overhead.py " + " ".join(sys.argv[1:]),
         "settings": {

@@ -14,7 +14,7 @@ from fastapi import APIRouter, FastAPI
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
-from tribunal.gateway.remote import HttpVerifiers
+from tribunal.gateway.remote import ClientVerifiers
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
 
@@ -26,9 +26,12 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
         SpecError: A spec file is malformed (the service refuses to start).
     """
 
-    def client() -> HttpVerifiers:
-        return HttpVerifiers(
-            settings.verifier_urls(), settings.gateway_timeout_s, settings.api_key_value
+    def client() -> ClientVerifiers:
+        return ClientVerifiers(
+            settings.verifier_urls(),
+            settings.gateway_timeout_s,
+            settings.api_key_value,
+            max_retries=settings.gateway_retries,
         )
 
     return [GatewayVerifier(settings.load_specs(), client)]

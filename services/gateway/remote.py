@@ -1,4 +1,4 @@
-"""The gateway's connection to the verifiers: their HTTP APIs, one base URL each.
+"""The gateway's connection to the verifiers: their HTTP APIs through ``tribunal.client``.
 
 Why HTTP and not their queues directly: each verifier's API validates, answers from its
 result cache and enqueues, exactly as for any other client; the gateway then needs no
@@ -9,60 +9,69 @@ it. The cost is one HTTP hop per verifier and batch, measured by bench/gateway_o
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from tribunal.core.envelope import ItemResult, ScoreResponse
-from tribunal.core.errors import ALL_ERRORS, BackendUnavailable, TribunalError
+from tribunal.client import APIError, ClientError, ItemResult, TribunalClient
+from tribunal.core.errors import ALL_ERRORS, BackendUnavailable
 
 _BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
 
 
-class HttpVerifiers:
-    """Scores batches on the verifiers' ``POST /v1/<verifier>/score``.
+class ClientVerifiers:
+    """Scores batches on the verifiers' ``POST /v1/<verifier>/score``, one
+    :class:`~tribunal.client.TribunalClient` per verifier.
 
     Args:
         urls: Verifier name -> base URL.
         timeout_s: Deadline of one request.
         api_key: Bearer token sent to the verifiers, if they need one.
+        max_retries: Retries of a request that failed for a retryable reason (the client
+            backs off, honouring ``Retry-After``).
+        max_concurrency: Requests in flight per verifier.
     """
 
-    def __init__(self, urls: dict[str, str], timeout_s: float, api_key: str | None) -> None:
-        self.urls = urls
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
-            headers=headers,
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-        )
+    def __init__(
+        self,
+        urls: dict[str, str],
+        timeout_s: float,
+        api_key: str | None,
+        max_retries: int = 2,
+        max_concurrency: int = 64,
+    ) -> None:
+        self.clients = {
+            name: TribunalClient(
+                url,
+                api_key=api_key,
+                timeout=timeout_s,
+                max_retries=max_retries,
+                max_concurrency=max_concurrency,
+            )
+            for name, url in urls.items()
+        }
 
     async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
         """Score ``items`` on ``verifier``; one result per item, in order.
 
         Raises:
-            BackendUnavailable: The verifier cannot be reached or timed out (retryable).
-            TribunalError: The verifier refused the request; its own error class.
+            TribunalError: The request failed as a whole: the verifier's own error class
+                when it answered one, ``BackendUnavailable`` (retryable) when it could not
+                be reached.
         """
-        url = f"{self.urls[verifier]}/v1/{verifier}/score"
+        client = self.clients[verifier]
         try:
-            response = await self._http.post(url, json={"items": list(items)})
-        except httpx.HTTPError as exc:
-            raise BackendUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise _error_from(url, response)
-        return ScoreResponse.model_validate_json(response.content).results
+            return await client.score(verifier, items)
+        except APIError as exc:
+            cls = _BY_CODE.get(exc.code, BackendUnavailable)
+            raise cls(
+                f"{client.base_url}: {exc.message}",
+                field=exc.field,
+                retry_after_s=exc.retry_after_s,
+            ) from None
+        except ClientError as exc:
+            raise BackendUnavailable(f"{client.base_url}: {exc}") from None
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
-
-def _error_from(url: str, response: httpx.Response) -> TribunalError:
-    try:
-        body = response.json()["error"]
-        cls = _BY_CODE.get(str(body["code"]), BackendUnavailable)
-        return cls(f"{url}: {body['message']}", field=body.get("field"))
-    except (ValueError, KeyError, TypeError):
-        return BackendUnavailable(f"{url}: HTTP {response.status_code}")
+        """Close every client's connection pool."""
+        await asyncio.gather(*(client.aclose() for client in self.clients.values()))

@@ -38,6 +38,12 @@ class GatewaySettings(CoreSettings):
     gateway_timeout_s: float = Field(
         default=600.0, gt=0, description="How long one request to a verifier may take."
     )
+    gateway_retries: int = Field(
+        default=2,
+        ge=0,
+        description="Retries of a verifier request that failed for a retryable reason "
+        "(429, 503, no answer); then its items get the error.",
+    )
     gateway_openrlhf_spec: str = Field(
         default="rloo_math",
         description="Reward spec of POST /get_reward (OpenRLHF); /get_reward/<spec> picks one.",

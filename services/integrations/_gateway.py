@@ -1,25 +1,30 @@
-"""The adapters' one call: score a batch of items on the gateway."""
+"""The adapters' one call: score a batch of items on the gateway, through ``tribunal.client``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from tribunal.core.envelope import ItemResult, ScoreResponse
+from tribunal.client import ItemResult, TribunalClient
 
 
 async def score_on_gateway(
-    url: str, items: Sequence[dict[str, Any]], api_key: str | None, timeout_s: float
+    url: str,
+    items: Sequence[dict[str, Any]],
+    api_key: str | None,
+    timeout_s: float,
+    max_retries: int = 6,
 ) -> list[ItemResult]:
-    """``POST <url>/v1/score`` with ``items``; one result per item, in order.
+    """``POST <url>/v1/gateway/score`` with ``items``; one result per item, in order.
+
+    A client per call: TRL runs reward functions on an event loop of its own and verl calls
+    from threads, so nothing bound to one loop is kept between calls.
 
     Raises:
-        httpx.HTTPError: The gateway cannot be reached or answered an error.
+        tribunal.client.ClientError: The gateway cannot be reached or refused the batch
+            (after the client's retries).
     """
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
-        response = await http.post(f"{url.rstrip('/')}/v1/score", json={"items": list(items)})
-        response.raise_for_status()
-    return ScoreResponse.model_validate_json(response.content).results
+    async with TribunalClient(
+        url, api_key=api_key, timeout=timeout_s, max_retries=max_retries
+    ) as client:
+        return await client.score("gateway", items)

@@ -34,8 +34,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import httpx
-
+from tribunal.client import ClientError
 from tribunal.integrations._gateway import score_on_gateway
 from tribunal.integrations.rollouts import message_text, rewards_of, rollout_item, sub_reward_means
 
@@ -57,6 +56,7 @@ def remote_reward(
     columns: Mapping[str, str] | None = None,
     api_key: str | None = None,
     timeout_s: float = 600.0,
+    max_retries: int = 6,
     name: str | None = None,
 ) -> RewardFunc:
     """Return an async TRL reward function scoring with a reward ``spec`` or a ``verifier``.
@@ -68,6 +68,8 @@ def remote_reward(
         columns: Dataset column -> rollout field renames (``{"answer": "ground_truth"}``).
         api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
         timeout_s: Deadline of one batch.
+        max_retries: Retries of a batch the gateway could not take (429, 503, no answer),
+            with backoff; then every reward of the batch is None.
         name: The function's name in TRL's logs (default ``tribunal_<spec or verifier>``).
 
     Returns:
@@ -99,8 +101,8 @@ def remote_reward(
             for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
         ]
         try:
-            results = await score_on_gateway(base_url, items, key, timeout_s)
-        except httpx.HTTPError as exc:
+            results = await score_on_gateway(base_url, items, key, timeout_s, max_retries)
+        except ClientError as exc:
             logger.error("%s: the gateway at %s failed: %s; rewards are None", label, base_url, exc)
             return [None] * len(items)
         log_metric = kwargs.get("log_metric")

@@ -88,7 +88,7 @@ def compute_score_batch(
 
     Raises:
         RewardUnavailable: Some item could not be scored.
-        httpx.HTTPError: The gateway cannot be reached.
+        tribunal.client.ClientError: The gateway cannot be reached or refused the batch.
     """
     name = spec or os.environ.get("TRIBUNAL_SPEC", "rloo_math")
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import TRIBUNAL, RedisServer, free_port, start_process, stop_process, wait_ready
-from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from tribunal.llm.testing import FakeScript, FakeOpenAIServer
 
 pytestmark = [
     pytest.mark.e2e,
@@ -50,7 +50,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[Stack]:
     """Four verifiers, a fake judge model and the gateway, started once for this module."""
     tmp = tmp_path_factory.mktemp("gateway")
-    judge = FakeOpenAIServer(FakeJudgeScript(rules=[("invents", 0)]))
+    judge = FakeOpenAIServer(FakeScript(rules=[("invents", 0)]))
     judge.start()
     processes: dict[str, subprocess.Popen[bytes]] = {}
     logs: dict[str, Path] = {}

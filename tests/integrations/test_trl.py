@@ -121,5 +121,5 @@ async def test_errors_become_none_and_a_down_gateway_gives_none_for_all(
     )
     assert rewards == [1.0, 0.0, None]
     assert logged == {"tribunal_rloo_math/math": 0.5}
-    down = remote_reward("rloo_math", url="http://127.0.0.1:9")
+    down = remote_reward("rloo_math", url="http://127.0.0.1:9", max_retries=0)
     assert await down(prompts=["p"], completions=["c"], ground_truth=["1"]) == [None]
