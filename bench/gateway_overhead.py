@@ -161,6 +161,10 @@ class CpuMeter:
         for name, procs in self.groups.items():
             total = 0.0
             for proc in procs:
+                # Live descendants by listing; those already reaped through the parent's
+                # children_* counters (a math worker replaces its verification processes).
+                parent = proc.cpu_times()
+                total += parent.children_user + parent.children_system
                 for p in [proc, *proc.children(recursive=True)]:
                     with contextlib.suppress(psutil.NoSuchProcess):
                         times = p.cpu_times()
