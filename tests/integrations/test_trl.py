@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import ROOT, RunningService
 from tribunal.integrations.trl import remote_reward
 
+pytestmark = pytest.mark.e2e
+
 pytest.importorskip("trl")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -67,7 +69,6 @@ def gateway_requests(url: str) -> float:
     return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_grpo_trainer_two_steps_on_cpu_against_the_gateway(
     service: Callable[..., RunningService], tiny_qwen3: Path, tmp_path: Path
