@@ -38,12 +38,25 @@ class RewardUnavailable(RuntimeError):
     """The gateway could not score an item (its error class and message are in the text)."""
 
 
+def _plain(value: Any) -> Any:
+    """JSON-ready: verl hands over numpy scalars and arrays (``np.int64`` turns, object
+    arrays of strings), which JSON cannot encode."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return _plain(value.tolist())  # numpy scalar (-> Python scalar) or array (-> list)
+    return value
+
+
 def _fields(ground_truth: Any, extra_info: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = dict(ground_truth) if isinstance(ground_truth, dict) else {}
-    if ground_truth is not None and not isinstance(ground_truth, dict):
-        fields["ground_truth"] = str(ground_truth)
-    if isinstance(extra_info, dict):
-        fields.update(extra_info)
+    truth, info = _plain(ground_truth), _plain(extra_info)
+    fields: dict[str, Any] = dict(truth) if isinstance(truth, dict) else {}
+    if truth is not None and not isinstance(truth, dict):
+        fields["ground_truth"] = str(truth)
+    if isinstance(info, dict):
+        fields.update(info)
     return fields
 
 

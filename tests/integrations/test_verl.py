@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from tests.conftest import RunningService
@@ -20,12 +21,13 @@ def test_compute_score_single_and_batched(service: Callable[..., RunningService]
     url = gateway.base_url
     right = compute_score("gsm8k", "so #### 18", "18", {"index": 3}, spec="rloo_math", url=url)
     assert right == {"score": 1.0, "math": 1.0}
-    # tcr_agent: num_turns from extra_info (verl's agent loop puts it there).
+    # tcr_agent: num_turns from extra_info (verl's agent loop puts it there), as numpy
+    # values, which is how verl's non-tensor batch hands them over.
     scores = compute_score_batch(
-        ["aime", "aime"],
+        np.array(["aime", "aime"], dtype=object),
         ["\\boxed{4}", "\\boxed{5}"],
-        ["4", "4"],
-        [{"num_turns": 2}, {"num_turns": 6}],
+        np.array(["4", "4"], dtype=object),
+        [{"num_turns": np.int64(2)}, {"num_turns": np.int64(6)}],
         spec="tcr_agent",
         url=url,
     )
