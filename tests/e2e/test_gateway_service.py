@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import TRIBUNAL, RedisServer, free_port, start_process, stop_process, wait_ready
-from tribunal.llm.testing import FakeScript, FakeOpenAIServer
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 pytestmark = [
     pytest.mark.e2e,
