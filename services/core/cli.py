@@ -7,14 +7,15 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.registry import available_services, load_service
-from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
+
+if TYPE_CHECKING:
+    from tribunal.core.service import ServiceSpec
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
@@ -22,6 +23,8 @@ ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge
 
 
 def _spec(name: str) -> ServiceSpec:
+    from tribunal.core.registry import load_service  # imports FastAPI: not for `score`
+
     try:
         return load_service(name)
     except KeyError as exc:
@@ -103,6 +106,7 @@ def openapi(
 ) -> None:
     """Write the OpenAPI document of every service to OUT_DIR/<service>.json."""
     from tribunal.core.app import create_app
+    from tribunal.core.registry import available_services, load_service
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in available_services():
@@ -124,6 +128,7 @@ def up(
     Uses the Redis at TRIBUNAL_REDIS_URL when it answers; otherwise each API runs its
     workers in-process on the embedded queue. Ctrl-C stops everything.
     """
+    from tribunal.core.registry import available_services
     from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()
@@ -178,6 +183,8 @@ def score(
 
 
 def _default_port(verifier: str) -> int:
+    from tribunal.core.registry import load_service
+
     try:
         return load_service(verifier).port
     except KeyError as exc:
