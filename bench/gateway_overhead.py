@@ -59,7 +59,7 @@ EVIDENCE = {
 }
 
 
-MATH500 = Path(os.environ.get("TRIBUNAL_DATA_DIR", DATA)) / "math" / "math500_test.jsonl"
+MATH500 = DATA / "math" / "math500_test.jsonl"
 
 
 @functools.cache
