@@ -1,9 +1,10 @@
 """``GatewayVerifier``: mixed items and reward specs, fanned out to the verifiers.
 
-The gateway is a core ``Verifier`` whose scoring is remote calls: its worker takes a batch
-of items, each naming a ``verifier`` (passed through) or a reward ``spec`` (split into its
-components), sends **one request per verifier per phase** through ``tribunal.client``, and
-joins the results back in request order. Phase 1 scores the direct items and every spec's
+The gateway is a core ``Verifier`` whose scoring is remote calls (run by the API process for
+``POST /v1/score`` and ``/get_reward``, by the gateway's queue worker for jobs): it takes a
+batch of items, each naming a ``verifier`` (passed through) or a reward ``spec`` (split into
+its components), sends **one request per verifier per phase** through ``tribunal.client``,
+and joins the results back in request order. Phase 1 scores the direct items and every spec's
 gates; phase 2 scores the other components of the items whose gates are open, so a closed
 format gate costs no judge call.
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +32,6 @@ from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
 from tribunal.gateway.specs import VERIFIERS, LoadedSpec, Source
-
-logger = logging.getLogger(__name__)
 
 _ITEM_MODELS = {
     "math": "tribunal.math.schemas:MathItem",
