@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.settings import CoreSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
     from tribunal.core.service import ServiceSpec
+    from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
@@ -129,6 +129,7 @@ def up(
     workers in-process on the embedded queue. Ctrl-C stops everything.
     """
     from tribunal.core.registry import available_services
+    from tribunal.core.settings import CoreSettings
     from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()
