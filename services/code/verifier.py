@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.code.config import CodeConfig
+from tribunal.code.extract import extract_program
 from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
-from tribunal.code.schemas import CodeItem, RunDetails, RunItem
+from tribunal.code.schemas import CodeDetails, CodeItem, RunDetails, RunItem
 from tribunal.code.scorer import score_cases
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.envelope import ItemOutcome, ScoreItem
@@ -168,9 +169,16 @@ class CodeVerifier(_CodeBase):
 
     async def _score_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
         assert isinstance(item, CodeItem)
+        code = item.code
+        if code is None:
+            assert item.response is not None  # the schema asks for exactly one
+            extraction = extract_program(item.response, item.language)
+            if extraction.code is None:
+                return _no_code(item, extraction.reason)
+            code = extraction.code
         try:
             self._check_language(item.language)
-            run = await runner.score(item)
+            run = await runner.score(item, code)
         except TribunalError as exc:
             return ItemOutcome.failed(exc)
         except Exception as exc:
@@ -179,10 +187,20 @@ class CodeVerifier(_CodeBase):
         reward, details = score_cases(
             run.cases, item.options.all_or_nothing, run.compile_message, self.isolation_note
         )
+        if item.response is not None:
+            details.extracted_code = code
         payload = details.model_dump(mode="json", exclude_none=True)
         if any(case.verdict is TestVerdict.SANDBOX_ERROR for case in run.cases):
             return ItemOutcome.failed(SandboxError("the sandbox failed on a test case"), payload)
         return ItemOutcome(reward=reward, details=payload)
+
+
+def _no_code(item: CodeItem, reason: str | None) -> ItemOutcome:
+    """Reward 0 for a completion without a program: its fault, not the service's."""
+    tests = item.tests
+    total = 1 if tests.kind == "assert" else len(tests.cases)
+    details = CodeDetails(tests=[], passed=0, total=total, all_passed=False, no_code_reason=reason)
+    return ItemOutcome(reward=0.0, details=details.model_dump(mode="json", exclude_none=True))
 
 
 class CodeRunVerifier(_CodeBase):
