@@ -7,7 +7,6 @@ and reported in every result's ``details.isolation``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Sequence
@@ -24,11 +23,11 @@ from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import (
     BadInput,
     ConfigurationError,
-    InternalError,
     SandboxError,
     TribunalError,
 )
 from tribunal.core.hashing import config_hash
+from tribunal.core.verifier import score_each
 
 logger = logging.getLogger(__name__)
 
@@ -165,10 +164,9 @@ class CodeVerifier(_CodeBase):
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch concurrently (bounded by the slots); one outcome per item, in order."""
         runner = self._require_runner()
-        return list(await asyncio.gather(*(self._score_one(runner, item) for item in items)))
+        return await score_each(items, CodeItem, lambda item: self._score_one(runner, item))
 
-    async def _score_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, CodeItem)
+    async def _score_one(self, runner: Runner, item: CodeItem) -> ItemOutcome:
         code = item.code
         if code is None:
             assert item.response is not None  # the schema asks for exactly one
@@ -176,14 +174,8 @@ class CodeVerifier(_CodeBase):
             if extraction.code is None:
                 return _no_code(item, extraction.reason)
             code = extraction.code
-        try:
-            self._check_language(item.language)
-            run = await runner.score(item, code)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        except Exception as exc:
-            logger.exception("bug while scoring item %s", item.id)
-            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+        self._check_language(item.language)
+        run = await runner.score(item, code)
         reward, details = score_cases(
             run.cases, item.options.all_or_nothing, run.compile_message, self.isolation_note
         )
@@ -220,18 +212,11 @@ class CodeRunVerifier(_CodeBase):
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Run a batch concurrently (bounded by the slots); one outcome per item, in order."""
         runner = self._require_runner()
-        return list(await asyncio.gather(*(self._run_one(runner, item) for item in items)))
+        return await score_each(items, RunItem, lambda item: self._run_one(runner, item))
 
-    async def _run_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, RunItem)
-        try:
-            self._check_language(item.language)
-            execution = await runner.run(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        except Exception as exc:
-            logger.exception("bug while running item %s", item.id)
-            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+    async def _run_one(self, runner: Runner, item: RunItem) -> ItemOutcome:
+        self._check_language(item.language)
+        execution = await runner.run(item)
         verdict, _ = classify_execution(execution, truncation_fails=False)
         details = RunDetails(
             stdout=execution.stdout.decode("utf-8", "replace"),
