@@ -60,16 +60,10 @@ def create_verifiers(settings: CodeSettings) -> list[Verifier]:
 
 
 def startup_hint(settings: CodeSettings) -> str | None:
-    """One line when code would not be sandboxed, or cannot be."""
+    """One line when code would not be sandboxed. (When it cannot be, the verifier's own
+    refusal says why, once: see ``CodeVerifier.start``.)"""
     if settings.code_isolation == "none":
         return "TRIBUNAL_CODE_ISOLATION=none: programs run UNSANDBOXED (local development only)"
-    import shutil
-
-    if shutil.which(settings.code_bwrap_path) is None:
-        return (
-            "bubblewrap is not installed (apt-get install bubblewrap): the code service will "
-            "refuse to start rather than run code unsandboxed"
-        )
     return None
 
 

@@ -73,8 +73,10 @@ def worker(service: ServiceArg) -> None:
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
+        from tribunal.core.supervisor import EXIT_REFUSED
+
         typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_REFUSED) from exc
 
 
 @app.command()

@@ -37,9 +37,18 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
     verifiers = spec.create_verifiers(settings)
     started = []
     try:
+        try:
+            for verifier in verifiers:
+                await verifier.start()
+                started.append(verifier)
+        except ConfigurationError as exc:
+            # Every verifier of the service is down with this process: say why in the queue,
+            # where the API's /readyz and submissions find it.
+            for name in (v.name for v in verifiers):
+                await queue.set_refusal(name, exc.message)
+            raise
         for verifier in verifiers:
-            await verifier.start()
-            started.append(verifier)
+            await queue.set_refusal(verifier.name, None)
         runtimes = [
             WorkerRuntime(
                 verifier,
