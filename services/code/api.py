@@ -55,14 +55,14 @@ async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
 
 def create_verifiers(settings: CodeSettings) -> list[Verifier]:
     """The code service serves two verifiers: scoring against tests, and single runs."""
-    config = settings.to_config()
+    config = settings.code.config()
     return [CodeVerifier(config), CodeRunVerifier(config)]
 
 
 def startup_hint(settings: CodeSettings) -> str | None:
     """One line when code would not be sandboxed. (When it cannot be, the verifier's own
     refusal says why, once: see ``CodeVerifier.start``.)"""
-    if settings.code_isolation == "none":
+    if settings.code.isolation == "none":
         return "TRIBUNAL_CODE_ISOLATION=none: programs run UNSANDBOXED (local development only)"
     return None
 

@@ -29,8 +29,7 @@ def _spec(name: str) -> ServiceSpec:
 
 
 def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
-    port: int = getattr(settings, f"{spec.name}_port", spec.port)
-    return port
+    return spec.port_of(settings)
 
 
 def _setup_logging(settings: CoreSettings) -> None:

@@ -102,7 +102,7 @@ class Supervisor:
         queue = "redis" if use_redis else "memory"
         for spec in self.specs:
             settings = spec.settings()
-            port = getattr(settings, f"{spec.name}_port", spec.port)
+            port = spec.port_of(settings)
             hint = spec.startup_hint(settings)
             if hint:
                 say(f"{spec.name}: {hint}")

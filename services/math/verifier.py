@@ -8,7 +8,6 @@ the batch go on in the other processes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 from tribunal.core.envelope import ItemOutcome, ScoreItem
@@ -45,7 +44,7 @@ class MathVerifier:
 
     def config_hash(self) -> str:
         """Hash of the comparison settings (the deadline and process count move no reward)."""
-        return config_hash(asdict(self.config))
+        return config_hash(self.config.as_dict())
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """The response, ground truth and options decide the reward."""

@@ -58,9 +58,9 @@ def test_settings_build_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRIBUNAL_CODE_ISOLATION", "none")
     monkeypatch.setenv("TRIBUNAL_CODE_SLOTS", "3")
     monkeypatch.setenv("TRIBUNAL_CODE_MAX_TIMEOUT_S", "12")
-    config = CodeSettings().to_config()
+    config = CodeSettings().code.config()
     assert (config.isolation, config.slots, config.max_timeout_s) == ("none", 3, 12.0)
-    assert CodeSettings(code_slots=0).to_config().slots >= 1
+    assert CodeSettings(code={"slots": 0}).code.config().slots >= 1
 
 
 def test_protocol_and_cache_payloads() -> None:
@@ -72,6 +72,8 @@ def test_protocol_and_cache_payloads() -> None:
     assert payload is not None and "id" not in payload and payload["code"] == "print(1)"
     assert runner.cache_payload(RunItem(id="r", language="python", code="")) is None
     assert scorer.config_hash() == CodeVerifier(CodeConfig(slots=7)).config_hash()
+    # Pinned: the defaults' hash from before the configuration moved into pydantic models.
+    assert scorer.config_hash() == "df1568c71204eaca"
     assert scorer.config_hash() != CodeVerifier(CodeConfig(default_timeout_s=1)).config_hash()
 
 
