@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -217,7 +217,7 @@ def openai_compat_server() -> Iterator[FakeOpenAIServer]:
     """A fake OpenAI-compatible judge on a free port of 127.0.0.1, in a thread with its own
     event loop (verdict 2 unless a test scripts it). It stands in for vLLM, which needs a GPU
     and weights this machine does not have; everything on our side of the socket is real."""
-    server = FakeOpenAIServer(FakeJudgeScript())
+    server = FakeOpenAIServer(FakeScript())
     server.start()
     try:
         yield server

@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 ExtractionMethod = Literal["boxed", "fbox", "gsm8k_hash", "answer_phrase", "last_number"]
+"""Where the final answer was found."""
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
 
 _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace: the tokens of brace matching.
