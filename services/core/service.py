@@ -59,5 +59,5 @@ class ServiceSpec:
         """The port to serve on: ``TRIBUNAL_<NAME>_PORT`` (the ``port`` of the service's
         settings group) when set, else ``port``."""
         group = getattr(settings, self.name, None)
-        port: int | None = getattr(group, "port", getattr(settings, f"{self.name}_port", None))
+        port: int | None = getattr(group, "port", None)
         return self.port if port is None else port

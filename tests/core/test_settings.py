@@ -10,6 +10,7 @@ verifier is built from.
 from __future__ import annotations
 
 import json
+import os
 import re
 import typing
 from typing import Any
@@ -37,6 +38,7 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_LOG_LEVEL": "DEBUG",
     "TRIBUNAL_MATH_PORT": "18101",
     "TRIBUNAL_CODE_PORT": "18102",
+    "TRIBUNAL_JUDGE_PORT": "18103",
     "TRIBUNAL_CODE_BWRAP_PATH": "/opt/bin/bwrap",
     "TRIBUNAL_CODE_PYTHON_PATH": "/opt/bin/python3",
     "TRIBUNAL_CODE_GXX_PATH": "/opt/bin/g++",
@@ -75,20 +77,26 @@ def _split(variable: str) -> tuple[type[CoreSettings], str | None, str]:
     return CoreSettings, None, rest.lower()
 
 
-def _owner(settings: CoreSettings, group: str | None, field: str) -> tuple[BaseModel, str]:
-    """The model that holds the field, and the field's name in it."""
+def _path(settings: CoreSettings, group: str | None, field: str) -> tuple[str, ...]:
+    """Attribute path from ``settings`` to the field that ``group``/``field`` names."""
     if group is None:
-        return settings, field
-    model = getattr(settings, group, None)
-    if not isinstance(model, BaseModel):  # a service whose settings are still flat
-        return settings, f"{group}_{field}"
+        return (field,)
+    model = getattr(settings, group)
     if field in type(model).model_fields:
-        return model, field
-    for name in type(model).model_fields:  # one level of nesting (the judge's backend)
+        value = getattr(model, field)
+        # A nested group named by the variable itself (TRIBUNAL_JUDGE_BACKEND) sets its kind.
+        return (group, field, "kind") if isinstance(value, BaseModel) else (group, field)
+    for name in type(model).model_fields:  # the nested group's fields are written flat
         sub = getattr(model, name)
         if isinstance(sub, BaseModel) and field in type(sub).model_fields:
-            return sub, field
+            return (group, name, field)
     raise AssertionError(f"no field {field!r} in the {group} settings")
+
+
+def _get(root: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        root = getattr(root, name)
+    return root
 
 
 def _sample(variable: str, model: BaseModel, field: str) -> str:
@@ -112,6 +120,8 @@ def _sample(variable: str, model: BaseModel, field: str) -> str:
 def _plain(value: Any) -> Any:
     if isinstance(value, SecretStr):
         return value.get_secret_value()
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {k: _plain(v) for k, v in value}  # a JSON object kept as sorted pairs
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
     return value
@@ -131,37 +141,45 @@ def _expected(sample: str, current: Any) -> Any:
 def test_a_documented_variable_reaches_its_setting(
     variable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-
     for name in list(os.environ):
         if name.startswith("TRIBUNAL_"):
             monkeypatch.delenv(name)
     settings_cls, group, field = _split(variable)
-    model, name = _owner(settings_cls(), group, field)
-    before = getattr(model, name)
-    sample = _sample(variable, model, name)
+    path = _path(settings_cls(), group, field)
+    defaults = settings_cls()
+    before = _plain(_get(defaults, path))
+    sample = _sample(variable, _get(defaults, path[:-1]), path[-1])
     monkeypatch.setenv(variable, sample)
     settings = settings_cls()
-    model, name = _owner(settings, group, field)
-    value = _plain(getattr(model, name))
-    if isinstance(before, dict) and not isinstance(value, dict):
-        value = dict(value)
-    assert value == _expected(sample, value if before is None else _plain(before))
-    assert value != _plain(before), f"{variable}={sample} left the default"
-    service_group = getattr(settings, group, None) if group else None
-    derive = getattr(service_group, "config", None)
-    if derive is not None and name in type(derive()).model_fields:
-        assert _plain(getattr(derive(), name)) == value, "the verifier's config must see it"
+    value = _plain(_get(settings, path))
+    assert value == _expected(sample, value if before is None else before)
+    assert value != before, f"{variable}={sample} left the default"
+    if group is not None:
+        # What the verifier is built from sees it too, when it is part of its config.
+        config = getattr(settings, group).config()
+        if path[1] in type(config).model_fields:
+            assert _plain(_get(config, path[1:])) == value
 
 
-@pytest.mark.parametrize("settings_cls", [CoreSettings, MathSettings, CodeSettings])
+def _variables(prefix: str, model: type[BaseModel]) -> list[str]:
+    """The variables of a settings group: its fields, a nested group's fields written flat
+    (its ``kind`` set through the group's own name)."""
+    names = []
+    for name, info in model.model_fields.items():
+        names.append(f"{prefix}_{name}".upper())
+        nested = info.annotation
+        if isinstance(nested, type) and issubclass(nested, BaseModel):
+            names += [f"{prefix}_{sub}".upper() for sub in nested.model_fields if sub != "kind"]
+    return names
+
+
+@pytest.mark.parametrize("settings_cls", [CoreSettings, *SERVICES.values()])
 def test_every_setting_is_documented(settings_cls: type[CoreSettings]) -> None:
-    names = set(documented())
     fields: list[str] = []
     for name, info in settings_cls.model_fields.items():
         group = info.annotation
         if isinstance(group, type) and issubclass(group, BaseModel):
-            fields += [f"TRIBUNAL_{name}_{sub}".upper() for sub in group.model_fields]
+            fields += _variables(f"TRIBUNAL_{name}", group)
         else:
             fields.append(f"TRIBUNAL_{name}".upper())
-    assert sorted(set(fields) - names) == []
+    assert sorted(set(fields) - set(documented())) == []
