@@ -147,3 +147,37 @@ def test_a_service_that_cannot_start_leaves_the_others_running(
     output = log.read_text()
     # Why, once (the code service's two verifiers share the one sandbox and the one line).
     assert sum("bubblewrap not found" in line for line in output.splitlines()) == 1
+
+
+def test_a_worker_started_before_redis_waits_for_it(tmp_path: Path, key_prefix: str) -> None:
+    # Clearing an old refusal at start must not turn "Redis is not up yet" into an exit.
+    env = {
+        **os.environ,
+        "TRIBUNAL_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "TRIBUNAL_KEY_PREFIX": key_prefix,
+        "TRIBUNAL_MATH_PROCESSES": "1",
+    }
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "tribunal.core.cli", "worker", "math"],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # Past start-up (verifiers started, refusal cleared or not), it retries every second.
+        deadline = time.monotonic() + 60
+        while log.read_text().count("tribunal.core.worker: the queue is unavailable") < 3:
+            assert worker.poll() is None, f"the worker exited:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        assert worker.poll() is None
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
