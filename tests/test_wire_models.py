@@ -20,6 +20,7 @@ WIRE_MODULES = (
     "tribunal.math.schemas",
     "tribunal.code.schemas",
     "tribunal.judge.schemas",
+    "tribunal.citation.schemas",
 )
 FORBIDDEN = (
     "fastapi",

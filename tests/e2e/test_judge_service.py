@@ -90,7 +90,7 @@ def test_the_readme_curl_example_matches_a_hand_computation(
             "rubric_sets": [],
         }
     )
-    with running.client() as client:
+    with running.http() as client:
         response = client.post(
             "/v1/judge/score",
             content=json.dumps(body).encode(),
@@ -143,7 +143,7 @@ def test_backend_down_gives_item_errors_and_the_service_recovers(
     )
     running = service("judge", env=env)
     items = positive_items(3)
-    with running.client() as client:
+    with running.http() as client:
         job_id = client.post("/v1/jobs", json={"verifier": "judge", "items": items}).json()[
             "job_id"
         ]
@@ -189,7 +189,7 @@ def test_no_backend_configured_says_how_to_configure_one(
     env = env_for(redis_server, key_prefix)
     del env["TRIBUNAL_JUDGE_MODEL"]
     running = service("judge", env=env)
-    with running.client() as client:
+    with running.http() as client:
         assert client.get("/healthz").status_code == 200
         response = client.post(
             "/v1/judge/score",
