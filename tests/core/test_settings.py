@@ -19,6 +19,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from tests.conftest import ROOT
+from tribunal.citation.settings import CitationSettings
 from tribunal.code.settings import CodeSettings
 from tribunal.core.settings import CoreSettings
 from tribunal.judge.settings import JudgeSettings
@@ -28,6 +29,7 @@ SERVICES: dict[str, type[CoreSettings]] = {
     "MATH": MathSettings,
     "CODE": CodeSettings,
     "JUDGE": JudgeSettings,
+    "CITATION": CitationSettings,
 }
 
 SAMPLES: dict[str, str] = {
@@ -49,6 +51,17 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_JUDGE_DEFAULT_RUBRIC_SETS": '["v3"]',
     "TRIBUNAL_JUDGE_CHAT_TEMPLATE_KWARGS": '{"enable_thinking": true}',
     "TRIBUNAL_JUDGE_DEVICE": "cuda:1",
+    "TRIBUNAL_CITATION_PORT": "18104",
+    "TRIBUNAL_CITATION_F1_WEIGHT": "0.7",
+    "TRIBUNAL_CITATION_VALID_ID_WEIGHT": "0.25",
+    "TRIBUNAL_CITATION_BASE_URL": "http://10.0.0.9:8000/v1",
+    "TRIBUNAL_CITATION_MODEL": "/models/citation",
+    "TRIBUNAL_CITATION_API_KEY": "sk-citation-test",
+    "TRIBUNAL_CITATION_CHAT_TEMPLATE_KWARGS": '{"enable_thinking": true}',
+    "TRIBUNAL_CITATION_DEVICE": "cuda:1",
+    "TRIBUNAL_CITATION_LEXICAL_FULL": "0.9",
+    "TRIBUNAL_CITATION_LEXICAL_PARTIAL": "0.6",
+    "TRIBUNAL_CITATION_LEXICAL_RELEVANT": "0.4",
 }
 """Values of the variables whose sample cannot be derived from their default."""
 
@@ -86,10 +99,14 @@ def _path(settings: CoreSettings, group: str | None, field: str) -> tuple[str, .
         value = getattr(model, field)
         # A nested group named by the variable itself (TRIBUNAL_JUDGE_BACKEND) sets its kind.
         return (group, field, "kind") if isinstance(value, BaseModel) else (group, field)
-    for name in type(model).model_fields:  # the nested group's fields are written flat
+    for name in type(model).model_fields:  # a nested group's fields: flat, or prefixed
         sub = getattr(model, name)
-        if isinstance(sub, BaseModel) and field in type(sub).model_fields:
+        if not isinstance(sub, BaseModel):
+            continue
+        if field in type(sub).model_fields:
             return (group, name, field)
+        if field.removeprefix(f"{name}_") in type(sub).model_fields:
+            return (group, name, field.removeprefix(f"{name}_"))
     raise AssertionError(f"no field {field!r} in the {group} settings")
 
 
@@ -161,25 +178,32 @@ def test_a_documented_variable_reaches_its_setting(
             assert _plain(_get(config, path[1:])) == value
 
 
-def _variables(prefix: str, model: type[BaseModel]) -> list[str]:
-    """The variables of a settings group: its fields, a nested group's fields written flat
-    (its ``kind`` set through the group's own name)."""
-    names = []
+def _variables(prefix: str, model: type[BaseModel]) -> list[tuple[str, ...]]:
+    """The variables of a settings group, each as its accepted spellings: a field; a nested
+    group's fields written flat or prefixed with the group's name (a ``kind`` is set
+    through the group's own name)."""
+    names: list[tuple[str, ...]] = []
     for name, info in model.model_fields.items():
-        names.append(f"{prefix}_{name}".upper())
         nested = info.annotation
-        if isinstance(nested, type) and issubclass(nested, BaseModel):
-            names += [f"{prefix}_{sub}".upper() for sub in nested.model_fields if sub != "kind"]
+        if not (isinstance(nested, type) and issubclass(nested, BaseModel)):
+            names.append((f"{prefix}_{name}".upper(),))
+            continue
+        for sub in nested.model_fields:
+            if sub == "kind":
+                names.append((f"{prefix}_{name}".upper(),))
+            else:
+                names.append((f"{prefix}_{sub}".upper(), f"{prefix}_{name}_{sub}".upper()))
     return names
 
 
 @pytest.mark.parametrize("settings_cls", [CoreSettings, *SERVICES.values()])
 def test_every_setting_is_documented(settings_cls: type[CoreSettings]) -> None:
-    fields: list[str] = []
+    variables: list[tuple[str, ...]] = []
     for name, info in settings_cls.model_fields.items():
         group = info.annotation
         if isinstance(group, type) and issubclass(group, BaseModel):
-            fields += _variables(f"TRIBUNAL_{name}", group)
+            variables += _variables(f"TRIBUNAL_{name}", group)
         else:
-            fields.append(f"TRIBUNAL_{name}".upper())
-    assert sorted(set(fields) - set(documented())) == []
+            variables.append((f"TRIBUNAL_{name}".upper(),))
+    names = set(documented())
+    assert [v[0] for v in variables if not names.intersection(v)] == []
