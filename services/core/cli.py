@@ -32,8 +32,7 @@ def _spec(name: str) -> ServiceSpec:
 
 
 def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
-    port: int = getattr(settings, f"{spec.name}_port", spec.port)
-    return port
+    return spec.port_of(settings)
 
 
 def _setup_logging(settings: CoreSettings) -> None:
@@ -76,8 +75,10 @@ def worker(service: ServiceArg) -> None:
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
+        from tribunal.core.supervisor import EXIT_REFUSED
+
         typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_REFUSED) from exc
 
 
 @app.command()
