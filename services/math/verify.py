@@ -64,13 +64,23 @@ logger = logging.getLogger(__name__)
 ScoreMethod = ExtractionMethod | Literal["none"]
 
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
 # "18 dollars", "$5 per hour": a number followed by plain words (3+ letters first, so that
 # "2 x" or "3 pi" stay expressions). Math-Verify reads the words as a product of symbols.
 _NUMBER_THEN_WORDS = re.compile(
     r"((?:\\\$|\$)?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]+[A-Za-z]{3}[A-Za-z \t]*"
 )
+# ``$``, ``\\(`` or ``\\[`` left inside a ground truth once its outer ``$...$`` is stripped.
+_INNER_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[")
+# A constant written upright (``\\mathrm{e}``, ``\\text{e}``, ``\\mathrm{\\pi}``): Math-Verify's
+# unit stripping would cut ``\\text{e}`` at the end of an answer as if it were a unit.
+_UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|text|rm|operatorname)\s*\{\s*(e|\\pi)\s*\}")
+# One number with spaces or thin spaces between thousands groups: ``1 000``, ``1\\,000``.
+_SPACED_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:(?:\\[,;!]|\{,\}|\\ |[ \t])\s*\d{3})+(?:\.\d+)?")
+# One number whose comma cannot separate thousands (``2,74``, ``1000,99``, ``0,111``): it
+# may be a decimal comma. The list reading (``1,22`` = {1, 22}) is kept beside it.
+_DECIMAL_COMMA = re.compile(r"([+-]?\d+)(?:,|\{,\})(\d+)")
 _PARSE_CACHE_SIZE = 1024
 # 20 significant digits: far below the 30 digits evaluated, far above any real tie.
 _EXACT_RTOL = sympy.Float(10, 30) ** -20
@@ -147,9 +157,17 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
 
 
 def _ground_truth_text(ground_truth: str) -> str:
-    """Return the answer inside ``ground_truth`` (its last ``\\boxed{}``, ``$`` stripped)."""
+    """Return the answer inside ``ground_truth``.
+
+    Its last ``\\boxed{}`` (several adjacent boxes as one list), else the text itself with
+    ``$`` stripped; a text that still holds math delimiters or several lines after that is
+    a worked solution, whose answer is extracted as a completion's would be.
+    """
     boxed = last_boxed(ground_truth)
     text = boxed.text if boxed is not None else clean_answer(ground_truth)
+    if boxed is None and (_INNER_DELIMITER.search(text) or "\n" in text):
+        extraction = extract_answer(ground_truth)
+        text = extraction.text if extraction is not None else ""
     if not text:
         raise BadInput("ground_truth is empty", field="ground_truth")
     return text
@@ -216,15 +234,45 @@ def _parse_answer(answer: str) -> tuple[Any, ...]:
 
 
 def _parse(text: str) -> tuple[Any, ...]:
-    """Run Math-Verify's ``parse`` on ``\\boxed{text}``, timeouts off, errors raised."""
-    latex = "\\boxed{" + _CURRENCY.sub("", text) + "}"
-    parsed = parse(
-        latex,
-        extraction_config=_EXTRACTION_CONFIG,
-        parsing_timeout=None,  # the caller's process has a deadline
-        raise_on_error=True,
-    )
+    """Parse ``text`` with Math-Verify, after reading the number forms it misreads.
+
+    Each reading of ``text`` (see :func:`_readings`) is given to Math-Verify's ``parse`` as
+    ``\\boxed{reading}``, timeouts off and errors raised; the candidates of all readings
+    are returned, the literal reading first.
+    """
+    parsed: list[Any] = []
+    for reading in _readings(_CURRENCY.sub("", text)):
+        parsed.extend(
+            parse(
+                "\\boxed{" + reading + "}",
+                extraction_config=_EXTRACTION_CONFIG,
+                parsing_timeout=None,  # the caller's process has a deadline
+                raise_on_error=True,
+            )
+        )
     return tuple(parsed)
+
+
+def _readings(text: str) -> list[str]:
+    """Return the ways ``text`` can be read: itself, and a decimal one for a comma.
+
+    ``\\mathrm{e}`` becomes ``e`` (and ``\\mathrm{\\pi}`` ``\\pi``); one number with spaced
+    thousands groups (``1 000``, ``1\\,000``) loses its spaces. One number with a comma that
+    cannot separate thousands (``2,74``, ``1000,99``, and ``0,111``, whose integer part is
+    0) is also read with a decimal point: ``2,74`` equals both ``2.74`` and the list
+    ``\\{2, 74\\}``, whichever the ground truth is. ``1,000`` stays one thousand.
+    """
+    text = _UPRIGHT_CONSTANT.sub(r"\1", text).strip()
+    if _SPACED_THOUSANDS.fullmatch(text):
+        return [re.sub(r"\\[,;! ]|\{,\}|\s", "", text)]
+    comma = _DECIMAL_COMMA.fullmatch(text)
+    if comma is None:
+        return [text]
+    whole, fraction = comma.groups()
+    decimal = f"{whole}.{fraction}"
+    if whole.lstrip("+-") == "0":
+        return [decimal]
+    return [text, decimal] if len(fraction) != 3 else [text]
 
 
 def _defined(values: tuple[Any, ...]) -> tuple[Any, ...]:

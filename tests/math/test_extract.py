@@ -121,7 +121,7 @@ def test_last_number_can_be_disabled() -> None:
     assert extract_answer("12 in all", allow_last_number=False) is None
 
 
-@pytest.mark.parametrize("response", ["", "I do not know.", "x2 and y3", "\\boxed{}"])
+@pytest.mark.parametrize("response", ["", "I do not know.", "xy and yz", "\\boxed{}"])
 def test_no_answer(response: str) -> None:
     assert extract_answer(response) is None
 
