@@ -66,6 +66,8 @@ ScoreMethod = ExtractionMethod | Literal["none"]
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
+# A currency sign after a number (``2,74 $``, ``1,000.99€``).
+_TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
 # "18 dollars", "$5 per hour": a number followed by plain words (3+ letters first, so that
 # "2 x" or "3 pi" stay expressions). Math-Verify reads the words as a product of symbols.
 _NUMBER_THEN_WORDS = re.compile(
@@ -241,7 +243,7 @@ def _parse(text: str) -> tuple[Any, ...]:
     are returned, the literal reading first.
     """
     parsed: list[Any] = []
-    for reading in _readings(_CURRENCY.sub("", text)):
+    for reading in _readings(_TRAILING_CURRENCY.sub("", _CURRENCY.sub("", text))):
         parsed.extend(
             parse(
                 "\\boxed{" + reading + "}",
@@ -301,10 +303,12 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
     """
     failure: Exception | None = None
     for gold_value, answer_value in product(gold, answer):
+        if _is_unequality(gold_value) != _is_unequality(answer_value):
+            continue  # ``x \\neq 3`` is no value, equation or inequality but itself
         try:
             same = verify(
-                gold_value,
-                answer_value,
+                _as_equation(gold_value),
+                _as_equation(answer_value),
                 float_rounding=config.float_rounding,
                 numeric_precision=config.numeric_precision,
                 strict=config.strict,
@@ -323,6 +327,16 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
             f"{type(failure).__name__}: {failure}"
         ) from failure
     return False
+
+
+def _is_unequality(value: Any) -> bool:
+    return isinstance(value, sympy.Ne)
+
+
+def _as_equation(value: Any) -> Any:
+    """Return ``a = b`` for ``a \\neq b``: two unequalities are the same relation when their
+    equations are (Math-Verify's relation comparison raises ``KeyError`` on ``Ne``)."""
+    return sympy.Eq(*value.args, evaluate=False) if _is_unequality(value) else value
 
 
 def _exact_values_agree(gold: Any, answer: Any) -> bool:
