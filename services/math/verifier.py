@@ -20,7 +20,7 @@ from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import MathScore, verify_answer
 
-VERSION = "1"
+VERSION = "2"
 """Bump when the same input could get a different reward."""
 
 _ERRORS: dict[str, type[TribunalError]] = {"bad_input": BadInput, "internal_error": InternalError}
