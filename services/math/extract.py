@@ -42,10 +42,13 @@ _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace: the tokens of brace matching.
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
 # What may stand between two boxes of one answer: separators, spacing, math delimiters,
-# "and" / "or" (bare or in \text{}), and a label such as "x =" or "y_2 =".
+# "and" / "or" (bare, in \text{}, or after one word: "papers and"), and a label such as
+# "x =" or "y_2 =". The alternatives never match the same text, so a failed match does
+# not backtrack exponentially; gaps longer than _MAX_JOINER_CHARS are never tried.
 _BOX_JOINER = re.compile(
     r"(?:\s|[,;&.]|\\[,;:! ]|\\q?quad\b|\\\\|\\[()\[\]]|\$|\b(?:and|or)\b"
-    r"|\\(?:text|mathrm|textbf)\{[^{}$]{0,40}?\b(?:and|or)\s*\}|\b[A-Za-z]{1,15}[ \t]+(?:and|or)\b"
+    r"|\\(?:text|mathrm|textbf)\{[^{}$]{0,40}?\b(?:and|or)\s*\}"
+    r"|\b(?!(?:and|or)\b)[A-Za-z]{1,15}[ \t]+(?:and|or)\b"
     r"|[A-Za-z](?:_\{?\w{1,4}\}?)?[ \t]*=)*"
 )
 _ANSWER_PHRASE = re.compile(
@@ -71,6 +74,7 @@ _ONE_WORD = re.compile(r"[A-Za-z]{1,20}\.?")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:because|since|as|which|so)\b", re.IGNORECASE)
 _MAX_PHRASE_CHARS = 300
 _MAX_WHOLE_CHARS = 200
+_MAX_JOINER_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def _boxed_run(text: str) -> tuple[Extraction, int] | None:
             if run:
                 break  # a box around the run, or one never closed, ends it
             continue
-        if run and not _BOX_JOINER.fullmatch(text, end + 1, run[-1][0]):
+        if run and not _joins(text, end + 1, run[-1][0]):
             break  # prose between this box and the run
         content = clean_answer(text[brace + 1 : end])
         if not content:
@@ -183,12 +187,12 @@ def _joined(text: str, spans: list[tuple[int, int, str]]) -> str:
     Returns:
         The contents of the run, duplicates dropped, joined with ``", "``.
     """
-    run = [spans[-1]]
+    run = [spans[-1]]  # last first
     for span in reversed(spans[:-1]):
-        if span[1] > run[0][0] or not _BOX_JOINER.fullmatch(text, span[1], run[0][0]):
+        if span[1] > run[-1][0] or not _joins(text, span[1], run[-1][0]):
             break  # nested in the next one, or prose between them
-        run.insert(0, span)
-    return ", ".join(dict.fromkeys(span[2] for span in run))
+        run.append(span)
+    return ", ".join(dict.fromkeys(span[2] for span in reversed(run)))
 
 
 def _match_braces(text: str, start: int) -> dict[int, int]:
@@ -233,7 +237,7 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
     if spans:  # the first math of the phrase, with the spans that continue it
         run = [spans[0]]
         for span in spans[1:]:
-            if not _BOX_JOINER.fullmatch(phrase, run[-1][1], span[0]):
+            if not _joins(phrase, run[-1][1], span[0]):
                 break
             run.append(span)
         content = ", ".join(dict.fromkeys(span[2] for span in run))
@@ -255,6 +259,11 @@ def _last_math(text: str) -> tuple[Extraction, int] | None:
     if not spans:
         return None
     return Extraction(_joined(text, spans), "last_math"), spans[-1][1]
+
+
+def _joins(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` only separates two parts of one answer."""
+    return end - start <= _MAX_JOINER_CHARS and _BOX_JOINER.fullmatch(text, start, end) is not None
 
 
 def _math_spans(text: str) -> list[tuple[int, int, str]]:

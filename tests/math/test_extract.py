@@ -152,6 +152,12 @@ def test_clean_answer_strips_layers() -> None:
         ">" * ONE_MB + "answer",
         "answer:\n" * (ONE_MB // 8),
         "The cat sat on 3 mats. " * (ONE_MB // 23),
+        "\\boxed{1} and " * (ONE_MB // 14),
+        "$1$ and " * (ONE_MB // 8),
+        "\\boxed{1} " + "and " * 60 + "x \\boxed{2}",  # no exponential backtracking
+        "\\boxed{1}" + " x =" * (ONE_MB // 4) + "\\boxed{2}",
+        "Final answer: The " + "x is " * (ONE_MB // 5),
+        "1/" * (ONE_MB // 2),
     ],
     ids=lambda response: repr(response[:16]),
 )
