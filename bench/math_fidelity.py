@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -126,7 +127,7 @@ def table() -> dict[str, Any]:
 
 
 def _gold_rate(
-    name: str, pairs: list[tuple[str, str]], judge: Callable[[str, str, dict[str, Any]], Any]
+    pairs: list[tuple[str, str]], judge: Callable[[str, str, dict[str, Any]], Any]
 ) -> dict[str, Any]:
     start = time.perf_counter()
     hits = sum(judge(response, truth, {}) is True for response, truth in pairs)
@@ -138,23 +139,42 @@ def _gold_rate(
     }
 
 
+def unbox(solution: str) -> str:
+    """Replace the last ``\\boxed{X}`` of ``solution`` by ``X`` (a solution without its box)."""
+    start = solution.rfind("\\boxed{")
+    depth = 0
+    for end in range(start + len("\\boxed"), len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[end], 0)
+        if depth == 0:
+            return solution[:start] + solution[start + len("\\boxed{") : end] + solution[end + 1 :]
+    return solution
+
+
 def gold_solutions() -> dict[str, Any]:
-    """GSM8K and MATH-500 gold solutions against their answers, ours and Math-Verify's."""
+    """GSM8K and MATH-500 gold solutions against their answers, ours and Math-Verify's.
+
+    As written (``gsm8k``, ``math500``), and without what marks the answer: GSM8K without
+    its ``#### N`` line and ``<<...>>`` calculator notes, MATH-500 with its last
+    ``\\boxed{X}`` replaced by ``X``, as a model that does not box its answer writes.
+    """
     math_dir = data_dir() / "math"
     gsm8k_path, math500_path = math_dir / "gsm8k_test.jsonl", math_dir / "math500_test.jsonl"
     if not (gsm8k_path.exists() and math500_path.exists()):
         return {"skipped": f"no GSM8K / MATH-500 data under {math_dir} (set TRIBUNAL_DATA_DIR)"}
     gsm8k = [json.loads(line)["answer"] for line in gsm8k_path.read_text().splitlines()]
     math500 = [json.loads(line) for line in math500_path.read_text().splitlines()]
+    gsm8k_pairs = [(a, a.rsplit("####", 1)[1].strip()) for a in gsm8k]
     sets = {
-        "gsm8k": [(a, a.rsplit("####", 1)[1].strip()) for a in gsm8k],
+        "gsm8k": gsm8k_pairs,
         "math500": [(r["solution"], r["answer"]) for r in math500],
+        "gsm8k_without_hash_line": [
+            (re.sub(r"<<[^>]*>>", "", solution.rsplit("####", 1)[0]), truth)
+            for solution, truth in gsm8k_pairs
+        ],
+        "math500_without_box": [(unbox(r["solution"]), r["answer"]) for r in math500],
     }
     return {
-        name: {
-            "ours": _gold_rate(name, pairs, ours),
-            "math_verify": _gold_rate(name, pairs, math_verify),
-        }
+        name: {"ours": _gold_rate(pairs, ours), "math_verify": _gold_rate(pairs, math_verify)}
         for name, pairs in sets.items()
     }
 

@@ -60,7 +60,8 @@ _SUBJECT_IS = re.compile(r"(?:[^.$\n]|\$[^$\n]*\$)*?\b(?:is|are|equals)\b[ \t:]*
 # A number: a fraction (``2/3``), thousands groups (``1,000``), a decimal point, or a decimal
 # comma when the digits after it cannot be a thousands group (``2,74``, ``1000,99``, ``0,111``).
 _NUMBER = r"(?:\d+/\d+(?![\d/]|[.,]\d)|0,\d+|\d+,\d{1,2}(?![\d,])|\d+(?:,\d{3})*(?:\.\d+)?)"
-_LAST_NUMBER = re.compile(r"(?:(?<![\w.)\]])-)?(?<![\w.,])(?:" + _NUMBER + r"|\.\d+)(?![\d])")
+# Not the minutes of a time: "2:00 pm" ends in the number 2.
+_LAST_NUMBER = re.compile(r"(?:(?<![\w.)\]])-)?(?<![\w.,:])(?:" + _NUMBER + r"|\.\d+)(?![\d])")
 _MATH_SPANS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _MATH_DELIMITER = re.compile(r"\\\$|\$\$|\$|\\\(|\\\)|\\\[|\\\]")
 _CLOSERS = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
@@ -73,6 +74,7 @@ _TEXT_COMMAND = re.compile(
 _ONE_WORD = re.compile(r"[A-Za-z]{1,20}\.?")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:because|since|as|which|so)\b", re.IGNORECASE)
 _MAX_PHRASE_CHARS = 300
+_RELATION = re.compile(r"[=<>]|\\(?:[lg]eq?|[lg]t|neq?|approx|in)\b")
 _MAX_WHOLE_CHARS = 200
 _MAX_JOINER_CHARS = 120
 
@@ -177,12 +179,14 @@ def _boxed_run(text: str) -> tuple[Extraction, int] | None:
     return Extraction(joined, method), run[0][1]
 
 
-def _joined(text: str, spans: list[tuple[int, int, str]]) -> str:
+def _joined(text: str, spans: list[tuple[int, int, str]], *, values_only: bool = False) -> str:
     """Join the last of ``spans`` with those just before it that only separators divide.
 
     Args:
         text: The text the spans were found in.
         spans: ``(start, end, content)`` in order of position; not empty.
+        values_only: Join only spans without ``=`` or a relation (math spans: in
+            "$AB = \\frac{5}{4}$, or $1.25$" the second restates the first).
 
     Returns:
         The contents of the run, duplicates dropped, joined with ``", "``.
@@ -191,6 +195,8 @@ def _joined(text: str, spans: list[tuple[int, int, str]]) -> str:
     for span in reversed(spans[:-1]):
         if span[1] > run[-1][0] or not _joins(text, span[1], run[-1][0]):
             break  # nested in the next one, or prose between them
+        if values_only and any(_RELATION.search(part[2]) for part in (span, run[-1])):
+            break
         run.append(span)
     return ", ".join(dict.fromkeys(span[2] for span in reversed(run)))
 
@@ -258,7 +264,7 @@ def _last_math(text: str) -> tuple[Extraction, int] | None:
     spans = _math_spans(text)
     if not spans:
         return None
-    return Extraction(_joined(text, spans), "last_math"), spans[-1][1]
+    return Extraction(_joined(text, spans, values_only=True), "last_math"), spans[-1][1]
 
 
 def _joins(text: str, start: int, end: int) -> bool:
