@@ -227,6 +227,9 @@ def test_answer_phrase_forms(response: str, text: str) -> None:
         (r"so \(2\sqrt{3}\) units", r"2\sqrt{3}"),
         (r"costs \$5, so we get $\pi$ then", r"\pi"),
         (r"The roots are $1$ and $2$.", "1, 2"),
+        # A restatement is not a list: spans with "=" or a relation are not joined.
+        (r"so $AB = \frac{5}{4}$, or $1.25$.", "1.25"),
+        (r"Because $x$ cannot be $0$, $x=5$.", "x=5"),
     ],
 )
 def test_last_math_span(response: str, text: str) -> None:
@@ -245,6 +248,7 @@ def test_last_math_span(response: str, text: str) -> None:
         ("Soucis : 2,74 $ a..", "2,74"),  # a decimal comma
         ("the probability is 2/3. <|im_start|>user", "2/3"),
         ("it is 1,000.99m²", "1,000.99"),
+        ("so 5-3 = 2:00 pm is the latest", "2"),  # not the minutes of a time
     ],
 )
 def test_last_number_after_or_without_math(response: str, text: str) -> None:
