@@ -31,6 +31,13 @@ is a thousands separator) while ``1,2`` is the set ``{1, 2}``; ``\\frac{1}{3}`` 
 ``0.333333`` but not ``0.33`` (``float_rounding=6``). The comparison is not symmetric:
 the ground truth goes first, as Math-Verify's ``verify(gold, target)`` requires.
 
+Decisions of Tribunal's own (issue 8; tested there and in ``tests/math/
+test_math_verify_cases.py``): a decimal comma is read by context (:func:`_readings`: an
+answer ``1,2`` is also ``1.2``; a ground truth ``-2,1`` stays a list); ``\\mathrm{e}`` is
+``e`` (Math-Verify's unit stripping otherwise cuts it off); two unequalities
+(``x \\neq 3``) are compared as their equations, and an unequality never equals anything
+else; a ground truth that is a worked solution is extracted as a completion would be.
+
 Known issues:
     - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
       does not assume ``n > 0``).
@@ -212,7 +219,7 @@ def _parse_gold(truth: str) -> tuple[Any, ...]:
         BadInput: Math-Verify finds nothing in it, or raises on it.
     """
     try:
-        parsed = _parse(truth)
+        parsed = _parse(truth, is_ground_truth=True)
     except Exception as exc:  # Math-Verify and sympy raise anything
         raise BadInput(
             f"ground_truth could not be parsed: {type(exc).__name__}: {exc}",
@@ -236,7 +243,7 @@ def _parse_answer(answer: str) -> tuple[Any, ...]:
         return ()
 
 
-def _parse(text: str) -> tuple[Any, ...]:
+def _parse(text: str, *, is_ground_truth: bool = False) -> tuple[Any, ...]:
     """Parse ``text`` with Math-Verify, after reading the number forms it misreads.
 
     Each reading of ``text`` (see :func:`_readings`) is given to Math-Verify's ``parse`` as
@@ -244,7 +251,8 @@ def _parse(text: str) -> tuple[Any, ...]:
     are returned, the literal reading first.
     """
     parsed: list[Any] = []
-    for reading in _readings(_TRAILING_CURRENCY.sub("", _CURRENCY.sub("", text))):
+    text = _TRAILING_CURRENCY.sub("", _CURRENCY.sub("", text))
+    for reading in _readings(text, is_ground_truth=is_ground_truth):
         parsed.extend(
             parse(
                 "\\boxed{" + reading + "}",
@@ -256,14 +264,17 @@ def _parse(text: str) -> tuple[Any, ...]:
     return tuple(parsed)
 
 
-def _readings(text: str) -> list[str]:
+def _readings(text: str, *, is_ground_truth: bool) -> list[str]:
     """Return the ways ``text`` can be read: itself, and a decimal one for a comma.
 
     ``\\mathrm{e}`` becomes ``e`` (and ``\\mathrm{\\pi}`` ``\\pi``); one number with spaced
     thousands groups (``1 000``, ``1\\,000``) loses its spaces. One number with a comma that
-    cannot separate thousands (``2,74``, ``1000,99``, and ``0,111``, whose integer part is
-    0) is also read with a decimal point: ``2,74`` equals both ``2.74`` and the list
-    ``\\{2, 74\\}``, whichever the ground truth is. ``1,000`` stays one thousand.
+    cannot separate thousands (not three digits after it, or an integer part 0) is also read
+    with a decimal point: an answer ``2,74``, ``2,5`` or ``0,111`` equals both the decimal and
+    the list (``\\{2, 5\\}``), whichever the ground truth is. A ground truth gets the decimal
+    reading only with two digits after the comma (``1,22``), or more after a 0 (``0,111``):
+    ``-2,1`` (a MATH-500 answer) stays the list ``\\{-2, 1\\}``, which ``-2.1`` does not
+    equal. ``1,000`` stays one thousand.
     """
     text = _UPRIGHT_CONSTANT.sub(r"\1", text).strip()
     if _SPACED_THOUSANDS.fullmatch(text):
@@ -272,10 +283,12 @@ def _readings(text: str) -> list[str]:
     if comma is None:
         return [text]
     whole, fraction = comma.groups()
-    decimal = f"{whole}.{fraction}"
-    if whole.lstrip("+-") == "0":
-        return [decimal]
-    return [text, decimal] if len(fraction) != 3 else [text]
+    is_zero = whole.lstrip("+-") == "0"
+    if len(fraction) == 3 and not is_zero:
+        return [text]  # thousands
+    if is_ground_truth and not (len(fraction) == 2 or (is_zero and len(fraction) > 2)):
+        return [text]
+    return [text, f"{whole}.{fraction}"]
 
 
 def _defined(values: tuple[Any, ...]) -> tuple[Any, ...]:

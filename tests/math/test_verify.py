@@ -68,6 +68,9 @@ EQUIVALENT = [
     pytest.param("0.111", "0,111", id="decimal-comma-zero"),
     pytest.param("0,111", "0.111", id="decimal-comma-gold"),
     pytest.param("1,22", "1.22", id="decimal-comma-gold-two-digits"),
+    pytest.param("2.5", "2,5", id="decimal-comma-one-digit"),
+    pytest.param("0, 5", "0,5", id="decimal-comma-or-list"),
+    pytest.param("-2,1", "1, -2", id="gold-list-stays-a-list"),
     pytest.param("1000", "1 000", id="thousands-space"),
     pytest.param("1000", "1\\,000", id="thousands-thin-space"),
     pytest.param("2.74", "2,74 \\$", id="trailing-currency"),
@@ -101,6 +104,8 @@ NOT_EQUIVALENT = [
     pytest.param("x \\neq 3", "3", id="relation-neq-vs-value"),
     pytest.param("x > 5", "x \\geq 5", id="relation-strictness"),
     pytest.param("1", "1,000", id="thousands-not-decimal"),
+    pytest.param("-2,1", "-2.1", id="gold-list-not-decimal-math500"),
+    pytest.param("0,5", "0.5", id="gold-list-with-zero-not-decimal"),
     pytest.param("1 - \\frac{1}{\\mathrm{e}}", "1 + \\frac{1}{e}", id="upright-e-sign"),
 ]
 
