@@ -80,6 +80,8 @@ _TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
 _NUMBER_THEN_WORDS = re.compile(
     r"((?:\\\$|\$)?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]+[A-Za-z]{3}[A-Za-z \t]*"
 )
+# Two plain words in a row ("the total"), not preceded by a backslash.
+_PROSE_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}[ \t]+[A-Za-z]{3,}")
 # ``$``, ``\\(`` or ``\\[`` left inside a ground truth once its outer ``$...$`` is stripped.
 _INNER_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[")
 # A constant written upright (``\\mathrm{e}``, ``\\text{e}``, ``\\mathrm{\\pi}``): Math-Verify's
@@ -170,17 +172,27 @@ def _ground_truth_text(ground_truth: str) -> str:
     """Return the answer inside ``ground_truth``.
 
     Its last ``\\boxed{}`` (several adjacent boxes as one list), else the text itself with
-    ``$`` stripped; a text that still holds math delimiters or several lines after that is
-    a worked solution, whose answer is extracted as a completion's would be.
+    ``$`` stripped; a worked solution (see :func:`_is_worked_solution`) has its answer
+    extracted as a completion's would be.
     """
     boxed = last_boxed(ground_truth)
     text = boxed.text if boxed is not None else clean_answer(ground_truth)
-    if boxed is None and (_INNER_DELIMITER.search(text) or "\n" in text):
+    if boxed is None and _is_worked_solution(text):
         extraction = extract_answer(ground_truth)
         text = extraction.text if extraction is not None else ""
     if not text:
         raise BadInput("ground_truth is empty", field="ground_truth")
     return text
+
+
+def _is_worked_solution(text: str) -> bool:
+    """Whether a ground truth is a solution rather than an answer: math delimiters inside,
+    a ``####`` line, or several lines of prose (a multi-line matrix is an answer)."""
+    return bool(
+        _INNER_DELIMITER.search(text)
+        or "####" in text
+        or ("\n" in text and _PROSE_WORDS.search(text))
+    )
 
 
 def _plain_number(text: str) -> Decimal | None:

@@ -176,6 +176,13 @@ def test_worked_solution_as_ground_truth_gives_its_answer() -> None:
     assert verify_answer("$\\boxed{28\\%}$", truth).extracted_ground_truth == "28 \\%"
     two_boxes = "$$\\boxed{2}, \\boxed{3}, \\boxed{5}$$"
     assert verify_answer("$\\{2, 3, 5\\}$", two_boxes).reward == 1.0
+    assert verify_answer("\\boxed{18}", "She pays 9 * 2 = 18.\n#### 18").reward == 1.0
+
+
+def test_multi_line_matrix_ground_truth_is_an_answer_not_a_solution() -> None:
+    truth = "\\begin{pmatrix}\n1 \\\\ 2\n\\end{pmatrix}"
+    score = verify_answer("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", truth)
+    assert (score.reward, score.extracted_ground_truth) == (1.0, truth)
 
 
 # Math-Verify's known false positives (anchors-services.md §8, Math-Verify issue #14, #41,
