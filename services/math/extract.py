@@ -19,7 +19,9 @@ two functions): :func:`extract_answer` returns the answer text and how it was fo
    as "$5 per day, and $" is a currency sign, not math), unless a bare number follows it.
 5. ``whole_response``: a completion that is one short line of math and nothing else
    (``\\frac{1}{3}``, ``x \\geq 5``): the whole of it.
-6. ``last_number``: the last bare number (``-1,234.5``, a decimal comma as in ``2,74``),
+6. ``final_equation``: the right-hand side of an ``x = ...`` that ends a completion after
+   prose ("Therefore x = \\sqrt{3}."), when it comes after the last math span.
+7. ``last_number``: the last bare number (``-1,234.5``, a decimal comma as in ``2,74``),
    if the config allows it.
 
 Every pattern is linear in the input: no two adjacent unbounded repeats that can match the
@@ -35,7 +37,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 ExtractionMethod = Literal[
-    "boxed", "fbox", "gsm8k_hash", "answer_phrase", "last_math", "whole_response", "last_number"
+    "boxed",
+    "fbox",
+    "gsm8k_hash",
+    "answer_phrase",
+    "last_math",
+    "whole_response",
+    "final_equation",
+    "last_number",
 ]
 
 _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
@@ -74,6 +83,11 @@ _TEXT_COMMAND = re.compile(
 _ONE_WORD = re.compile(r"[A-Za-z]{1,20}\.?")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:because|since|as|which|so)\b", re.IGNORECASE)
 _MAX_PHRASE_CHARS = 300
+# "x = <right-hand side>" at the end of the text: one variable (``x``, ``a_n``, ``y_{2}``)
+# after a space or punctuation, one "=", nothing but the right-hand side after it.
+_FINAL_EQUATION = re.compile(
+    r"(?<![^\s,:;(])[A-Za-z](?:_\{?\w{1,8}\}?)?[ \t]*=[ \t]*([^=\n]+?)[ \t]*[.!]?\Z"
+)
 _RELATION = re.compile(r"[=<>]|\\(?:[lg]eq?|[lg]t|neq?|approx|in)\b")
 _MAX_WHOLE_CHARS = 200
 _MAX_JOINER_CHARS = 120
@@ -119,12 +133,20 @@ def extract_answer(response: str, *, allow_last_number: bool = True) -> Extracti
     for found in (boxed, _after_hashes(response), phrase):
         if found is not None:
             return found[0]
-    number = _last_match(_LAST_NUMBER, response) if allow_last_number else None
+    return _unmarked_answer(response, allow_last_number=allow_last_number)
+
+
+def _unmarked_answer(response: str, *, allow_last_number: bool) -> Extraction | None:
+    """The answer of a completion without a box, ``####`` or answer phrase (methods 4-7)."""
     math = _last_math(response)
-    if math is not None and (number is None or number.start() < math[1]):
-        return math[0]
     if math is None and _is_whole_answer(response):
         return Extraction(clean_answer(response), "whole_response")
+    equation = _final_equation(response)
+    if equation is not None and (math is None or equation[1] >= math[1]):
+        return equation[0]
+    number = _last_match(_LAST_NUMBER, response) if allow_last_number else None
+    if math is not None and (number is None or number.start() < math[1]):
+        return math[0]
     return Extraction(number.group(), "last_number") if number is not None else None
 
 
@@ -300,6 +322,20 @@ def _math_spans(text: str) -> list[tuple[int, int, str]]:
 def _is_prose(text: str) -> bool:
     """Whether ``text`` has two plain words in a row outside ``\\text{}`` ("per day")."""
     return _PROSE.search(_TEXT_COMMAND.sub("", text)) is not None
+
+
+def _final_equation(text: str) -> tuple[Extraction, int] | None:
+    """Return the right-hand side of a ``x = ...`` that ends ``text`` after prose, and where
+    the equation starts ("Therefore x = \\sqrt{3}." gives ``\\sqrt{3}``)."""
+    text = text.rstrip()
+    line_start = max(text.rfind("\n") + 1, len(text) - _MAX_PHRASE_CHARS)
+    found = _FINAL_EQUATION.search(text, line_start)
+    if found is None:
+        return None
+    right = clean_answer(found.group(1))
+    if not right or _WORD.search(_TEXT_COMMAND.sub("", right)):
+        return None  # "x = 5 apples": words, not math
+    return Extraction(right, "final_equation"), found.start()
 
 
 def _is_whole_answer(text: str) -> bool:

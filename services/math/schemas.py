@@ -33,7 +33,8 @@ class MathItem(ScoreItem):
     response: str = Field(
         description="The completion; its final answer is its last \\boxed{} (adjacent boxes "
         "as one list), a GSM8K '#### N' line, 'The answer is ...', its last $...$ / \\(...\\) "
-        "/ \\[...\\] math, the whole of a one-line answer, or its last number."
+        "/ \\[...\\] math, the whole of a one-line answer, the right-hand side of a final "
+        "'x = ...', or its last number."
     )
     ground_truth: str = Field(
         min_length=1,
@@ -53,7 +54,7 @@ class MathDetails(BaseModel):
     extracted_ground_truth: str = Field(description="The ground truth as compared.")
     method: ScoreMethod = Field(
         description="How the answer was found: boxed, fbox, gsm8k_hash, answer_phrase, "
-        "last_math, whole_response, last_number, or none."
+        "last_math, whole_response, final_equation, last_number, or none."
     )
 
     @classmethod

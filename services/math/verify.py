@@ -107,8 +107,8 @@ class MathScore:
         extracted_ground_truth: The ground truth as compared (``\\boxed{}`` and ``$``
             stripped).
         method: How the answer was found (``boxed``, ``fbox``, ``gsm8k_hash``,
-            ``answer_phrase``, ``last_math``, ``whole_response``, ``last_number``), or
-            ``none``.
+            ``answer_phrase``, ``last_math``, ``whole_response``, ``final_equation``,
+            ``last_number``), or ``none``.
     """
 
     reward: float

@@ -260,3 +260,28 @@ def test_last_number_after_or_without_math(response: str, text: str) -> None:
 )
 def test_a_bare_line_of_math_is_the_whole_answer(response: str) -> None:
     assert extract_answer(response) == Extraction(response, "whole_response")
+
+
+@pytest.mark.parametrize(
+    ("response", "text"),
+    [
+        (r"Therefore x = \sqrt{3}.", r"\sqrt{3}"),
+        (r"Let $a$ be the side, so x = \frac{1}{2}", r"\frac{1}{2}"),
+        ("The n-th term is a_n = 2^n", "2^n"),
+    ],
+)
+def test_final_equation_after_prose(response: str, text: str) -> None:
+    assert extract_answer(response) == Extraction(text, "final_equation")
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("so x = 5 apples.", Extraction("5", "last_number")),  # words after "=": not math
+        ("she has 5 apples, so 2x = 10", Extraction("10", "last_number")),  # no lone variable
+        # A bare line is the whole answer: an equation stays an equation.
+        (r"y = -\frac12 x + 3/4", Extraction(r"y = -\frac12 x + 3/4", "whole_response")),
+    ],
+)
+def test_final_equation_needs_prose_and_a_variable(response: str, expected: Extraction) -> None:
+    assert extract_answer(response) == expected
