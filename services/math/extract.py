@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 ExtractionMethod = Literal[
@@ -101,10 +101,13 @@ class Extraction:
         text: The answer text, stripped of math delimiters (``$``), markdown bold and a
             trailing period; for ``boxed`` the content between the braces.
         method: How it was found (see the module docstring).
+        parts: For an answer joined from several boxes or math spans, each one's content
+            (``text`` is them joined with ``", "``); empty otherwise. Not compared.
     """
 
     text: str
     method: ExtractionMethod
+    parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def extract_answer(response: str, *, allow_last_number: bool = True) -> Extraction | None:
@@ -197,11 +200,12 @@ def _boxed_run(text: str) -> tuple[Extraction, int] | None:
         run.append((opening.start(), end + 1, content))
     if not run:
         return None
-    joined = ", ".join(dict.fromkeys(span[2] for span in reversed(run)))
-    return Extraction(joined, method), run[0][1]
+    return _joined_extraction([span[2] for span in reversed(run)], method), run[0][1]
 
 
-def _joined(text: str, spans: list[tuple[int, int, str]], *, values_only: bool = False) -> str:
+def _joined(
+    text: str, spans: list[tuple[int, int, str]], *, values_only: bool = False
+) -> list[str]:
     """Join the last of ``spans`` with those just before it that only separators divide.
 
     Args:
@@ -211,7 +215,7 @@ def _joined(text: str, spans: list[tuple[int, int, str]], *, values_only: bool =
             "$AB = \\frac{5}{4}$, or $1.25$" the second restates the first).
 
     Returns:
-        The contents of the run, duplicates dropped, joined with ``", "``.
+        The contents of the run, in order.
     """
     run = [spans[-1]]  # last first
     for span in reversed(spans[:-1]):
@@ -220,7 +224,7 @@ def _joined(text: str, spans: list[tuple[int, int, str]], *, values_only: bool =
         if values_only and any(_RELATION.search(part[2]) for part in (span, run[-1])):
             break
         run.append(span)
-    return ", ".join(dict.fromkeys(span[2] for span in reversed(run)))
+    return [span[2] for span in reversed(run)]
 
 
 def _match_braces(text: str, start: int) -> dict[int, int]:
@@ -268,7 +272,9 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
             if not _joins(phrase, run[-1][1], span[0]):
                 break
             run.append(span)
-        content = ", ".join(dict.fromkeys(span[2] for span in run))
+        if len(run) > 1:
+            return _joined_extraction([span[2] for span in run], "answer_phrase"), last.start()
+        content = run[0][2]
     else:
         content = clean_answer(_SENTENCE_END.split(phrase, maxsplit=1)[0])
     if _PROSE.search(content):
@@ -286,7 +292,14 @@ def _last_math(text: str) -> tuple[Extraction, int] | None:
     spans = _math_spans(text)
     if not spans:
         return None
-    return Extraction(_joined(text, spans, values_only=True), "last_math"), spans[-1][1]
+    run = _joined(text, spans, values_only=True)
+    return _joined_extraction(run, "last_math"), spans[-1][1]
+
+
+def _joined_extraction(contents: list[str], method: ExtractionMethod) -> Extraction:
+    """One answer made of several contents (duplicates dropped), with its parts."""
+    parts = tuple(dict.fromkeys(contents))
+    return Extraction(", ".join(parts), method, parts if len(parts) > 1 else ())
 
 
 def _joins(text: str, start: int, end: int) -> bool:

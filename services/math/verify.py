@@ -64,7 +64,13 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 
 from tribunal.core.errors import BadInput, InternalError
 from tribunal.math.config import MathConfig
-from tribunal.math.extract import ExtractionMethod, clean_answer, extract_answer, last_boxed
+from tribunal.math.extract import (
+    Extraction,
+    ExtractionMethod,
+    clean_answer,
+    extract_answer,
+    last_boxed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +149,9 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
         'gsm8k_hash'
     """
     config = config or MathConfig()
-    truth = _ground_truth_text(ground_truth)
+    truth, truth_parts = _ground_truth_text(ground_truth)
     truth_number = _plain_number(truth) if config.allow_fast_path else None
-    gold = None if truth_number is not None else _parse_gold(truth)
+    gold = None if truth_number is not None else _parse_gold(truth, truth_parts)
 
     extraction = extract_answer(response, allow_last_number=config.allow_last_number)
     if extraction is None:
@@ -162,27 +168,30 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
             same = _numbers_equal(truth_number, answer_number, config.float_rounding)
             if same is not None:
                 return MathScore(float(same), answer, truth, method)
-        gold = _parse_gold(truth)
+        gold = _parse_gold(truth, truth_parts)
     assert gold is not None  # parsed above unless the fast path could answer
-    same = _equivalent(gold, _parse_answer(compared), config)
+    same = _equivalent(gold, _parse_answer(compared, extraction.parts), config)
     return MathScore(1.0 if same else 0.0, answer, truth, method)
 
 
-def _ground_truth_text(ground_truth: str) -> str:
+def _ground_truth_text(ground_truth: str) -> tuple[str, tuple[str, ...]]:
     """Return the answer inside ``ground_truth``.
 
     Its last ``\\boxed{}`` (several adjacent boxes as one list), else the text itself with
     ``$`` stripped; a worked solution (see :func:`_is_worked_solution`) has its answer
     extracted as a completion's would be.
+
+    Returns:
+        The answer text, and its parts when it was joined from several boxes or spans.
     """
-    boxed = last_boxed(ground_truth)
-    text = boxed.text if boxed is not None else clean_answer(ground_truth)
-    if boxed is None and _is_worked_solution(text):
-        extraction = extract_answer(ground_truth)
-        text = extraction.text if extraction is not None else ""
-    if not text:
+    found = last_boxed(ground_truth)
+    if found is None and _is_worked_solution(clean_answer(ground_truth)):
+        found = extract_answer(ground_truth)
+    elif found is None:
+        found = Extraction(clean_answer(ground_truth), "whole_response")
+    if found is None or not found.text:
         raise BadInput("ground_truth is empty", field="ground_truth")
-    return text
+    return found.text, found.parts
 
 
 def _is_worked_solution(text: str) -> bool:
@@ -224,14 +233,16 @@ def _numbers_equal(gold: Decimal, answer: Decimal, float_rounding: int) -> bool 
 
 
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _parse_gold(truth: str) -> tuple[Any, ...]:
+def _parse_gold(truth: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Parse a ground truth with Math-Verify; cached (a group shares its ground truth).
+
+    ``parts``: the answers a joined ground truth is made of (:func:`_parse_joined`).
 
     Raises:
         BadInput: Math-Verify finds nothing in it, or raises on it.
     """
     try:
-        parsed = _parse(truth, is_ground_truth=True)
+        parsed = _parse_joined(parts, True) if parts else _parse(truth, is_ground_truth=True)
     except Exception as exc:  # Math-Verify and sympy raise anything
         raise BadInput(
             f"ground_truth could not be parsed: {type(exc).__name__}: {exc}",
@@ -246,13 +257,37 @@ def _parse_gold(truth: str) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _parse_answer(answer: str) -> tuple[Any, ...]:
+def _parse_answer(answer: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Parse a completion's answer; an error is the completion's fault (empty: reward 0)."""
     try:
-        return _defined(_parse(answer))
+        return _defined(_parse_joined(parts, False) if parts else _parse(answer))
     except Exception:  # Math-Verify and sympy raise anything on arbitrary model text
         logger.debug("answer could not be parsed: %.200r", answer, exc_info=True)
         return ()
+
+
+def _parse_joined(parts: tuple[str, ...], is_ground_truth: bool) -> tuple[Any, ...]:
+    """Parse an answer joined from several boxes or spans as the set of its parts.
+
+    Each part is parsed on its own, as Math-Verify does for boxes it joins (``extract_latex``
+    in its ``parser.py``): parsing the joined text would let its unit stripping keep only
+    the first part (``\\boxed{5.4 \\text{ cents}} or \\boxed{6.4 \\text{ cents}}`` read as
+    ``5.4``). A part that does not parse makes the whole answer unparsed.
+
+    Returns:
+        ``(FiniteSet of the parts' values, the joined text)``, or ``()``.
+    """
+    values: list[Any] = []
+    for part in parts:
+        parsed = [
+            v
+            for v in _defined(_parse(part, is_ground_truth=is_ground_truth))
+            if isinstance(v, sympy.Basic)
+        ]
+        if not parsed:
+            return ()
+        values.extend(parsed[0].args if isinstance(parsed[0], sympy.FiniteSet) else parsed[:1])
+    return (sympy.FiniteSet(*values), ", ".join(parts))
 
 
 def _parse(text: str, *, is_ground_truth: bool = False) -> tuple[Any, ...]:

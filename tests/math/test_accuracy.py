@@ -121,3 +121,29 @@ def test_math500_wrong_sign_answers_are_rejected(pool: ProcessPoolExecutor) -> N
     assert len(truths) == 493
     scores = _score(pool, [f"\\boxed{{{f}}}" for f in flipped], truths)
     assert [s.extracted_answer for s in scores if s.reward != 0.0] == []
+
+
+def test_math500_wrong_answers_in_every_form_are_rejected(pool: ProcessPoolExecutor) -> None:
+    # The off-by-one answer written without a box, and hedged: the right answer beside the
+    # wrong one, as two boxes or two math spans. A hedge is a list, which never equals one
+    # value: each part is parsed on its own, so Math-Verify's unit stripping cannot keep
+    # only the first part ("\boxed{5.4 \text{ cents}} or \boxed{6.4 \text{ cents}}").
+    truths, responses = [], []
+    for row in _rows(MATH500):
+        answer = str(row["answer"])
+        digits = re.search(r"\d+", answer)
+        if digits is None:
+            continue
+        wrong = answer[: digits.start()] + str(int(digits.group()) + 1) + answer[digits.end() :]
+        forms = [
+            f"So we get ${wrong}$.",
+            wrong,
+            f"Therefore x = {wrong}.",
+            f"The roots are ${answer}$ and ${wrong}$.",
+            f"\\boxed{{{answer}}} or \\boxed{{{wrong}}}",
+        ]
+        truths += [answer] * len(forms)
+        responses += forms
+    assert len(responses) == 5 * 489
+    scores = _score(pool, responses, truths)
+    assert [s.extracted_answer for s in scores if s.reward != 0.0] == []

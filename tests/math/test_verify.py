@@ -349,3 +349,18 @@ def test_public_surface() -> None:
     ]
     for name in tribunal.math.__all__:
         assert getattr(tribunal.math, name) is not None
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "\\boxed{5.4 \\text{ cents}} or \\boxed{6.4 \\text{ cents}}",
+        "The price is $5.4 \\text{ cents}$ or $6.4 \\text{ cents}$.",
+        "\\boxed{3} or \\boxed{4}",
+    ],
+)
+def test_a_hedge_of_several_answers_is_a_list_not_its_first_part(response: str) -> None:
+    # Parsed whole, "5.4 \text{ cents}, 6.4 \text{ cents}" is 5.4 (Math-Verify's unit
+    # stripping drops the rest); each part is parsed on its own instead.
+    gold = "3" if "\\boxed{3}" in response else "5.4 \\text{ cents}"
+    assert verify_answer(response, gold).reward == 0.0
