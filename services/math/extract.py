@@ -91,6 +91,8 @@ _FINAL_EQUATION = re.compile(
 _RELATION = re.compile(r"[=<>]|\\(?:[lg]eq?|[lg]t|neq?|approx|in)\b")
 _MAX_WHOLE_CHARS = 200
 _MAX_JOINER_CHARS = 120
+# At most this many boxes or spans make one answer (a longer run is cut, keeping the last).
+_MAX_PARTS = 64
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,8 @@ def _boxed_run(text: str) -> tuple[Extraction, int] | None:
     run: list[tuple[int, int, str]] = []  # (start, end, content), last box first
     method: ExtractionMethod = "boxed"
     for opening in reversed(openings):
+        if len(run) == _MAX_PARTS:
+            break
         brace = opening.end() - 1
         end = closing.get(brace)
         if end is None or (run and end > run[-1][0]):
@@ -219,7 +223,7 @@ def _joined(
     """
     run = [spans[-1]]  # last first
     for span in reversed(spans[:-1]):
-        if span[1] > run[-1][0] or not _joins(text, span[1], run[-1][0]):
+        if len(run) == _MAX_PARTS or span[1] > run[-1][0] or not _joins(text, span[1], run[-1][0]):
             break  # nested in the next one, or prose between them
         if values_only and any(_RELATION.search(part[2]) for part in (span, run[-1])):
             break
@@ -269,7 +273,7 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
     if spans:  # the first math of the phrase, with the spans that continue it
         run = [spans[0]]
         for span in spans[1:]:
-            if not _joins(phrase, run[-1][1], span[0]):
+            if len(run) == _MAX_PARTS or not _joins(phrase, run[-1][1], span[0]):
                 break
             run.append(span)
         if len(run) > 1:
@@ -289,7 +293,7 @@ def _last_math(text: str) -> tuple[Extraction, int] | None:
 
     Spans that only separators divide (``$1$ and $2$``) are one answer, joined as boxes are.
     """
-    spans = _math_spans(text)
+    spans = _math_spans(text, last=_MAX_PARTS)
     if not spans:
         return None
     run = _joined(text, spans, values_only=True)
@@ -307,29 +311,33 @@ def _joins(text: str, start: int, end: int) -> bool:
     return end - start <= _MAX_JOINER_CHARS and _BOX_JOINER.fullmatch(text, start, end) is not None
 
 
-def _math_spans(text: str) -> list[tuple[int, int, str]]:
+def _math_spans(text: str, *, last: int | None = None) -> list[tuple[int, int, str]]:
     """Return ``(start, end, content)`` of the math spans of ``text``, in order.
 
     One left-to-right pass pairs the delimiters (``\\$`` is a dollar sign). Inline spans
     (``$``, ``\\(``) do not cross a line; a span whose content reads as prose is a pair of
-    currency signs and is skipped, as is an empty one.
+    currency signs and is skipped, as is an empty one. ``last``: only the last that many
+    spans are read (from the end), so that a long text of spans costs little more than the
+    pairing pass.
     """
-    spans: list[tuple[int, int, str]] = []
+    paired: list[tuple[int, int, int, int]] = []  # span start, content start, end, span end
     opener: re.Match[str] | None = None
     for token in _MATH_DELIMITER.finditer(text):
-        delimiter = token.group()
         if opener is None:
-            opener = token if delimiter in _CLOSERS else None
-            continue
-        if delimiter != _CLOSERS[opener.group()]:
-            continue
-        content = text[opener.end() : token.start()]
-        inline = opener.group() in ("$", "\\(")
-        start, opener = opener.start(), None
+            opener = token if token.group() in _CLOSERS else None
+        elif token.group() == _CLOSERS[opener.group()]:
+            paired.append((opener.start(), opener.end(), token.start(), token.end()))
+            opener = None
+    spans: list[tuple[int, int, str]] = []
+    for start, content_start, content_end, end in reversed(paired):
+        if last is not None and len(spans) == last:
+            break
+        content = text[content_start:content_end]
+        inline = text[start:content_start] in ("$", "\\(")
         cleaned = clean_answer(content)
         if cleaned and not (inline and "\n" in content) and not _is_prose(cleaned):
-            spans.append((start, token.end(), cleaned))
-    return spans
+            spans.append((start, end, cleaned))
+    return spans[::-1]
 
 
 def _is_prose(text: str) -> bool:

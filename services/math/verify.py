@@ -86,6 +86,8 @@ _TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
 _NUMBER_THEN_WORDS = re.compile(
     r"((?:\\\$|\$)?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]+[A-Za-z]{3}[A-Za-z \t]*"
 )
+# A unit or word in text mode, which Math-Verify's unit stripping cuts off with what follows.
+_UNIT_COMMAND = re.compile(r"\\(?:text|textbf|textnormal|mbox|mathrm)\s*\{")
 # Two plain words in a row ("the total"), not preceded by a backslash.
 _PROSE_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}[ \t]+[A-Za-z]{3,}")
 # ``$``, ``\\(`` or ``\\[`` left inside a ground truth once its outer ``$...$`` is stripped.
@@ -242,6 +244,7 @@ def _parse_gold(truth: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
         BadInput: Math-Verify finds nothing in it, or raises on it.
     """
     try:
+        parts = parts or _unit_list_parts(truth)
         parsed = _parse_joined(parts, True) if parts else _parse(truth, is_ground_truth=True)
     except Exception as exc:  # Math-Verify and sympy raise anything
         raise BadInput(
@@ -260,10 +263,35 @@ def _parse_gold(truth: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
 def _parse_answer(answer: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Parse a completion's answer; an error is the completion's fault (empty: reward 0)."""
     try:
+        parts = parts or _unit_list_parts(answer)
         return _defined(_parse_joined(parts, False) if parts else _parse(answer))
     except Exception:  # Math-Verify and sympy raise anything on arbitrary model text
         logger.debug("answer could not be parsed: %.200r", answer, exc_info=True)
         return ()
+
+
+def _unit_list_parts(text: str) -> tuple[str, ...]:
+    """Split a list whose items carry units (``5.4 \\text{ cents}, 6.4 \\text{ cents}``) into
+    its items, or return ``()``.
+
+    Math-Verify's unit stripping keeps what comes before the first unit and drops the rest,
+    so such a list would read as its first item and equal it. The list is split at its
+    top-level commas (not inside brackets or braces, not between digits as in ``1,000``).
+    """
+    if _UNIT_COMMAND.search(text) is None:
+        return ()
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            between_digits = (
+                text[index - 1 : index].isdigit() and text[index + 1 : index + 2].isdigit()
+            )
+            if not between_digits:
+                parts.append(text[start:index].strip())
+                start = index + 1
+    parts.append(text[start:].strip())
+    return tuple(parts) if len(parts) > 1 and all(parts) else ()
 
 
 def _parse_joined(parts: tuple[str, ...], is_ground_truth: bool) -> tuple[Any, ...]:

@@ -179,6 +179,12 @@ def test_worked_solution_as_ground_truth_gives_its_answer() -> None:
     assert verify_answer("\\boxed{18}", "She pays 9 * 2 = 18.\n#### 18").reward == 1.0
 
 
+def test_a_list_with_units_equals_the_same_list() -> None:
+    truth = "5 \\text{ cm}, 6 \\text{ cm}"
+    assert verify_answer("\\boxed{6 \\text{ cm}, 5 \\text{ cm}}", truth).reward == 1.0
+    assert verify_answer("\\boxed{1,000 \\text{ cm}}", "1000").reward == 1.0  # not a list
+
+
 def test_multi_line_matrix_ground_truth_is_an_answer_not_a_solution() -> None:
     truth = "\\begin{pmatrix}\n1 \\\\ 2\n\\end{pmatrix}"
     score = verify_answer("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", truth)
@@ -357,6 +363,7 @@ def test_public_surface() -> None:
         "\\boxed{5.4 \\text{ cents}} or \\boxed{6.4 \\text{ cents}}",
         "The price is $5.4 \\text{ cents}$ or $6.4 \\text{ cents}$.",
         "\\boxed{3} or \\boxed{4}",
+        "\\boxed{5.4 \\text{ cents}, 6.4 \\text{ cents}}",  # one box, a list with units
     ],
 )
 def test_a_hedge_of_several_answers_is_a_list_not_its_first_part(response: str) -> None:
