@@ -7,8 +7,9 @@ two functions): :func:`extract_answer` returns the answer text and how it was fo
 1. ``boxed`` / ``fbox``: the last ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed {..}`` too),
    with nested braces; an unclosed one is skipped. Boxes written one after the other with
    only separators between them (``,``, ``and``, ``\\quad``, ``\\text{ and }``, ``x =``)
-   are one answer, joined as a list: ``\\boxed{1}, \\boxed{2}`` is ``1, 2``. A box after
-   prose ("wrong; redo: \\boxed{4}") starts a new answer: the last box still wins.
+   are one answer, joined as a list (at most 64 parts, the last ones): ``\\boxed{1},
+   \\boxed{2}`` is ``1, 2``. A box after prose ("wrong; redo: \\boxed{4}") starts a new
+   answer: the last box still wins. A final-answer phrase after the last box wins over it.
 2. ``gsm8k_hash``: the rest of the line after the last ``####`` (GSM8K solutions).
 3. ``answer_phrase``: after the last "The answer is", "Final answer:" or a line starting
    with "Answer:"; the first ``$...$`` / ``\\(...\\)`` in it, else the words after its

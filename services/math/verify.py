@@ -36,7 +36,9 @@ test_math_verify_cases.py``): a decimal comma is read by context (:func:`_readin
 answer ``1,2`` is also ``1.2``; a ground truth ``-2,1`` stays a list); ``\\mathrm{e}`` is
 ``e`` (Math-Verify's unit stripping otherwise cuts it off); two unequalities
 (``x \\neq 3``) are compared as their equations, and an unequality never equals anything
-else; a ground truth that is a worked solution is extracted as a completion would be.
+else; a ground truth that is a worked solution is extracted as a completion would be; an
+answer joined from several boxes or spans, or a list whose items carry units, is the set
+of its items, each parsed on its own (a hedge never equals one of its items).
 
 Known issues:
     - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
