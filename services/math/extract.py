@@ -12,9 +12,9 @@ two functions): :func:`extract_answer` returns the answer text and how it was fo
    answer: the last box still wins. A final-answer phrase after the last box wins over it.
 2. ``gsm8k_hash``: the rest of the line after the last ``####`` (GSM8K solutions).
 3. ``answer_phrase``: after the last "The answer is", "Final answer:" or a line starting
-   with "Answer:"; the first ``$...$`` / ``\\(...\\)`` in it, else the words after its
-   last "is" ("Final Answer: The largest $n$ is 34."), else the text up to the end of the
-   sentence.
+   with "Answer:", and after a subject's "is" in it ("Final Answer: The largest $n$ is
+   34."): its first math (with the spans that continue it, ``$12$ and $13$``), else the
+   text up to the end of the sentence, or that sentence's one number if it is prose.
 4. ``last_math``: the last display or inline math (``$...$``, ``$$...$$``, ``\\(...\\)``,
    ``\\[...\\]``; inline math does not cross a line, and a ``$`` span holding prose such
    as "$5 per day, and $" is a currency sign, not math), unless a bare number follows it.
