@@ -70,9 +70,9 @@ def ours(response: str, ground_truth: str, options: dict[str, Any]) -> bool | st
 
     try:
         with guard(GUARD_S):
-            return verify_answer(response, ground_truth, MathConfig(**options)).reward == 1.0
+            return bool(verify_answer(response, ground_truth, MathConfig(**options)).reward == 1.0)
     except TribunalError as exc:
-        return exc.code
+        return str(exc.code)
     except CaseTimeout:
         return "timeout"
 
