@@ -2,7 +2,7 @@
 
 Starts, as subprocesses on free ports: a throwaway ``redis-server`` (no persistence; or the
 Redis of ``--redis-url``, under a unique key prefix), the fake OpenAI-compatible judge
-(``tribunal.judge.testing.fake_openai``: each call holds one of ``cap`` slots for
+(``tribunal.llm.testing.fake_openai``: each call holds one of ``cap`` slots for
 ``latency_ms``, like vLLM with ``--max-num-seqs cap``), and, once per rubrics-per-call k, the
 judge API (``tribunal api judge``) and one judge worker (``tribunal worker judge``). After a
 small warm-up it queues every verdict first (``POST /v1/jobs``, at most ``http_concurrency``
@@ -173,7 +173,7 @@ def start_redis(processes: Processes, given_url: str | None) -> str:
 def start_fake_judge(processes: Processes, latency_ms: float, cap: int) -> str:
     """Start the fake OpenAI-compatible judge; return its base URL (``.../v1``)."""
     port = free_port()
-    argv = [sys.executable, "-m", "tribunal.judge.testing.fake_openai", "--port", str(port)]
+    argv = [sys.executable, "-m", "tribunal.llm.testing.fake_openai", "--port", str(port)]
     processes.start("fake_judge", [*argv, "--latency-ms", f"{latency_ms:g}", "--cap", str(cap)])
     wait_until(f"http://127.0.0.1:{port}/stats", processes, timeout_s=30)
     return f"http://127.0.0.1:{port}/v1"

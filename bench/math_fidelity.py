@@ -20,7 +20,6 @@ Everything runs in this process, one case at a time, under a 10 s guard per case
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sys
@@ -30,8 +29,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import DATA, ROOT  # DATA: $TRIBUNAL_DATA_DIR, default ../shared/data
 
 CASES = ROOT / "tests" / "math" / "cases" / "math_verify.jsonl"
 GUARD_S = 10
@@ -56,11 +56,6 @@ def guard(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def data_dir() -> Path:
-    """``$TRIBUNAL_DATA_DIR``, or ``../shared/data`` beside the repository."""
-    return Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
 def ours(response: str, ground_truth: str, options: dict[str, Any]) -> bool | str:
@@ -157,7 +152,7 @@ def gold_solutions() -> dict[str, Any]:
     its ``#### N`` line and ``<<...>>`` calculator notes, MATH-500 with its last
     ``\\boxed{X}`` replaced by ``X``, as a model that does not box its answer writes.
     """
-    math_dir = data_dir() / "math"
+    math_dir = DATA / "math"
     gsm8k_path, math500_path = math_dir / "gsm8k_test.jsonl", math_dir / "math500_test.jsonl"
     if not (gsm8k_path.exists() and math500_path.exists()):
         return {"skipped": f"no GSM8K / MATH-500 data under {math_dir} (set TRIBUNAL_DATA_DIR)"}

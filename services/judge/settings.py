@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from tribunal.core.settings import CoreSettings
-from tribunal.judge.config import Aggregation, BackendConfig, JudgeConfig, StructuredOutput
+from tribunal.judge.config import Aggregation, JudgeConfig
+from tribunal.llm.config import BackendConfig, StructuredOutput
 
 DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
 """The judge model the compose stack serves when ``TRIBUNAL_JUDGE_MODEL`` is not set."""

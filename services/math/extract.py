@@ -47,6 +47,10 @@ ExtractionMethod = Literal[
     "final_equation",
     "last_number",
 ]
+"""Where the final answer was found."""
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
 
 _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace: the tokens of brace matching.

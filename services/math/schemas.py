@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.core.envelope import ScoreItem
-from tribunal.math.verify import MathScore, ScoreMethod
+from tribunal.math.extract import ScoreMethod
+
+if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
+    from tribunal.math.verify import MathScore
 
 
 class MathOptions(BaseModel):

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from itertools import product
-from typing import Any, Literal
+from typing import Any
 
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -68,15 +68,13 @@ from tribunal.core.errors import BadInput, InternalError
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
-    ExtractionMethod,
+    ScoreMethod,
     clean_answer,
     extract_answer,
     last_boxed,
 )
 
 logger = logging.getLogger(__name__)
-
-ScoreMethod = ExtractionMethod | Literal["none"]
 
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")

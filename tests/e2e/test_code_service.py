@@ -64,7 +64,7 @@ def test_score_run_and_hostile_neighbours(
         }
         for i, code in enumerate(hacks)
     ]
-    with running.client(timeout_s=120) as client:
+    with running.http(timeout_s=120) as client:
         with ThreadPoolExecutor(4) as pool:
             responses = list(
                 pool.map(lambda item: client.post("/v1/code/score", json={"items": [item]}), items)

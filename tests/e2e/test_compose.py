@@ -68,7 +68,7 @@ def test_ports_and_images_agree_with_the_services() -> None:
     from tribunal.core.registry import load_service
 
     services = compose()["services"]
-    for name in ("math", "code", "judge"):
+    for name in ("math", "code", "judge", "citation"):
         container_port = services[name]["ports"][0].rsplit(":", 1)[1]
         assert int(container_port) == load_service(name).port
         assert services[name]["command"] == ["tribunal", "api", name]
@@ -112,7 +112,7 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             started.append(
                 start_process(tribunal_argv(service["command"]), env, tmp_path / f"{name}.log")
             )
-        for name in ("math", "code", "judge"):
+        for name in ("math", "code", "judge", "citation"):
             wait_ready(f"http://127.0.0.1:{ports[name]}", 60, {})
             check = [interpolate(part) for part in services[name]["healthcheck"]["test"][1:]]
             env = {**os.environ, f"TRIBUNAL_{name.upper()}_PORT": str(ports[name])}

@@ -31,12 +31,13 @@ def curl_commands() -> list[str]:
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
-    ports = {"8101": str(free_port()), "8102": str(free_port()), "8103": str(free_port())}
+    ports = {port: str(free_port()) for port in ("8101", "8102", "8103", "8104")}
     env = {
         **os.environ,
         "TRIBUNAL_MATH_PORT": ports["8101"],
         "TRIBUNAL_CODE_PORT": ports["8102"],
         "TRIBUNAL_JUDGE_PORT": ports["8103"],
+        "TRIBUNAL_CITATION_PORT": ports["8104"],
         "TRIBUNAL_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
         "TRIBUNAL_KEY_PREFIX": key_prefix,
     }
@@ -69,7 +70,7 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             answer = json.loads(run.stdout)
             job_id = answer.get("job_id", job_id)
             answers.append(answer)
-        math, job, polled, code, run, judge, error = answers
+        math, job, polled, code, run, judge, citation, error = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
         assert job["created"] is True
@@ -78,6 +79,8 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         assert run["stdout"] == "45\n" and run["exit_code"] == 0 and run["verdict"] == "accepted"
         assert judge["results"][0]["error"]["code"] == "backend_unavailable"
         assert error["error"]["field"] == "items.0.ground_truth"
+        cited = citation["results"][0]
+        assert cited["reward"] == pytest.approx(5 / 6) and cited["details"]["precision"] == 0.75
     finally:
         stop_process(up)
         print((tmp_path / "up.log").read_text())

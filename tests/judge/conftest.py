@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tribunal.judge.config import BackendConfig, JudgeConfig
-from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.judge.config import JudgeConfig
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.config import BackendConfig
+from tribunal.llm.testing import FakeOpenAIServer
 
 VerifierFactory = Callable[..., JudgeVerifier]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA as SHARED_DATA
 from tribunal.math import MathScore, verify_answer
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data")) / "math"
+DATA = SHARED_DATA / "math"
 GSM8K = DATA / "gsm8k_test.jsonl"
 MATH500 = DATA / "math500_test.jsonl"
 
