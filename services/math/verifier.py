@@ -19,7 +19,7 @@ from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import verify_answer
 
-VERSION = "1"
+VERSION = "2"
 """Bump when the same input could get a different reward."""
 
 
