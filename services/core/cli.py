@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.settings import CoreSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
     from tribunal.core.service import ServiceSpec
+    from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
@@ -32,8 +32,7 @@ def _spec(name: str) -> ServiceSpec:
 
 
 def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
-    port: int = getattr(settings, f"{spec.name}_port", spec.port)
-    return port
+    return spec.port_of(settings)
 
 
 def _setup_logging(settings: CoreSettings) -> None:
@@ -76,8 +75,10 @@ def worker(service: ServiceArg) -> None:
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
+        from tribunal.core.supervisor import EXIT_REFUSED
+
         typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_REFUSED) from exc
 
 
 @app.command()
@@ -129,6 +130,7 @@ def up(
     workers in-process on the embedded queue. Ctrl-C stops everything.
     """
     from tribunal.core.registry import available_services
+    from tribunal.core.settings import CoreSettings
     from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()

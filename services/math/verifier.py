@@ -7,34 +7,20 @@ the batch go on in the other processes.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any, cast
+from typing import Any
 
 from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BadInput, InternalError, TribunalError
+from tribunal.core.errors import InternalError
 from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
+from tribunal.core.verifier import score_each
 from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathDetails, MathItem
-from tribunal.math.verify import MathScore, verify_answer
+from tribunal.math.verify import verify_answer
 
-VERSION = "1"
+VERSION = "2"
 """Bump when the same input could get a different reward."""
-
-_ERRORS: dict[str, type[TribunalError]] = {"bad_input": BadInput, "internal_error": InternalError}
-
-
-def verify_in_process(
-    response: str, ground_truth: str, config: MathConfig
-) -> MathScore | tuple[str, str, str | None]:
-    """Run ``verify_answer`` in a pool process; a ``TribunalError`` comes back as a tuple
-    ``(code, message, field)`` because its keyword-only fields do not survive pickling."""
-    try:
-        return verify_answer(response, ground_truth, config)
-    except TribunalError as exc:
-        return (exc.code, exc.message, exc.field)
 
 
 class MathVerifier:
@@ -58,7 +44,7 @@ class MathVerifier:
 
     def config_hash(self) -> str:
         """Hash of the comparison settings (the deadline and process count move no reward)."""
-        return config_hash(asdict(self.config))
+        return config_hash(self.config.as_dict())
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """The response, ground truth and options decide the reward."""
@@ -76,7 +62,7 @@ class MathVerifier:
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Verify every item concurrently, each under the deadline."""
-        return list(await asyncio.gather(*(self._score_one(cast(MathItem, i)) for i in items)))
+        return await score_each(items, MathItem, self._score_one)
 
     async def _score_one(self, item: MathItem) -> ItemOutcome:
         if self._pool is None:
@@ -86,18 +72,9 @@ class MathVerifier:
             config = config.merged(
                 float_rounding=item.options.float_rounding, strict=item.options.strict
             )
-        try:
-            answer = await self._pool.run(
-                verify_in_process,
-                item.response,
-                item.ground_truth,
-                config,
-                timeout_s=self.timeout_s,
-            )
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        if isinstance(answer, tuple):
-            code, message, field = answer
-            return ItemOutcome.failed(_ERRORS.get(code, InternalError)(message, field=field))
+        # A BadInput raised in the pool process comes back pickled, as the same error.
+        answer = await self._pool.run(
+            verify_answer, item.response, item.ground_truth, config, timeout_s=self.timeout_s
+        )
         details = MathDetails.from_score(answer).model_dump()
         return ItemOutcome(reward=answer.reward, details=details)

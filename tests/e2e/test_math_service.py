@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import DATA, RedisServer, RunningService
+from tribunal.client import SyncTribunalClient
 
 pytestmark = pytest.mark.e2e
 
@@ -68,19 +69,16 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
     )
     running = service("math", workers=2, env=env)
     items = [{"id": f"q{i}", **item} for i, item in enumerate(math500(500) * 2)]
-    with running.http() as client:
-        job_id = client.post("/v1/jobs", json={"verifier": "math", "items": items}).json()["job_id"]
-        while client.get(f"/v1/jobs/{job_id}").json()["completed"] < 40:
+    with SyncTribunalClient(running.base_url) as client:
+        job_id = client.submit("math", items)
+        while client.job(job_id).completed < 40:
             time.sleep(0.02)
         victim = running.processes["worker0"]
         os.killpg(victim.pid, signal.SIGKILL)  # the worker and its verification processes
         victim.wait()
-        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 60}).json()
-    assert state["status"] == "done", state["completed"]
-    assert [r["id"] for r in state["results"]] == [item["id"] for item in items]
-    assert all(r["reward"] == 1.0 for r in state["results"]), [
-        r for r in state["results"] if r["reward"] != 1.0
-    ][:3]
+        results = client.wait(job_id, timeout_s=60)
+    assert [r.id for r in results] == [item["id"] for item in items]
+    assert all(r.reward == 1.0 for r in results), [r for r in results if r.reward != 1.0][:3]
 
 
 def test_redis_down_gives_503_and_the_service_recovers(

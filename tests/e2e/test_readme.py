@@ -76,13 +76,17 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             answer = json.loads(run.stdout)
             job_id = answer.get("job_id", job_id)
             answers.append(answer)
-        math, job, polled, code, run, judge, citation, error, mixed, specs, openrlhf = answers
+        math, job, polled, code, run, raw, judge, citation, error, mixed, specs, openrlhf = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
         assert job["created"] is True
         assert polled["status"] == "done" and [r["reward"] for r in polled["results"]] == [1.0, 1.0]
         assert code["results"][0]["reward"] == 1.0 and code["results"][0]["details"]["all_passed"]
         assert run["stdout"] == "45\n" and run["exit_code"] == 0 and run["verdict"] == "accepted"
+        assert raw["results"][0]["reward"] == 1.0
+        assert (
+            raw["results"][0]["details"]["extracted_code"] == "def add(a, b):\n    return a + b\n"
+        )
         assert judge["results"][0]["error"]["code"] == "backend_unavailable"
         assert error["error"]["field"] == "items.0.ground_truth"
         cited = citation["results"][0]
