@@ -28,13 +28,13 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
 
     def client() -> ClientVerifiers:
         return ClientVerifiers(
-            settings.verifier_urls(),
-            settings.gateway_timeout_s,
+            settings.gateway.verifier_urls(),
+            settings.gateway.timeout_s,
             settings.api_key_value,
-            max_retries=settings.gateway_retries,
+            max_retries=settings.gateway.retries,
         )
 
-    return [GatewayVerifier(settings.load_specs(), client)]
+    return [GatewayVerifier(settings.gateway.load_specs(), client)]
 
 
 def routers() -> Sequence[APIRouter]:
@@ -46,7 +46,7 @@ def routers() -> Sequence[APIRouter]:
 
 def startup_hint(settings: GatewaySettings) -> str | None:
     """Where the gateway sends each verifier's items."""
-    urls = ", ".join(f"{name} {url}" for name, url in settings.verifier_urls().items())
+    urls = ", ".join(f"{name} {url}" for name, url in settings.gateway.verifier_urls().items())
     return f"verifiers at {urls} (TRIBUNAL_GATEWAY_<VERIFIER>_URL)"
 
 

@@ -170,7 +170,7 @@ async def get_reward(
     body: GetRewardRequest, request: Request, runtime: RuntimeDep
 ) -> GetRewardResponse:
     """OpenRLHF ``--remote_rm_url``: rewards of the spec ``TRIBUNAL_GATEWAY_OPENRLHF_SPEC``."""
-    return await _get_reward(body, _settings(request).gateway_openrlhf_spec, runtime)
+    return await _get_reward(body, _settings(request).gateway.openrlhf_spec, runtime)
 
 
 @router.post(

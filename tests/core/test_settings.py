@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 from tribunal.citation.settings import CitationSettings
 from tribunal.code.settings import CodeSettings
 from tribunal.core.settings import CoreSettings
+from tribunal.gateway.settings import GatewaySettings
 from tribunal.judge.settings import JudgeSettings
 from tribunal.math.settings import MathSettings
 
@@ -30,6 +31,7 @@ SERVICES: dict[str, type[CoreSettings]] = {
     "CODE": CodeSettings,
     "JUDGE": JudgeSettings,
     "CITATION": CitationSettings,
+    "GATEWAY": GatewaySettings,
 }
 
 SAMPLES: dict[str, str] = {
@@ -62,6 +64,13 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_CITATION_LEXICAL_FULL": "0.9",
     "TRIBUNAL_CITATION_LEXICAL_PARTIAL": "0.6",
     "TRIBUNAL_CITATION_LEXICAL_RELEVANT": "0.4",
+    "TRIBUNAL_GATEWAY_PORT": "18100",
+    "TRIBUNAL_GATEWAY_MATH_URL": "http://10.0.0.9:8101",
+    "TRIBUNAL_GATEWAY_CODE_URL": "http://10.0.0.9:8102",
+    "TRIBUNAL_GATEWAY_JUDGE_URL": "http://10.0.0.9:8103",
+    "TRIBUNAL_GATEWAY_CITATION_URL": "http://10.0.0.9:8104",
+    "TRIBUNAL_GATEWAY_SPECS_DIR": "/etc/tribunal/specs",
+    "TRIBUNAL_GATEWAY_OPENRLHF_SPEC": "tcr_agent",
 }
 """Values of the variables whose sample cannot be derived from their default."""
 

@@ -415,11 +415,15 @@ async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:
 
 def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
     (tmp_path / "mine.yaml").write_text(GATED)
-    specs = GatewaySettings(queue="memory", gateway_specs_dir=tmp_path).load_specs()
+    specs = GatewaySettings(
+        queue="memory", gateway={"specs_dir": str(tmp_path)}
+    ).gateway.load_specs()
     assert {"gated_judge", "rloo_math", "tcr_agent"} <= set(specs)
     assert specs["gated_judge"].origin == str(tmp_path / "mine.yaml")
     (tmp_path / "again.yaml").write_text(GATED)
     with pytest.raises(SpecError, match="already defined"):
-        GatewaySettings(queue="memory", gateway_specs_dir=tmp_path).load_specs()
+        GatewaySettings(queue="memory", gateway={"specs_dir": str(tmp_path)}).gateway.load_specs()
     with pytest.raises(SpecError, match="no such directory"):
-        GatewaySettings(queue="memory", gateway_specs_dir=tmp_path / "nope").load_specs()
+        GatewaySettings(
+            queue="memory", gateway={"specs_dir": str(tmp_path / "nope")}
+        ).gateway.load_specs()
