@@ -161,8 +161,7 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     answer, method = extraction.text, extraction.method
     if len(answer) > config.max_answer_chars:
         return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
-    with_words = _NUMBER_THEN_WORDS.fullmatch(answer)
-    compared = with_words.group(1) if with_words is not None else answer
+    compared = _without_trailing_words(answer)
 
     if truth_number is not None:
         answer_number = _plain_number(compared)
@@ -174,6 +173,49 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     assert gold is not None  # parsed above unless the fast path could answer
     same = _equivalent(gold, _parse_answer(compared, extraction.parts), config)
     return MathScore(1.0 if same else 0.0, answer, truth, method)
+
+
+def verify_plain_numbers(
+    response: str, ground_truth: str, config: MathConfig | None = None
+) -> MathScore | None:
+    """Score ``response`` as :func:`verify_answer` would, when that needs no sympy.
+
+    The decision is :func:`verify_answer`'s own whenever this returns a score: the ground
+    truth and the extracted answer are both plain decimal numbers that the fast path can
+    compare (``MathConfig.allow_fast_path``), or the completion has no answer. It costs tens
+    of microseconds (GSM8K-shaped items), so a caller may run it in-process and send only
+    the rest to a killable worker process; extraction is linear in ``len(response)``.
+
+    Returns:
+        The score, or None when only the full comparison can decide.
+
+    Raises:
+        BadInput: ``ground_truth`` is empty.
+    """
+    config = config or MathConfig()
+    if not config.allow_fast_path:
+        return None
+    truth, _ = _ground_truth_text(ground_truth)
+    truth_number = _plain_number(truth)
+    if truth_number is None:
+        return None
+    extraction = extract_answer(response, allow_last_number=config.allow_last_number)
+    if extraction is None:
+        return MathScore(0.0, None, truth, "none")
+    answer = extraction.text
+    if len(answer) > config.max_answer_chars:
+        return None
+    answer_number = _plain_number(_without_trailing_words(answer))
+    if answer_number is None:
+        return None
+    same = _numbers_equal(truth_number, answer_number, config.float_rounding)
+    return None if same is None else MathScore(float(same), answer, truth, extraction.method)
+
+
+def _without_trailing_words(answer: str) -> str:
+    """``18 dollars`` -> ``18``: a number followed by words is compared as the number."""
+    with_words = _NUMBER_THEN_WORDS.fullmatch(answer)
+    return with_words.group(1) if with_words is not None else answer
 
 
 def _ground_truth_text(ground_truth: str) -> tuple[str, tuple[str, ...]]:

@@ -37,3 +37,17 @@ def raise_tribunal_error(which: str) -> None:
     if which == "queue_full":
         raise QueueFull("queue is full", field="items.3", retry_after_s=2.5)
     raise LimitExceeded(7, retry_after_s=1.5)
+
+
+def task_for(kind: str, value: int) -> tuple[str, int, int]:
+    """Return (kind, value, pid), or misbehave as ``kind`` says: ``hang``, ``crash``,
+    ``bad`` (a ``TribunalError``), ``bug`` (any other exception)."""
+    if kind == "hang":
+        time.sleep(60)
+    elif kind == "crash":
+        os._exit(139)
+    elif kind == "bad":
+        raise QueueFull(f"bad item {value}", field="items")
+    elif kind == "bug":
+        raise ValueError(f"bug on item {value}")
+    return kind, value, os.getpid()

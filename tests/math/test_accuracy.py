@@ -147,3 +147,22 @@ def test_math500_wrong_answers_in_every_form_are_rejected(pool: ProcessPoolExecu
     assert len(responses) == 5 * 489
     scores = _score(pool, responses, truths)
     assert [s.extracted_answer for s in scores if s.reward != 0.0] == []
+
+
+def test_plain_number_path_decides_as_the_full_comparison_does() -> None:
+    """The in-process shortcut (``verify_plain_numbers``) never disagrees with
+    ``verify_answer``: on GSM8K golds, their off-by-ones and MATH-500 golds it either
+    abstains or gives the same score, and it decides every GSM8K item (what it is for)."""
+    from tribunal.math.verify import verify_plain_numbers
+
+    gsm8k = [str(row["answer"]) for row in _rows(GSM8K)]
+    cases = [(solution, _gsm8k_answer(solution)) for solution in gsm8k]
+    cases += [(solution, str(int(float(t.replace(",", ""))) + 1)) for solution, t in cases]
+    cases += [(str(row["solution"]), str(row["answer"])) for row in _rows(MATH500)]
+    decided = 0
+    for response, ground_truth in cases:
+        fast = verify_plain_numbers(response, ground_truth)
+        if fast is not None:
+            decided += 1
+            assert fast == verify_answer(response, ground_truth), (response[-200:], ground_truth)
+    assert decided >= 2 * len(gsm8k)
