@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -64,6 +65,23 @@ def result_json(
         cached=cached,
     )
     return result.model_dump_json()
+
+
+def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:
+    """The outcome, or an ``internal_error`` in place of a NaN or infinite reward.
+
+    The last guard of "a failure is never a reward": JSON has no NaN, so a non-finite reward
+    would reach the client as ``null`` with no error, or be clipped into a false 0 by a
+    caller, and the cache would keep it.
+    """
+    if outcome.reward is None or math.isfinite(outcome.reward):
+        return outcome
+    logger.error("the %s verifier produced a non-finite reward %r", verifier, outcome.reward)
+    error = InternalError(
+        f"the {verifier} verifier produced a non-finite reward ({outcome.reward!r}); "
+        "no reward given"
+    )
+    return ItemOutcome.failed(error, outcome.details)
 
 
 @dataclass
@@ -262,6 +280,7 @@ class WorkerRuntime:
                 f"for {len(items)} items"
             )
             return [ItemOutcome.failed(error)] * len(items)
+        outcomes = [_finite(outcome, self.verifier.name) for outcome in outcomes]
         logger.debug(
             "scored %d items in %.1f ms", len(items), (time.perf_counter() - started) * 1000
         )

@@ -20,6 +20,8 @@ MAX_QUESTION_CHARS = 200_000
 MAX_RESPONSE_CHARS = 400_000
 MAX_RUBRIC_CHARS = 8_000
 MAX_RUBRICS_PER_ITEM = 256
+MAX_RUBRIC_WEIGHT = 1e6
+"""Bound on a rubric's |weight|: 256 rubrics of it sum to a finite total (1e308 overflowed)."""
 
 
 class RubricInput(BaseModel):
@@ -36,9 +38,12 @@ class RubricInput(BaseModel):
     )
     weight: float | None = Field(
         default=None,
+        ge=-MAX_RUBRIC_WEIGHT,
+        le=MAX_RUBRIC_WEIGHT,
+        allow_inf_nan=False,
         description=(
-            "Magnitude in the reward (default 1). Without `polarity`, a negative weight marks "
-            "a negative rubric (DR Tulu)."
+            "Magnitude in the reward (default 1), at most 1e6 in absolute value. Without "
+            "`polarity`, a negative weight marks a negative rubric (DR Tulu)."
         ),
     )
     polarity: Polarity | None = Field(
