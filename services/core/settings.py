@@ -28,7 +28,9 @@ class CoreSettings(BaseSettings):
         default="auto",
         description=(
             "Queue backend: redis, memory (embedded, single host, nothing survives a restart), "
-            "or auto (redis when it answers, else memory)."
+            "or auto: Redis when TRIBUNAL_REDIS_URL is set (waiting for it when it is down: "
+            "/readyz answers 503 meanwhile), else Redis at the default URL when it answers, "
+            "else the embedded queue."
         ),
     )
     key_prefix: str = Field(default="tribunal", description="Prefix of every Redis key.")
