@@ -317,3 +317,73 @@ def collect(client: httpx.Client, job_id: str, timeout_s: float) -> list[dict[st
         if body["status"] == "done":
             break
     return results
+
+
+def _start_stack(stack: Stack, client: httpx.Client, workers: int) -> None:
+    stack.start_redis()
+    stack.start_api()
+    for n in range(workers):
+        stack.start_worker(n)
+    wait_until(lambda: status(client, "/readyz") == 200, 120, "ready")
+
+
+def _mid_job(client: httpx.Client, job_id: str, n: int, share: float = 0.1) -> None:
+    wait_until(lambda: completed(client, job_id) >= n * share, 120, "under way", 0.02)
+
+
+def kill_worker(stack: Stack, n: int, sig: signal.Signals) -> dict[str, Any]:
+    """Two workers; ``sig`` to worker 0's process group mid-job; the job is collected.
+
+    Returns:
+        The ``Tally`` figures, with ``exit_code`` and ``exit_s`` of worker 0 (the time from
+        the signal to its exit).
+    """
+    with stack.client() as client:
+        _start_stack(stack, client, workers=2)
+        job_id = submit(client, math_items(n))
+        _mid_job(client, job_id, n)
+        sent = time.monotonic()
+        stack.signal_group("worker0", sig)
+        code = stack.wait_exit("worker0", 60)
+        exit_s = time.monotonic() - sent
+        figures = tally(n, collect(client, job_id, 300)).as_dict()
+    return {**figures, "exit_code": code, "exit_s": round(exit_s, 2)}
+
+
+def restart_redis(stack: Stack, n: int, down_s: float = 2.0) -> dict[str, Any]:
+    """Redis shut down mid-job (SIGTERM: AOF flushed) and started again after ``down_s``."""
+    with stack.client() as client:
+        _start_stack(stack, client, workers=2)
+        job_id = submit(client, math_items(n))
+        _mid_job(client, job_id, n)
+        stack.stop_redis()
+        time.sleep(down_s)
+        stack.start_redis()
+        figures = tally(n, collect(client, job_id, 300)).as_dict()
+    return figures
+
+
+def redis_late(stack: Stack, n: int, down_s: float = 3.0) -> dict[str, Any]:
+    """API and a worker started while Redis is down; Redis comes after ``down_s``; then the
+    job is submitted, collected, and read again through a restarted API.
+
+    Returns:
+        The ``Tally`` figures, with ``readyz_while_down`` (the status /readyz answered).
+    """
+    stack.start_api()
+    stack.start_worker(0)
+    with stack.client() as client:
+        wait_until(lambda: status(client, "/healthz") == 200, 120, "alive")
+        time.sleep(down_s)
+        readyz_down = status(client, "/readyz")
+        stack.start_redis()
+        wait_until(lambda: status(client, "/readyz") == 200, 120, "ready after Redis came")
+        job_id = submit(client, math_items(n))
+        collect(client, job_id, 300)
+    stack.signal_group("api", signal.SIGTERM)
+    stack.wait_exit("api", 30)
+    stack.start_api()
+    with stack.client() as client:
+        wait_until(lambda: status(client, "/readyz") == 200, 120, "ready again")
+        figures = tally(n, collect(client, job_id, 60)).as_dict()
+    return {**figures, "readyz_while_down": readyz_down}

@@ -137,6 +137,7 @@ async def _start_embedded_workers(
             concurrency=settings.worker_concurrency,
             max_deliveries=settings.max_deliveries,
             heartbeat_s=settings.worker_heartbeat_s,
+            grace_s=settings.worker_grace_s,
         )
         tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
     return tasks

@@ -75,6 +75,14 @@ class CoreSettings(BaseSettings):
     worker_heartbeat_s: float = Field(
         default=2.0, gt=0, description="How often a worker proves it is alive and holds its items."
     )
+    worker_grace_s: float = Field(
+        default=8.0,
+        ge=0,
+        description=(
+            "On SIGTERM, how long a worker may finish its batches before it releases the rest "
+            "to other workers (below Docker's 10 s stop timeout)."
+        ),
+    )
     log_level: str = Field(default="INFO", description="Python logging level.")
 
     @property

@@ -97,6 +97,7 @@ class WorkerRuntime:
         max_deliveries: Deliveries after which an entry is dead-lettered.
         heartbeat_s: Period of the liveness heartbeat and of the hold on claimed entries (s).
         block_s: How long one claim waits for entries (s).
+        grace_s: At stop, how long batches in progress may take before they are released (s).
     """
 
     verifier: Verifier
@@ -107,6 +108,7 @@ class WorkerRuntime:
     max_deliveries: int = 3
     heartbeat_s: float = 2.0
     block_s: float = 1.0
+    grace_s: float = 8.0
     consumer: str = field(default_factory=consumer_name)
 
     def __post_init__(self) -> None:
@@ -114,7 +116,9 @@ class WorkerRuntime:
         self._in_flight: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; batches in progress are finished first."""
+        """Run until ``stop`` is set, then stop claiming, finish the batches in progress
+        within ``grace_s`` and release what is still unscored after it (back to the queue,
+        for another worker: never an error), and return."""
         await self._retry_until(stop, lambda: self.queue.ensure_verifier(self.verifier.name))
         logger.info(
             "worker %s scoring %s (batch %d, concurrency %d)",
@@ -124,8 +128,18 @@ class WorkerRuntime:
             self.concurrency,
         )
         loops = [asyncio.create_task(self._loop(stop)) for _ in range(self.concurrency)]
-        beat = asyncio.create_task(self._heartbeat(stop))
-        await asyncio.gather(*loops)
+        beat = asyncio.create_task(self._heartbeat())
+        await stop.wait()
+        _, late = await asyncio.wait(loops, timeout=self.grace_s)
+        if late:
+            logger.warning(
+                "stopping: %d batches unfinished after %.1f s; releasing their entries",
+                len(late),
+                self.grace_s,
+            )
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         beat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beat
@@ -141,8 +155,10 @@ class WorkerRuntime:
                 logger.warning("%s; retrying in 1 s", exc.message)
                 await asyncio.sleep(1.0)
 
-    async def _heartbeat(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+    async def _heartbeat(self) -> None:
+        # Runs until cancelled, after the batch loops: entries finishing in a shutdown's grace
+        # period stay held.
+        while True:
             try:
                 await self.queue.heartbeat(self.verifier.name, self.consumer)
                 if self._in_flight:
@@ -151,21 +167,22 @@ class WorkerRuntime:
                     )
             except Exception as exc:
                 logger.warning("heartbeat failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.heartbeat_s)
+            await asyncio.sleep(self.heartbeat_s)
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                deliveries = await self.queue.claim(
-                    self.verifier.name, self.consumer, self.batch_size, self.block_s
-                )
+                deliveries = await self._claim(stop)
             except QueueUnavailable as exc:
                 logger.warning("claim failed: %s; retrying in 1 s", exc.message)
-                await asyncio.sleep(1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
                 continue
             if not deliveries:
                 continue
+            if stop.is_set():  # claimed while stopping: hand them straight back
+                await self._release([d.entry_id for d in deliveries])
+                return
             try:
                 await self.process(deliveries)
             except Exception:
@@ -175,13 +192,45 @@ class WorkerRuntime:
                     "batch of %d entries failed; they will be redelivered", len(deliveries)
                 )
 
+    async def _claim(self, stop: asyncio.Event) -> list[Delivery]:
+        claim = self.queue.claim(self.verifier.name, self.consumer, self.batch_size, self.block_s)
+        if self.queue.kind != "memory":
+            # A Redis read is not cancelled midway (entries it took would wait out the
+            # visibility timeout); it returns within block_s.
+            return await claim
+        # The embedded queue takes nothing until it returns, so its wait can end with stop.
+        claiming = asyncio.ensure_future(claim)
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not claiming.done():
+            claiming.cancel()
+            return []
+        return claiming.result()
+
+    async def _release(self, entry_ids: list[str]) -> None:
+        try:
+            await self.queue.release(self.verifier.name, self.consumer, entry_ids)
+        except QueueUnavailable as exc:
+            logger.warning(
+                "releasing %d entries failed (%s); they are claimed after the visibility timeout",
+                len(entry_ids),
+                exc.message,
+            )
+
     async def process(self, deliveries: Sequence[Delivery]) -> None:
-        """Score one claimed batch and write its results (the unit a test can drive)."""
+        """Score one claimed batch and write its results (the unit a test can drive).
+
+        Cancelled (a shutdown past its grace period), it releases the batch's entries.
+        """
         ids = [d.entry_id for d in deliveries]
         self._in_flight.update(ids)
         try:
             done, counters = await self._score(deliveries)
             await self._write(done, counters)
+        except asyncio.CancelledError:
+            await self._release(ids)
+            raise
         finally:
             self._in_flight.difference_update(ids)
 

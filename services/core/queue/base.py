@@ -131,6 +131,11 @@ class JobQueue(Protocol):
         """Store each result (first one wins per item) and acknowledge its entry."""
         ...
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Give entries back unscored (a worker shutting down): any worker may claim them at
+        its next reclaim, without waiting for the visibility timeout."""
+        ...
+
     async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
         """Copy an entry to the verifier's dead-letter stream (its error result is written
         with :meth:`complete`)."""

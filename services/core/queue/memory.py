@@ -215,6 +215,15 @@ class MemoryQueue:
                 pending.consumer = consumer
                 pending.last_seen = now
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Make the consumer's entries claimable at once (idle since forever)."""
+        stream = self._stream(verifier)
+        for entry_id in entry_ids:
+            pending = stream.pending.get(entry_id)
+            if pending is not None and pending.consumer == consumer:
+                pending.last_seen = float("-inf")
+        stream.arrived.set()
+
     async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
         """Store results first-wins and drop their entries."""
         stream = self._stream(verifier)

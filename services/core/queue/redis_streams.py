@@ -353,6 +353,22 @@ class RedisStreamsQueue:
                 justid=True,
             )
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Set the entries' idle time past the visibility timeout (XCLAIM ... IDLE, JUSTID:
+        not counted as a delivery), so that the next XAUTOCLAIM of any worker takes them."""
+        if not entry_ids:
+            return
+        async with self._unavailable_as_503():
+            await self.redis.xclaim(
+                self.keys.stream(verifier),
+                CONSUMER_GROUP,
+                consumer,
+                min_idle_time=0,
+                message_ids=list(entry_ids),
+                idle=int(self.visibility_timeout_s * 1000) + 1,
+                justid=True,
+            )
+
     async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
         """Write results first-wins, acknowledge and delete their entries."""
         if not done:
