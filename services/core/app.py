@@ -150,9 +150,18 @@ def _error_response(
     field: str | None,
     retryable: bool,
     retry_after_s: float | None = None,
+    job_id: str | None = None,
 ) -> JSONResponse:
     headers = {"Retry-After": str(max(1, round(retry_after_s)))} if retry_after_s else None
-    body = {"error": {"code": code, "message": message, "field": field, "retryable": retryable}}
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "field": field,
+            "retryable": retryable,
+            "job_id": job_id,
+        }
+    }
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -162,7 +171,13 @@ def _add_error_handlers(app: FastAPI) -> None:
         if exc.http_status >= 500 and not isinstance(exc, QueueUnavailable):
             logger.error("%s: %s", exc.code, exc.message)
         return _error_response(
-            exc.http_status, exc.code, exc.message, exc.field, exc.retryable, exc.retry_after_s
+            exc.http_status,
+            exc.code,
+            exc.message,
+            exc.field,
+            exc.retryable,
+            exc.retry_after_s,
+            exc.job_id,
         )
 
     @app.exception_handler(RequestValidationError)

@@ -137,6 +137,12 @@ class ErrorBody(BaseModel):
     message: str
     field: str | None = None
     retryable: bool = False
+    job_id: str | None = Field(
+        default=None,
+        description="Set when the batch was, or may have been, accepted before the error: "
+        "GET /v1/jobs/{job_id} collects its results (404: nothing was enqueued); resending "
+        "would score it again.",
+    )
 
 
 class ErrorResponse(BaseModel):

@@ -77,6 +77,7 @@ class BodyLimitMiddleware:
                 "message": _too_large_message(self.max_bytes),
                 "field": None,
                 "retryable": False,
+                "job_id": None,
             }
         }
         payload = json.dumps(body).encode()

@@ -17,7 +17,7 @@ from pydantic_core import ErrorDetails
 
 from tribunal.core.cache import ResultCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
-from tribunal.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
+from tribunal.core.errors import BadInput, PayloadTooLarge, QueueUnavailable, ScoringTimeout
 from tribunal.core.hashing import sha256_hex
 from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
 from tribunal.core.verifier import Verifier
@@ -193,14 +193,27 @@ class ScoringService:
         """Queue a batch, wait for it and return the ``ScoreResponse`` as JSON text.
 
         Raises:
-            ScoringTimeout: Not done within ``timeout_s``; the message gives the job id to poll.
+            ScoringTimeout: Not done within ``timeout_s``; it carries the job id to poll.
+            QueueUnavailable: The queue went away after the batch was accepted; it carries
+                the job id (the items are scored when the queue is back), or the queue was
+                unavailable at submission and nothing was enqueued.
         """
         submitted = await self.submit(items)
-        record = await self.queue.wait(submitted.job_id, timeout_s)
+        job_id = submitted.job_id
+        try:
+            record = await self.queue.wait(job_id, timeout_s)
+        except QueueUnavailable as exc:
+            raise QueueUnavailable(
+                f"{exc.message}; the batch was accepted as job {job_id} and is scored when "
+                f"the queue is back: GET /v1/jobs/{job_id} for its results",
+                retry_after_s=exc.retry_after_s,
+                job_id=job_id,
+            ) from exc
         if not record.is_done:
             raise ScoringTimeout(
                 f"the batch was not scored within {timeout_s:g} s; it stays queued: "
-                f"GET /v1/jobs/{submitted.job_id} for its results"
+                f"GET /v1/jobs/{job_id} for its results",
+                job_id=job_id,
             )
         return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
 

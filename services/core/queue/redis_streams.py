@@ -22,7 +22,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -38,6 +38,7 @@ local stream, meta, results, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local max_queue, ttl, job_id, verifier = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local total, request_hash = tonumber(ARGV[5]), ARGV[6]
 local n_pre, n_items, channel = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+if redis.call('EXISTS', meta) == 1 then return {'created', job_id} end
 if idem ~= '' then
   local existing = redis.call('GET', idem)
   if existing then return {'existing', existing} end
@@ -118,16 +119,20 @@ class RedisStreamsQueue:
         self.visibility_timeout_s = visibility_timeout_s
         self.retry_after_s = retry_after_s
         # A blocking pool: a burst of requests waits for a connection instead of failing
-        # with "Too many connections" (redis-py's default pool refuses past 100). One try, no
-        # backoff: when Redis is down the API answers 503 at once instead of holding the
-        # request through redis-py's default retries.
+        # with "Too many connections" (redis-py's default pool refuses past 100). One retry
+        # on a connection error, on a fresh connection: after Redis restarts, every pooled
+        # connection is stale and would fail once (issue 7: 45 of 148 requests answered 503
+        # after Redis was back). One only, so that a Redis that is really down is a 503 in
+        # milliseconds; the submit script is idempotent, so its retry cannot enqueue twice.
+        # health_check_interval PINGs a connection idle that long before using it.
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
             timeout=pool_timeout_s,
             socket_connect_timeout=2.0,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=10,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+            health_check_interval=5,
             decode_responses=True,
         )
         self.redis: aioredis.Redis = aioredis.Redis.from_pool(pool)  # owns it: aclose closes it
@@ -194,8 +199,18 @@ class RedisStreamsQueue:
         for item in items:
             args += [item.index, json.dumps(item.payload), item.cache_key or ""]
         keys = [self.keys.stream(verifier), self.keys.job(job_id), self.keys.results(job_id), idem]
-        async with self._unavailable_as_503():
-            status, value = await self._submit(keys=keys, args=args)
+        try:
+            async with self._unavailable_as_503():
+                status, value = await self._submit(keys=keys, args=args)
+        except QueueUnavailable as exc:
+            # The script may have run before the connection failed: name the job it would
+            # be, so the client can look (404: nothing was enqueued).
+            raise QueueUnavailable(
+                f"{exc.message}; if the batch reached Redis before that it is job {job_id} "
+                f"(GET /v1/jobs/{job_id}: 404 means nothing was enqueued)",
+                retry_after_s=exc.retry_after_s,
+                job_id=job_id,
+            ) from exc
         if status == "full":
             raise QueueFull(
                 f"the {verifier} queue is full ({value} items waiting, bound "
