@@ -26,7 +26,7 @@ from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.factory import build_cache, build_queue
 from tribunal.core.routes import health, jobs
 from tribunal.core.routes.score import score_router
-from tribunal.core.scoring import ScoringService, score_request_model
+from tribunal.core.scoring import ScoringService, printable, score_request_model
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
@@ -156,8 +156,8 @@ def _error_response(
     body = {
         "error": {
             "code": code,
-            "message": message,
-            "field": field,
+            "message": printable(message),
+            "field": None if field is None else printable(field),
             "retryable": retryable,
             "job_id": job_id,
         }

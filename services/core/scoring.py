@@ -17,9 +17,16 @@ from pydantic_core import ErrorDetails
 
 from tribunal.core.cache import ResultCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
-from tribunal.core.errors import BadInput, PayloadTooLarge, QueueUnavailable, ScoringTimeout
+from tribunal.core.errors import (
+    BadInput,
+    JobNotFound,
+    PayloadTooLarge,
+    QueueUnavailable,
+    ScoringTimeout,
+)
 from tribunal.core.hashing import sha256_hex
 from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.verifier import Verifier
 from tribunal.core.worker import result_json, verifier_info
 
@@ -34,16 +41,69 @@ class InvalidItem:
     def bad_input(self, index: int) -> BadInput:
         """Return the ``BadInput`` for this item at position ``index`` of the batch."""
         first = self.errors[0]
-        path = ".".join(str(part) for part in ("items", index, *first["loc"]))
-        return BadInput(f"{path}: {first['msg']}", field=path)
+        path = printable(".".join(str(part) for part in ("items", index, *first["loc"])))
+        return BadInput(f"{path}: {printable(first['msg'])}", field=path)
 
     def item_id(self, index: int) -> str:
         """The item's own id when it has a usable one, else its position."""
         raw_id = self.raw.get("id") if isinstance(self.raw, dict) else None
-        return raw_id if isinstance(raw_id, str) and raw_id else str(index)
+        if isinstance(raw_id, str) and raw_id and _encodes(raw_id):
+            return raw_id
+        return str(index)
+
+
+def lone_surrogate(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """Return the path of the first string (or key) of ``value`` holding a lone surrogate.
+
+    JSON's ``"\\ud800"`` escape decodes to a str that is not valid Unicode text: it cannot
+    be encoded to UTF-8, so it can be neither hashed for the cache nor written back in a
+    response. Such an input is refused, naming its field.
+    """
+    if isinstance(value, str):
+        return None if _encodes(value) else path
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if isinstance(key, str) and not _encodes(key):
+                return (*path, printable(key))
+            found = lone_surrogate(inner, (*path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found = lone_surrogate(inner, (*path, index))
+            if found is not None:
+                return found
+    return None
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` with anything UTF-8 cannot encode written as a ``\\udXXX`` escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+SURROGATE_MESSAGE = "contains a lone surrogate (not valid Unicode text); send valid UTF-8"
 
 
 def _keep_invalid(value: Any, handler: Any) -> Any:
+    found = lone_surrogate(value)
+    if found is not None:
+        error: ErrorDetails = {
+            "type": "string_unicode",
+            "loc": found,
+            "msg": SURROGATE_MESSAGE,
+            "input": None,
+        }
+        return InvalidItem(raw=value, errors=[error])
     try:
         return handler(value)
     except ValidationError as exc:
@@ -220,8 +280,14 @@ class ScoringService:
 
 async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:
     """Return a job's state as ``JobState`` JSON, long-polling up to ``wait_s`` for it to be
-    done. The stored results are already ``ItemResult`` JSON: they are spliced in as they are
-    rather than parsed and serialised again (that was a fifth of the API's CPU on large jobs)."""
+    done; an id not of the issued format is ``JobNotFound``. The stored results are already
+    ``ItemResult`` JSON: they are spliced in as they are rather than parsed and serialised
+    again (that was a fifth of the API's CPU on large jobs)."""
+    if not JOB_ID.fullmatch(job_id):
+        raise JobNotFound(
+            f"no job {job_id!r}: job ids are 32 lowercase hex digits, as POST /v1/jobs issues",
+            field="job_id",
+        )
     record: JobRecord = await (queue.wait(job_id, wait_s) if wait_s > 0 else queue.job(job_id))
     head = JobState(
         job_id=record.job_id,

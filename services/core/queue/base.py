@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tribunal.core.errors import PayloadTooLarge
+
 
 @dataclass(frozen=True)
 class QueuedItem:
@@ -72,6 +74,15 @@ class JobRecord:
         return len(self.results) >= self.total
 
 
+def never_fits(verifier: str, n_items: int, bound: int) -> PayloadTooLarge:
+    """The error for a batch that can never fit the queue (a 429 would be retried for ever)."""
+    return PayloadTooLarge(
+        f"items: {n_items} items to queue, more than the {verifier} queue ever holds "
+        f"({bound}, TRIBUNAL_MAX_QUEUE_ITEMS); split the batch",
+        field="items",
+    )
+
+
 class JobQueue(Protocol):
     """Queue of scoring jobs; both implementations pass ``tests/core/test_queue_contract.py``.
 
@@ -103,6 +114,7 @@ class JobQueue(Protocol):
         are enqueued.
 
         Raises:
+            PayloadTooLarge: More ``items`` than the queue's bound: they can never fit.
             QueueFull: The queue holds ``max_queue_items`` or more entries already.
             IdempotencyConflict: ``idempotency_key`` names a job made from another batch.
         """

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
-from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 
 
 @dataclass
@@ -114,6 +114,8 @@ class MemoryQueue:
                 return Submitted(job_id=existing[0], created=False)
         stream = self._stream(verifier)
         depth = len(stream.ready) + len(stream.pending)
+        if len(items) > self.max_queue_items:
+            raise never_fits(verifier, len(items), self.max_queue_items)
         if items and depth + len(items) > self.max_queue_items:
             raise QueueFull(
                 f"the {verifier} queue is full ({depth} items waiting, bound "

@@ -28,7 +28,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
-from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 
 logger = logging.getLogger(__name__)
@@ -181,6 +181,8 @@ class RedisStreamsQueue:
         request_hash: str = "",
     ) -> Submitted:
         """Create a job atomically; see ``JobQueue.submit``."""
+        if len(items) > self.max_queue_items:
+            raise never_fits(verifier, len(items), self.max_queue_items)
         job_id = uuid.uuid4().hex
         idem = self.keys.idempotency(verifier, idempotency_key) if idempotency_key else ""
         args: list[Any] = [

@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import JobCreated, JobState
 from tribunal.core.errors import BadInput
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.core.scoring import job_state
+from tribunal.core.scoring import SURROGATE_MESSAGE, job_state, lone_surrogate
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_api_key)])
 
@@ -31,6 +31,13 @@ class JobCreateBody(BaseModel):
         description="Client-chosen key: resubmitting the same batch with it returns the same "
         "job instead of scoring twice.",
     )
+
+    @field_validator("idempotency_key")
+    @classmethod
+    def _valid_text(cls, key: str | None) -> str | None:
+        if key is not None and lone_surrogate(key) is not None:
+            raise ValueError(SURROGATE_MESSAGE)
+        return key
 
 
 @router.post(
