@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WrapValidator,
+    create_model,
+)
 from pydantic_core import ErrorDetails
 
 from tribunal.core.cache import ResultCache, cache_entry
@@ -130,6 +138,49 @@ def score_request_model(verifier: Verifier) -> type[BaseModel]:
     return model
 
 
+def _valid_text(key: str) -> str:
+    if lone_surrogate(key) is not None:
+        raise ValueError(SURROGATE_MESSAGE)
+    return key
+
+
+IdempotencyKey = Annotated[
+    Annotated[str, AfterValidator(_valid_text)] | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Client-chosen key: resubmitting the same batch with it returns the same "
+        "job instead of scoring twice.",
+    ),
+]
+
+
+def job_request_model(verifier: Verifier) -> type[BaseModel]:
+    """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
+    with the verifier's lenient items, one member of the ``/v1/jobs`` union."""
+    name = "".join(part.capitalize() for part in verifier.name.split("_"))
+    items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
+    tag: Any = Literal[verifier.name]
+    model: type[BaseModel] = create_model(
+        f"{name}JobCreate",
+        __config__=ConfigDict(extra="forbid"),
+        verifier=(tag, Field(description="Which verifier scores the items.")),
+        items=(items_type, Field(min_length=1)),
+        idempotency_key=(IdempotencyKey, None),
+    )
+    return model
+
+
+def job_body_type(verifiers: Sequence[Verifier]) -> Any:
+    """The body of ``POST /v1/jobs``: a union of each verifier's job, tagged by ``verifier``,
+    so that the OpenAPI document says exactly what is accepted."""
+    models = [job_request_model(v) for v in verifiers]
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[tuple(models)], Field(discriminator="verifier")]  # noqa: UP007
+
+
 class ScoringService:
     """Scores batches for one verifier through the queue.
 
@@ -157,21 +208,6 @@ class ScoringService:
         self.max_batch_items = max_batch_items
         self.info = verifier_info(verifier)
         self.request_model = request_model
-
-    def parse_items(self, raw_items: Any) -> list[ScoreItem | InvalidItem]:
-        """Validate ``{"items": raw_items}`` against this verifier's schema (for ``/v1/jobs``).
-
-        Raises:
-            BadInput: ``items`` is not a non-empty list.
-        """
-        try:
-            request = self.request_model.model_validate({"items": raw_items})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            path = ".".join(str(p) for p in first["loc"])
-            raise BadInput(f"{path}: {first['msg']}", field=path) from exc
-        items: list[ScoreItem | InvalidItem] = request.items  # type: ignore[attr-defined]
-        return items
 
     async def submit(
         self, items: Sequence[ScoreItem | InvalidItem], idempotency_key: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator, model_validator
 
 from tribunal.core.envelope import ItemError, ScoreItem
 from tribunal.judge.rubric_sets import load_rubric_set
@@ -36,7 +36,7 @@ class RubricInput(BaseModel):
     description: str | None = Field(
         default=None, max_length=MAX_RUBRIC_CHARS, description="Criterion (DR Tulu's name)."
     )
-    weight: float | None = Field(
+    weight: StrictFloat | None = Field(
         default=None,
         ge=-MAX_RUBRIC_WEIGHT,
         le=MAX_RUBRIC_WEIGHT,

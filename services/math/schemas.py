@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tribunal.core.envelope import ScoreItem
 from tribunal.math.verify import MathScore, ScoreMethod
@@ -13,7 +13,7 @@ class MathOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    float_rounding: int | None = Field(
+    float_rounding: StrictInt | None = Field(
         default=None,
         ge=0,
         le=15,
