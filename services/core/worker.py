@@ -98,6 +98,7 @@ class WorkerRuntime:
         heartbeat_s: Period of the liveness heartbeat and of the hold on claimed entries (s).
         block_s: How long one claim waits for entries (s).
         grace_s: At stop, how long batches in progress may take before they are released (s).
+        write_attempts: Tries (1 s apart) to write a batch's results through a queue outage.
     """
 
     verifier: Verifier
@@ -109,6 +110,7 @@ class WorkerRuntime:
     heartbeat_s: float = 2.0
     block_s: float = 1.0
     grace_s: float = 8.0
+    write_attempts: int = 10
     consumer: str = field(default_factory=consumer_name)
 
     def __post_init__(self) -> None:
@@ -237,13 +239,23 @@ class WorkerRuntime:
     async def _write(self, done: list[tuple[Delivery, str]], counters: dict[str, int]) -> None:
         # The results were computed at some cost: hold on through a short Redis outage.
         # If it lasts, the entries stay pending and another worker redoes them later.
-        for attempt in range(10):
+        for attempt in range(1, self.write_attempts + 1):
             try:
                 await self.queue.complete(self.verifier.name, done)
                 break
             except QueueUnavailable as exc:
                 logger.warning("writing results failed (%s), attempt %d", exc.message, attempt)
-                await asyncio.sleep(1.0)
+                if attempt < self.write_attempts:
+                    await asyncio.sleep(1.0)
+        else:
+            logger.error(
+                "gave up writing %d results of %s after %d attempts; their entries stay "
+                "pending and are scored again by the worker that claims them next",
+                len(done),
+                self.verifier.name,
+                self.write_attempts,
+            )
+            return
         with contextlib.suppress(QueueUnavailable):
             await self.queue.incr_stats(self.verifier.name, counters)
 

@@ -296,7 +296,8 @@ class RedisStreamsQueue:
     async def claim(
         self, verifier: str, consumer: str, count: int, block_s: float
     ) -> list[Delivery]:
-        """Reclaim idle entries (at most every quarter visibility timeout), then read new ones."""
+        """Reclaim idle entries (every quarter visibility timeout, or on every claim while they
+        come back in full batches), then read new ones."""
         try:
             return await self._claim(verifier, consumer, count, block_s)
         except ResponseError as exc:
@@ -317,8 +318,12 @@ class RedisStreamsQueue:
             now = time.monotonic()
             slot = (verifier, consumer)
             if now - self._last_autoclaim.get(slot, 0.0) >= self.visibility_timeout_s / 4:
-                self._last_autoclaim[slot] = now
                 deliveries += await self._reclaim(verifier, consumer, count)
+                # While a dead worker's entries keep coming back in full batches, reclaim on
+                # every claim: at the rate this worker scores, not one batch per quarter
+                # visibility timeout (a 2,000-item job waited minutes).
+                if len(deliveries) < count:
+                    self._last_autoclaim[slot] = now
             wanted = count - len(deliveries)
             if wanted > 0:
                 block_ms = None if deliveries else max(1, int(block_s * 1000))
