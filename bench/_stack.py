@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
+"""The public data sets: ``TRIBUNAL_DATA_DIR``, else ``../shared/data`` beside the checkout."""
 
 
 def free_port() -> int:

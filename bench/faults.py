@@ -150,7 +150,8 @@ def _send_examples(
             counts["undocumented"] += 1
             note(f"{operation.label} undocumented {code} {response.text[:200]}")
 
-    with warnings.catch_warnings():
+    # Hypothesis reports to stdout; this program's stdout is its one JSON object.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         try:
             send()

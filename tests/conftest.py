@@ -22,7 +22,22 @@ import redis
 from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
+"""The public data sets (README, "Data"): ``TRIBUNAL_DATA_DIR``, else ``../shared/data``."""
+FIXTURES = ROOT / "tests" / "fixtures"
+"""Small files tests need always (with their sources and licences in its README)."""
+
+
+def need_data(path: Path) -> Path:
+    """Return ``path`` (a file or folder under ``DATA``) if it exists; else skip the test
+    with one line saying where it was looked for, or fail it under ``CI=true``, where a
+    missing data set is a broken set-up rather than a reason to test less."""
+    if path.exists():
+        return path
+    message = f"data not found: {path} (set TRIBUNAL_DATA_DIR; README, 'Data')"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def free_port() -> int:
