@@ -61,6 +61,16 @@ from tribunal.math.extract import ExtractionMethod, clean_answer, extract_answer
 
 logger = logging.getLogger(__name__)
 
+
+def _not_timeout_disabled(record: logging.LogRecord) -> bool:
+    # Math-Verify warns once per process that its SIGALRM timeouts are off: they are off on
+    # purpose here (the pool kills a process past its deadline), so the warning is noise.
+    return not str(record.msg).startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_not_timeout_disabled)
+
 ScoreMethod = ExtractionMethod | Literal["none"]
 
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
