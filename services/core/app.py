@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -69,7 +70,8 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
             app.state.runtime = runtime
             yield
 
-    app = FastAPI(
+    # /docs serves Swagger UI's assets from the package, not a CDN: it works offline.
+    app = FastAPIOffline(
         title=f"Tribunal {spec.name}",
         version="0.1.0",
         summary=f"Tribunal's {spec.name} reward service.",
