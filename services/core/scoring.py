@@ -210,9 +210,15 @@ class ScoringService:
         self.request_model = request_model
 
     async def submit(
-        self, items: Sequence[ScoreItem | InvalidItem], idempotency_key: str | None = None
+        self,
+        items: Sequence[ScoreItem | InvalidItem],
+        idempotency_key: str | None = None,
+        use_cache: bool = True,
     ) -> Submitted:
         """Queue a batch: invalid items and cache hits get their results at once.
+
+        ``use_cache=False`` (a request with ``Cache-Control: no-cache``) scores every item
+        afresh: its items are neither answered from the cache nor stored in it.
 
         Raises:
             PayloadTooLarge: More than ``max_batch_items`` items.
@@ -237,7 +243,7 @@ class ScoringService:
                 outcome = ItemOutcome.failed(item.bad_input(index))
                 prefilled[index] = result_json(item.item_id(index), outcome, self.info)
                 continue
-            cache_payload = self.verifier.cache_payload(item)
+            cache_payload = self.verifier.cache_payload(item) if use_cache else None
             key = (
                 None
                 if cache_payload is None
@@ -285,7 +291,9 @@ class ScoringService:
         if hits:
             await self.queue.incr_stats(self.verifier.name, {"cache_hits": hits})
 
-    async def score(self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float) -> str:
+    async def score(
+        self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float, use_cache: bool = True
+    ) -> str:
         """Queue a batch, wait for it and return the ``ScoreResponse`` as JSON text.
 
         Raises:
@@ -294,7 +302,7 @@ class ScoringService:
                 the job id (the items are scored when the queue is back), or the queue was
                 unavailable at submission and nothing was enqueued.
         """
-        submitted = await self.submit(items)
+        submitted = await self.submit(items, use_cache=use_cache)
         job_id = submitted.job_id
         try:
             record = await self.queue.wait(job_id, timeout_s)
@@ -312,6 +320,18 @@ class ScoringService:
                 job_id=job_id,
             )
         return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
+
+
+def wants_cache(cache_control: str | None) -> bool:
+    """False when a ``Cache-Control`` header says ``no-cache`` (or ``no-store``)."""
+    directives = {part.strip().lower() for part in (cache_control or "").split(",")}
+    return not directives & {"no-cache", "no-store"}
+
+
+CACHE_CONTROL_DESCRIPTION = (
+    "`no-cache`: score every item afresh (identical inputs under the same verifier version "
+    "are otherwise answered from the result cache, with `cached: true`)."
+)
 
 
 async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:

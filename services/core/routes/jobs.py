@@ -5,13 +5,13 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import JobCreated, JobState
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.core.scoring import job_state
+from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
 
 
 def jobs_router(job_body: Any) -> APIRouter:
@@ -25,11 +25,17 @@ def jobs_router(job_body: Any) -> APIRouter:
         operation_id="create_job",
         responses=ERROR_RESPONSES,
     )
-    async def create_job(body: job_body, runtime: RuntimeDep) -> JobCreated:
+    async def create_job(
+        body: job_body,
+        runtime: RuntimeDep,
+        cache_control: Annotated[str | None, Header(description=CACHE_CONTROL_DESCRIPTION)] = None,
+    ) -> JobCreated:
         """Queue a batch and return its ``job_id`` at once. ``items`` have the schema of the
         named verifier's score request; an invalid item gets a ``bad_input`` result."""
         service = runtime.services[body.verifier]
-        submitted = await service.submit(body.items, body.idempotency_key)
+        submitted = await service.submit(
+            body.items, body.idempotency_key, use_cache=wants_cache(cache_control)
+        )
         return JobCreated(job_id=submitted.job_id, created=submitted.created)
 
     @router.get(
