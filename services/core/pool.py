@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
@@ -20,6 +21,13 @@ from pebble.common.types import CONSTS as PEBBLE_CONSTS
 from tribunal.core.errors import InternalError, ScoringTimeout
 
 T = TypeVar("T")
+
+
+def _ignore_stop_signals() -> None:
+    """Initializer of every pool process: ignore SIGTERM (pebble installs an exit handler in
+    its workers, over what the forkserver passed down); the pool's owner stops them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
 
 SIGNALS_MODULE = "tribunal.core.pool_signals"
 """Preloaded first in the forkserver: pool processes ignore the SIGTERM their worker handles."""
@@ -51,7 +59,10 @@ class DeadlinePool:
         PEBBLE_CONSTS.term_timeout = 0.0
         self.workers = workers
         self._pool = ProcessPool(
-            max_workers=workers, max_tasks=max_tasks_per_process, context=context
+            max_workers=workers,
+            max_tasks=max_tasks_per_process,
+            initializer=_ignore_stop_signals,
+            context=context,
         )
 
     async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:

@@ -1,5 +1,6 @@
-"""Imported first by ``DeadlinePool``'s forkserver, and only there: the forkserver and the
-pool processes forked from it ignore SIGTERM and SIGINT.
+"""Imported first by ``DeadlinePool``'s forkserver, and only there: the forkserver ignores
+SIGTERM and SIGINT (and the pool processes too, through the pool's initializer, since pebble
+installs a SIGTERM handler of its own in them).
 
 Docker, systemd and Kubernetes stop a worker with SIGTERM, often to its whole process group
 (or cgroup). The worker handles it: it stops claiming and finishes or releases what it holds
