@@ -1,7 +1,7 @@
 """Fault benchmark: does every accepted item get exactly one right result under faults, and
 does any generated request get a 5xx? Prints one JSON object.
 
-    .venv/bin/python bench/faults.py                 # 2,000-item jobs, 50 examples per case
+    .venv/bin/python bench/faults.py                 # 2,000-item jobs, 100 examples per case
     .venv/bin/python bench/faults.py --items 300 --examples 10   # quicker
 
 Scenarios (``bench/fault_scenarios.py``; math API + 2 worker processes on a Redis with
@@ -166,7 +166,7 @@ def main() -> None:
     """Parse arguments, run the scenarios and the fuzzing, print one JSON object."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=2000, help="Items per scenario job.")
-    parser.add_argument("--examples", type=int, default=50, help="Examples per operation/mode.")
+    parser.add_argument("--examples", type=int, default=100, help="Examples per operation/mode.")
     parser.add_argument("--skip-fuzz", action="store_true", help="Scenarios only.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tribunal-faults-") as tmp:
