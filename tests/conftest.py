@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 import redis
 
@@ -158,9 +159,14 @@ def start_process(argv: list[str], env: dict[str, str], log: Path) -> subprocess
 
 
 def stop_process(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL it after ``grace_s``."""
+    """SIGTERM the process group, then SIGKILL it after ``grace_s``; then SIGKILL what its
+    descendants in sessions of their own (``tribunal up``'s children) left running."""
     if process.poll() is not None:
         return
+    try:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     try:
@@ -169,6 +175,11 @@ def stop_process(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> Non
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    _, alive = psutil.wait_procs(descendants, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def wait_ready(
@@ -210,11 +221,12 @@ def service(
         if full_env.get("TRIBUNAL_QUEUE") != "memory":
             for n in range(workers):
                 argvs[f"worker{n}"] = [*TRIBUNAL, "worker", name]
+        # Registered before anything starts, so the teardown stops whatever did start.
+        running = RunningService(f"http://127.0.0.1:{port}", processes, logs, full_env)
+        started.append(running)
         for label, argv in argvs.items():
             logs[label] = tmp_path / f"{name}-{label}.log"
             processes[label] = start_process(argv, full_env, logs[label])
-        running = RunningService(f"http://127.0.0.1:{port}", processes, logs, full_env)
-        started.append(running)
         wait_ready(running.base_url, ready_s, processes)
         return running
 
