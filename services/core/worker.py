@@ -145,6 +145,9 @@ class WorkerRuntime:
         beat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beat
+        # A worker that stops says so: /readyz need not wait for its heartbeat to age out.
+        with contextlib.suppress(QueueUnavailable):
+            await self.queue.retire(self.verifier.name, self.consumer)
 
     async def _retry_until(
         self, stop: asyncio.Event, action: Callable[[], Awaitable[None]]

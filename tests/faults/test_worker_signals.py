@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bench.fault_scenarios import Stack, kill_worker
+from bench.fault_scenarios import Stack, kill_worker, status, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -39,3 +39,19 @@ def test_sigkill_of_a_worker_loses_nothing(make_stack: Callable[..., Stack]) -> 
     assert figures["exit_code"] == -signal.SIGKILL
     assert figures["lost"] == figures["duplicated"] == figures["wrong"] == 0, figures
     assert figures["permanent_errors"] == figures["retryable_errors"] == 0, figures
+
+
+def test_readyz_turns_503_as_soon_as_the_only_worker_stops(
+    make_stack: Callable[..., Stack],
+) -> None:
+    # It stayed 200 for up to the heartbeat window (~6 s) after the only worker was gone.
+    stack = make_stack()
+    stack.start_redis()
+    stack.start_api()
+    stack.start_worker(0)
+    with stack.client() as client:
+        wait_until(lambda: status(client, "/readyz") == 200, 120, "ready")
+        stack.signal_group("worker0", signal.SIGTERM)
+        assert stack.wait_exit("worker0", 30) == 0
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["workers.math"] == 0

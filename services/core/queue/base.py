@@ -157,6 +157,11 @@ class JobQueue(Protocol):
         """Record that worker ``consumer`` is alive."""
         ...
 
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """Forget worker ``consumer``'s heartbeat (it stopped): ``/readyz`` sees it at once
+        rather than after the heartbeat window."""
+        ...
+
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count workers of ``verifier`` that sent a heartbeat within ``within_s``."""
         ...

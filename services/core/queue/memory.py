@@ -246,6 +246,10 @@ class MemoryQueue:
         """Record the worker's heartbeat time."""
         self._stream(verifier).workers[consumer] = time.time()
 
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """Forget the worker's heartbeat."""
+        self._stream(verifier).workers.pop(consumer, None)
+
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``."""
         cutoff = time.time() - within_s

@@ -427,6 +427,11 @@ class RedisStreamsQueue:
         async with self._unavailable_as_503():
             await self.redis.zadd(self.keys.workers(verifier), {consumer: time.time()})
 
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """ZREM the worker's heartbeat."""
+        async with self._unavailable_as_503():
+            await self.redis.zrem(self.keys.workers(verifier), consumer)
+
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``; forget workers silent for an hour."""
         key = self.keys.workers(verifier)
