@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tribunal.core.deps import AppRuntime
 from tribunal.core.errors import InternalError, QueueUnavailable, TribunalError
+from tribunal.core.hashing import printable
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
 from tribunal.core.queue.base import JobQueue
@@ -32,7 +33,6 @@ from tribunal.core.routes.score import score_router
 from tribunal.core.scoring import (
     ScoringService,
     job_body_type,
-    printable,
     score_request_model,
 )
 from tribunal.core.service import ServiceSpec

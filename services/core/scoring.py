@@ -32,7 +32,13 @@ from tribunal.core.errors import (
     QueueUnavailable,
     ScoringTimeout,
 )
-from tribunal.core.hashing import sha256_hex
+from tribunal.core.hashing import (
+    SURROGATE_MESSAGE,
+    encodes_utf8,
+    lone_surrogate,
+    printable,
+    sha256_hex,
+)
 from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
 from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.verifier import Verifier
@@ -55,51 +61,9 @@ class InvalidItem:
     def item_id(self, index: int) -> str:
         """The item's own id when it has a usable one, else its position."""
         raw_id = self.raw.get("id") if isinstance(self.raw, dict) else None
-        if isinstance(raw_id, str) and raw_id and _encodes(raw_id):
+        if isinstance(raw_id, str) and raw_id and encodes_utf8(raw_id):
             return raw_id
         return str(index)
-
-
-def lone_surrogate(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
-    """Return the path of the first string (or key) of ``value`` holding a lone surrogate.
-
-    JSON's ``"\\ud800"`` escape decodes to a str that is not valid Unicode text: it cannot
-    be encoded to UTF-8, so it can be neither hashed for the cache nor written back in a
-    response. Such an input is refused, naming its field.
-    """
-    if isinstance(value, str):
-        return None if _encodes(value) else path
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if isinstance(key, str) and not _encodes(key):
-                return (*path, printable(key))
-            found = lone_surrogate(inner, (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, inner in enumerate(value):
-            found = lone_surrogate(inner, (*path, index))
-            if found is not None:
-                return found
-    return None
-
-
-def _encodes(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def printable(text: str) -> str:
-    """``text`` with anything UTF-8 cannot encode written as a ``\\udXXX`` escape."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-SURROGATE_MESSAGE = "contains a lone surrogate (not valid Unicode text); send valid UTF-8"
 
 
 def _keep_invalid(value: Any, handler: Any) -> Any:

@@ -125,3 +125,28 @@ def test_a_batch_that_can_never_fit_the_queue_is_413_naming_items_and_the_bound(
             assert "(5," in error["message"]
         fits = client.post("/v1/math/score", json={"items": items[:5]})
         assert fits.status_code == 200
+
+
+def test_a_lone_surrogate_on_a_route_of_one_item_is_a_422(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    # /v1/code/run validates its one item strictly (no per-item leniency): still no 500.
+    running = service(
+        "code",
+        env={
+            "TRIBUNAL_REDIS_URL": redis_server.url,
+            "TRIBUNAL_QUEUE": "redis",
+            "TRIBUNAL_KEY_PREFIX": key_prefix,
+            "TRIBUNAL_CODE_SLOTS": "1",
+        },
+    )
+    with running.client() as client:
+        response = client.post(
+            "/v1/code/run",
+            content=b'{"language": "python", "code": "print(1) # \\ud800"}',
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_input" and "code" in error["message"]
+        assert "surrogate" in error["message"]
