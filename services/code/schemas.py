@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tribunal.code.verdicts import TestVerdict
@@ -36,9 +45,14 @@ def _normalise_language(value: Any) -> Any:
 class Limits(_Model):
     """Per-test-case limits; each is clamped to the server's maximum, unset means default."""
 
-    timeout_s: float | None = Field(default=None, gt=0, description="Wall-clock limit per case.")
-    memory_mb: int | None = Field(default=None, gt=0, description="Address space per process, MiB.")
-    max_output_bytes: int | None = Field(
+    # Strict numbers: `true` is not a timeout of 1 s (pydantic's lax mode reads bools as 1/0).
+    timeout_s: StrictFloat | None = Field(
+        default=None, gt=0, description="Wall-clock limit per case."
+    )
+    memory_mb: StrictInt | None = Field(
+        default=None, gt=0, description="Address space per process, MiB."
+    )
+    max_output_bytes: StrictInt | None = Field(
         default=None, gt=0, description="Cap on stdout and on stderr per case, bytes."
     )
 
@@ -93,7 +107,7 @@ class CodeOptions(_Model):
     stop_on_first_failure: bool = Field(
         default=False, description="Stop at the first failing case; the rest are `skipped`."
     )
-    float_tolerance: float | None = Field(
+    float_tolerance: StrictFloat | None = Field(
         default=None,
         ge=0,
         description="Absolute and relative tolerance for floats (stdout tokens, return values).",

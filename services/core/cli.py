@@ -126,8 +126,9 @@ def up(
 ) -> None:
     """Run the whole stack in the foreground: each service's API and workers, and the queue.
 
-    Uses the Redis at TRIBUNAL_REDIS_URL when it answers; otherwise each API runs its
-    workers in-process on the embedded queue. Ctrl-C stops everything.
+    Uses the Redis at TRIBUNAL_REDIS_URL when it is set (waiting for it if it is down), or
+    at the default URL when it answers; otherwise each API runs its workers in-process on the
+    embedded queue. Ctrl-C stops everything.
     """
     from tribunal.core.registry import available_services
     from tribunal.core.settings import CoreSettings
@@ -138,6 +139,8 @@ def up(
     settings = CoreSettings()
     supervisor = Supervisor(specs, settings)
     signal.signal(signal.SIGTERM, lambda *_: supervisor.request_stop())
+    # Started as a background job, the shell hands us SIGINT ignored: restore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     code = supervisor.run()
     raise typer.Exit(code)
 

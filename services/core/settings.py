@@ -33,7 +33,9 @@ class CoreSettings(BaseSettings):
         default="auto",
         description=(
             "Queue backend: redis, memory (embedded, single host, nothing survives a restart), "
-            "or auto (redis when it answers, else memory)."
+            "or auto: Redis when TRIBUNAL_REDIS_URL is set (waiting for it when it is down: "
+            "/readyz answers 503 meanwhile), else Redis at the default URL when it answers, "
+            "else the embedded queue."
         ),
     )
     key_prefix: str = Field(default="tribunal", description="Prefix of every Redis key.")
@@ -77,6 +79,14 @@ class CoreSettings(BaseSettings):
     )
     worker_heartbeat_s: float = Field(
         default=2.0, gt=0, description="How often a worker proves it is alive and holds its items."
+    )
+    worker_grace_s: float = Field(
+        default=8.0,
+        ge=0,
+        description=(
+            "On SIGTERM, how long a worker may finish its batches before it releases the rest "
+            "to other workers (below Docker's 10 s stop timeout)."
+        ),
     )
     log_level: str = Field(default="INFO", description="Python logging level.")
 

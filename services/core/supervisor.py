@@ -82,7 +82,12 @@ class Supervisor:
         Returns:
             0 after a requested stop, 1 when a child died on its own.
         """
-        use_redis = self.settings.queue != "memory" and redis_answers(self.settings.redis_url)
+        # A Redis URL that was named is used even while it is down: the APIs answer 503 and
+        # the workers wait until it comes (issue 7: never a silent fallback).
+        named = self.settings.queue == "redis" or "redis_url" in self.settings.model_fields_set
+        use_redis = self.settings.queue != "memory" and (
+            named or redis_answers(self.settings.redis_url)
+        )
         if use_redis:
             say(f"queue: Redis at {self.settings.redis_url}")
         else:

@@ -63,6 +63,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 concurrency=settings.worker_concurrency,
                 max_deliveries=settings.max_deliveries,
                 heartbeat_s=settings.worker_heartbeat_s,
+                grace_s=settings.worker_grace_s,
             )
             for verifier in verifiers
         ]

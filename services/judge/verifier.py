@@ -291,7 +291,10 @@ class JudgeVerifier:
         )
         if errors:
             return ItemOutcome.failed(_item_error(errors, len(rubrics)), details.to_dict())
-        reward, raw = aggregate(scored, self.config.aggregation)
+        try:
+            reward, raw = aggregate(scored, self.config.aggregation)
+        except TribunalError as exc:
+            return ItemOutcome.failed(exc, details.to_dict())
         details.raw_reward = raw
         return ItemOutcome(reward=reward, details=details.to_dict())
 

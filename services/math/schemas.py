@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tribunal.core.envelope import ScoreItem
 from tribunal.math.extract import ScoreMethod
@@ -18,7 +18,7 @@ class MathOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    float_rounding: int | None = Field(
+    float_rounding: StrictInt | None = Field(
         default=None,
         ge=0,
         le=15,

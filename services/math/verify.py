@@ -76,6 +76,16 @@ from tribunal.math.extract import (
 
 logger = logging.getLogger(__name__)
 
+
+def _not_timeout_disabled(record: logging.LogRecord) -> bool:
+    # Math-Verify warns once per process that its SIGALRM timeouts are off: they are off on
+    # purpose here (the pool kills a process past its deadline), so the warning is noise.
+    return not str(record.msg).startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_not_timeout_disabled)
+
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")

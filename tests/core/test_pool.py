@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from tests.core.pool_tasks import (
@@ -63,3 +65,20 @@ async def test_tribunal_errors_cross_the_pool_as_themselves(pool: DeadlinePool) 
         await pool.run(raise_tribunal_error, "limit", timeout_s=5)
     assert limit.value.limit == 7 and limit.value.retry_after_s == 1.5
     assert limit.value.message == "over the limit of 7" and limit.value.field == "items"
+
+
+async def test_sigterm_to_the_pool_processes_does_not_kill_the_tasks(pool: DeadlinePool) -> None:
+    # SIGTERM to a worker's process group reaches its pool processes too; the worker handles
+    # it (it finishes what it holds), so the tasks under it must survive (issue 7).
+    running = asyncio.ensure_future(pool.run(sleep_then_pid, 1.5, timeout_s=30))
+    await asyncio.sleep(0.5)
+    pool_processes = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "forkserver" in " ".join(p.cmdline())
+    ]
+    assert len(pool_processes) >= 2  # the forkserver and its pool processes
+    for process in pool_processes:
+        process.send_signal(signal.SIGTERM)
+    assert isinstance(await running, int)
+    assert isinstance(await pool.run(sleep_then_pid, 0, timeout_s=5), int)

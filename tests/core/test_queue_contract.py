@@ -110,6 +110,21 @@ async def test_extend_keeps_an_entry_from_other_workers(queue: JobQueue) -> None
     assert await queue.claim("v", "other", 1, block_s=0.05) == []
 
 
+async def test_a_released_entry_is_claimed_at_once_by_another_worker(queue: JobQueue) -> None:
+    await queue.submit("v", items(2), total=2, prefilled={})
+    held = await queue.claim("v", "stopping", 2, block_s=0.1)
+    await queue.release("v", "stopping", [held[0].entry_id])
+    taken = await queue.claim("v", "other", 5, block_s=0.1)  # well inside the visibility timeout
+    assert [(d.entry_id, d.deliveries) for d in taken] == [(held[0].entry_id, 2)]
+
+
+async def test_a_retired_worker_is_no_longer_live(queue: JobQueue) -> None:
+    await queue.heartbeat("v", "w1")
+    await queue.heartbeat("v", "w2")
+    await queue.retire("v", "w1")
+    assert await queue.live_workers("v", within_s=60) == 1
+
+
 async def test_a_full_queue_refuses_with_retry_after(queue: JobQueue) -> None:
     await queue.submit("v", items(8), total=8, prefilled={})
     with pytest.raises(QueueFull) as caught:

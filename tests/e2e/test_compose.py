@@ -21,11 +21,11 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import ROOT, free_port, start_process, stop_process, wait_ready
+from tests.conftest import FIXTURES, ROOT, free_port, start_process, stop_process, wait_ready
 
 pytestmark = pytest.mark.e2e
 
-SCHEMA = ROOT.parent / "shared" / "schemas" / "compose-spec.json"
+SCHEMA = FIXTURES / "compose-spec.json"
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 

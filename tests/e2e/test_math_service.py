@@ -12,14 +12,14 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.conftest import DATA, RedisServer, RunningService
+from tests.conftest import DATA, RedisServer, RunningService, need_data
 from tribunal.client import SyncTribunalClient
 
 pytestmark = pytest.mark.e2e
 
 
 def math500(n: int) -> list[dict[str, str]]:
-    with (DATA / "math" / "math500_test.jsonl").open() as f:
+    with need_data(DATA / "math" / "math500_test.jsonl").open() as f:
         rows = [json.loads(line) for line in f][:n]
     return [{"response": r["solution"], "ground_truth": r["answer"]} for r in rows]
 

@@ -19,17 +19,44 @@ from tests.conftest import ROOT, RedisServer, free_port, wait_ready
 pytestmark = pytest.mark.e2e
 
 
+def _ignore_sigint() -> None:  # pragma: no cover - runs in the child before exec
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_up(
-    env: dict[str, str], log: Path, services: tuple[str, ...] = ("math", "judge")
+    env: dict[str, str],
+    log: Path,
+    services: tuple[str, ...] = ("math", "judge"),
+    sigint_ignored: bool = False,
 ) -> subprocess.Popen[bytes]:
+    """Start ``tribunal up <services>``; ``sigint_ignored`` starts it as a shell starts a
+    background job (SIGINT ignored, inherited across exec)."""
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("TRIBUNAL_REDIS_URL", "TRIBUNAL_QUEUE")
+    }
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tribunal.core.cli", "up", *services],
-            env={**os.environ, **env},
+            env={**base, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
+            preexec_fn=_ignore_sigint if sigint_ignored else None,
         )
+
+
+def kill_everything(process: subprocess.Popen[bytes], children: list[psutil.Process]) -> None:
+    """Teardown whatever happened: SIGKILL the process groups of ``tribunal up``'s children
+    (each has a session of its own) and ``tribunal up`` itself."""
+    if process.poll() is None:
+        children = [*children, *psutil.Process(process.pid).children(recursive=True)]
+    for child in children:
+        with contextlib.suppress(ProcessLookupError, psutil.Error):
+            if child.is_running():
+                os.killpg(child.pid, signal.SIGKILL)
+    if process.poll() is None:
+        process.kill()
+        process.wait(10)
 
 
 def interrupt_and_check_all_stopped(process: subprocess.Popen[bytes]) -> None:
@@ -41,9 +68,15 @@ def interrupt_and_check_all_stopped(process: subprocess.Popen[bytes]) -> None:
     assert alive == [], f"left running: {alive}"
 
 
-@pytest.mark.parametrize("with_redis", [False, True])
+@pytest.mark.parametrize(
+    ("with_redis", "sigint_ignored"), [(False, False), (True, False), (True, True)]
+)
 def test_up_serves_every_service_and_ctrl_c_stops_everything(
-    with_redis: bool, tmp_path: Path, request: pytest.FixtureRequest, key_prefix: str
+    with_redis: bool,
+    sigint_ignored: bool,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    key_prefix: str,
 ) -> None:
     math_port, judge_port = free_port(), free_port()
     env = {
@@ -55,12 +88,16 @@ def test_up_serves_every_service_and_ctrl_c_stops_everything(
         redis: RedisServer = request.getfixturevalue("redis_server")
         env["TRIBUNAL_REDIS_URL"] = redis.url
     else:
-        env["TRIBUNAL_REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+        # No Redis configured at all: the embedded queue (a URL that was named would be
+        # waited for, never silently replaced; see tests/faults/test_redis_down_at_start.py).
+        env["TRIBUNAL_QUEUE"] = "memory"
     log = tmp_path / "up.log"
-    process = run_up(env, log)
+    process = run_up(env, log, sigint_ignored=sigint_ignored)
+    children: list[psutil.Process] = []
     try:
         wait_ready(f"http://127.0.0.1:{math_port}", 60, {"tribunal up": process})
         wait_ready(f"http://127.0.0.1:{judge_port}", 60, {"tribunal up": process})
+        children = psutil.Process(process.pid).children(recursive=True)
         body = {
             "items": [
                 {
@@ -76,9 +113,7 @@ def test_up_serves_every_service_and_ctrl_c_stops_everything(
         assert ready["checks"]["queue"] == ("redis" if with_redis else "memory")
         interrupt_and_check_all_stopped(process)
     finally:
-        if process.poll() is None:
-            process.kill()
-        time.sleep(0.1)
+        kill_everything(process, children)
         print(log.read_text())
     output = log.read_text()
     assert f"math: http://127.0.0.1:{math_port}" in output

@@ -6,7 +6,12 @@ of that verifier, on any machine. Results live in a hash per job with a TTL.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+"""The format of the job ids Tribunal issues (``uuid4().hex``); anything else names no job
+(and must never reach a Redis key: ``x:results`` would name another key)."""
 
 CONSUMER_GROUP = "workers"
 """Name of the consumer group every worker of a verifier joins."""

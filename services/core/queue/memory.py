@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
-from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 
 
 @dataclass
@@ -115,6 +115,8 @@ class MemoryQueue:
                 return Submitted(job_id=existing[0], created=False)
         stream = self._stream(verifier)
         depth = len(stream.ready) + len(stream.pending)
+        if len(items) > self.max_queue_items:
+            raise never_fits(verifier, len(items), self.max_queue_items)
         if items and depth + len(items) > self.max_queue_items:
             raise QueueFull(
                 f"the {verifier} queue is full ({depth} items waiting, bound "
@@ -216,6 +218,15 @@ class MemoryQueue:
                 pending.consumer = consumer
                 pending.last_seen = now
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Make the consumer's entries claimable at once (idle since forever)."""
+        stream = self._stream(verifier)
+        for entry_id in entry_ids:
+            pending = stream.pending.get(entry_id)
+            if pending is not None and pending.consumer == consumer:
+                pending.last_seen = float("-inf")
+        stream.arrived.set()
+
     async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
         """Store results first-wins and drop their entries."""
         stream = self._stream(verifier)
@@ -235,6 +246,10 @@ class MemoryQueue:
     async def heartbeat(self, verifier: str, consumer: str) -> None:
         """Record the worker's heartbeat time."""
         self._stream(verifier).workers[consumer] = time.time()
+
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """Forget the worker's heartbeat."""
+        self._stream(verifier).workers.pop(consumer, None)
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``."""
