@@ -18,7 +18,7 @@ Then schemathesis (property-based requests generated from the OpenAPI documents,
 invalid ones) against the math, code and judge APIs with their workers, ``--examples`` per
 operation and mode: the count of responses with status >= 500, and of statuses an operation
 answered that its document does not list. The judge's model is the fake OpenAI-compatible
-server of ``tribunal.judge.testing`` (vLLM needs a GPU).
+server of ``tribunal.llm.testing`` (vLLM needs a GPU).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, Phase
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fault_scenarios import Stack, kill_worker, redis_late, restart_redis, status, wait_until
-from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 
 def scenarios(items: int, root: Path) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def scenarios(items: int, root: Path) -> dict[str, Any]:
 @contextlib.contextmanager
 def services(root: Path) -> Iterator[dict[str, str]]:
     """Math, code and judge APIs with one worker each on one Redis; yields name -> URL."""
-    judge = FakeOpenAIServer(FakeJudgeScript())
+    judge = FakeOpenAIServer(FakeScript())
     judge.start()
     stacks: dict[str, Stack] = {}
     try:

@@ -334,6 +334,8 @@ class SlotPool:
         self.dedicated_uids = os.geteuid() == 0
         self._lock_fds: list[tuple[int, str]] = []
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        self.in_use = 0
+        """Slots held by an execution now."""
         base: int | None = None
         if self.dedicated_uids:
             base = self._claim_block(
@@ -395,9 +397,11 @@ class SlotPool:
     async def acquire(self) -> AsyncIterator[Slot]:
         """Hold a slot (its holder sweeps the uid it used, see ``sweep``)."""
         slot = await self._free.get()
+        self.in_use += 1
         try:
             yield slot
         finally:
+            self.in_use -= 1
             self._free.put_nowait(slot)
 
 

@@ -67,6 +67,11 @@ class _CodeBase:
         """``details.isolation`` value: set only when programs run unsandboxed."""
         return "none (UNSANDBOXED, development only)" if self.config.isolation == "none" else None
 
+    def utilisation(self) -> tuple[int, int]:
+        """``(busy, capacity)`` of this verifier's sandbox slots."""
+        busy = self._pool.in_use if self._pool is not None else 0
+        return busy, self.config.slots
+
     def config_hash(self) -> str:
         """Hash of everything in the configuration that can move a verdict."""
         return config_hash(self.config.hashed_fields())

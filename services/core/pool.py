@@ -58,6 +58,7 @@ class DeadlinePool:
         # its SIGKILL would only delay every timeout: kill at once.
         PEBBLE_CONSTS.term_timeout = 0.0
         self.workers = workers
+        self._scheduled = 0
         self._pool = ProcessPool(
             max_workers=workers,
             max_tasks=max_tasks_per_process,
@@ -79,6 +80,7 @@ class DeadlinePool:
             Exception: Whatever ``fn`` raised, re-raised as is.
         """
         future = self._pool.schedule(fn, args=args, timeout=timeout_s)
+        self._scheduled += 1
         try:
             return await asyncio.wrap_future(future)
         except FuturesTimeout as exc:
@@ -87,6 +89,13 @@ class DeadlinePool:
             raise InternalError(
                 f"the scoring process died (exit code {exc.exitcode}) before answering"
             ) from exc
+        finally:
+            self._scheduled -= 1
+
+    @property
+    def busy(self) -> int:
+        """Processes running a task now (tasks scheduled, at most ``workers``)."""
+        return min(self._scheduled, self.workers)
 
     def close(self) -> None:
         """Stop the processes (running tasks are abandoned) and wait for them."""

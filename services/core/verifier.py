@@ -29,6 +29,10 @@ class Verifier(Protocol):
         version: Bumped whenever the same input could get a different result; part of every
             result and of the cache key.
         item_model: The pydantic model of one item (a ``ScoreItem`` subclass).
+
+    Optionally, a verifier with a pool of its own (processes, sandbox slots) defines
+    ``utilisation() -> tuple[int, int]``, its ``(busy, capacity)`` now; workers report it
+    with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``).
     """
 
     name: str

@@ -84,6 +84,13 @@ def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:
     return ItemOutcome.failed(error, outcome.details)
 
 
+def pool_utilisation(verifier: Verifier) -> tuple[int, int] | None:
+    """``(busy, capacity)`` of the verifier's pool, if it has one (``Verifier.utilisation``,
+    optional: a verifier that waits on a remote model has no pool of its own)."""
+    utilisation = getattr(verifier, "utilisation", None)
+    return None if utilisation is None else utilisation()
+
+
 @dataclass
 class WorkerRuntime:
     """Scores the queued items of one verifier.
@@ -165,7 +172,9 @@ class WorkerRuntime:
         # period stay held.
         while True:
             try:
-                await self.queue.heartbeat(self.verifier.name, self.consumer)
+                await self.queue.heartbeat(
+                    self.verifier.name, self.consumer, pool_utilisation(self.verifier)
+                )
                 if self._in_flight:
                     await self.queue.extend(
                         self.verifier.name, self.consumer, list(self._in_flight)

@@ -53,6 +53,10 @@ class MathVerifier:
         self._pool: DeadlinePool | None = None
         self._calls: ChunkedCalls[MathScore] | None = None
 
+    def utilisation(self) -> tuple[int, int]:
+        """``(busy, capacity)`` of the verification processes."""
+        return (self._pool.busy if self._pool is not None else 0), self.processes
+
     def config_hash(self) -> str:
         """Hash of the comparison settings (the deadline and process count move no reward)."""
         return config_hash(self.config.as_dict())

@@ -164,6 +164,19 @@ async def test_dead_letter_heartbeat_and_stats(queue: JobQueue) -> None:
     assert await queue.stats("v") == {"scored": 3, "error:timeout": 1}
 
 
+async def test_utilisation_sums_the_live_workers_that_report_a_pool(queue: JobQueue) -> None:
+    assert await queue.utilisation("v", within_s=5) == (0, 0)
+    await queue.heartbeat("v", "a", (3, 4))
+    await queue.heartbeat("v", "b", (1, 2))
+    await queue.heartbeat("v", "c")  # no pool of its own
+    await queue.heartbeat("w", "d", (9, 9))
+    assert await queue.utilisation("v", within_s=5) == (4, 6)
+    await queue.heartbeat("v", "a", (0, 4))
+    assert await queue.utilisation("v", within_s=5) == (1, 6)
+    await queue.retire("v", "b")
+    assert await queue.utilisation("v", within_s=5) == (0, 4)
+
+
 async def test_verifiers_have_separate_queues(queue: JobQueue) -> None:
     await queue.ensure_verifier("w")
     await queue.submit("v", items(1), total=1, prefilled={})

@@ -129,7 +129,12 @@ def test_one_pathological_item_does_not_hold_up_the_other_99(
     assert results["huge"]["reward"] == 1.0
     others = [r for i, r in results.items() if i not in {"tower", "huge"}]
     assert len(others) == 98 and all(r["reward"] == 1.0 for r in others)
-    assert elapsed < 2 + 10, elapsed  # one deadline plus the batch's own work
+    # two deadlines (the tower's chunk's, then its own alone) plus the batch's own work
+    assert elapsed < 2 * 2 + 10, elapsed
+    with running.http() as client:
+        metrics = client.get("/metrics").text
+    assert 'tribunal_pool_capacity{verifier="math"} 2.0' in metrics, metrics
+    assert 'tribunal_pool_busy{verifier="math"}' in metrics
 
 
 def test_bad_input_is_named_over_real_http(

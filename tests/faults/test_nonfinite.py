@@ -22,7 +22,7 @@ from tribunal.core.errors import InternalError
 from tribunal.core.settings import CoreSettings
 from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.judge.scorer import aggregate
-from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.llm.testing import FakeOpenAIServer
 
 
 def _judge_item(item_id: str, weight: float) -> dict[str, Any]:

@@ -153,8 +153,16 @@ class JobQueue(Protocol):
         with :meth:`complete`)."""
         ...
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record that worker ``consumer`` is alive."""
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record that worker ``consumer`` is alive, with its pool's ``(busy, capacity)``
+        (verification processes or sandbox slots) when it has one."""
+        ...
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum ``(busy, capacity)`` over the workers of ``verifier`` that sent a heartbeat
+        within ``within_s`` (``(0, 0)`` when none reported a pool)."""
         ...
 
     async def retire(self, verifier: str, consumer: str) -> None:

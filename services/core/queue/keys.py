@@ -35,6 +35,10 @@ class Keys:
         """Sorted set: worker consumer name -> time of its last heartbeat (unix s)."""
         return f"{self.prefix}:{verifier}:workers"
 
+    def utilisation(self, verifier: str) -> str:
+        """Hash: worker consumer name -> ``"busy capacity"`` of its pool at its last heartbeat."""
+        return f"{self.prefix}:{verifier}:utilisation"
+
     def refusal(self, verifier: str) -> str:
         """String: why the last worker of ``verifier`` refused to start (deleted on a start)."""
         return f"{self.prefix}:{verifier}:refusal"

@@ -33,6 +33,7 @@ class _Stream:
     pending: OrderedDict[str, _Pending] = field(default_factory=OrderedDict)
     dead: list[tuple[Delivery, str]] = field(default_factory=list)
     workers: dict[str, float] = field(default_factory=dict)
+    utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     refusal: str | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -243,13 +244,27 @@ class MemoryQueue:
         """Keep the entry in the verifier's dead-letter list."""
         self._stream(verifier).dead.append((delivery, reason))
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record the worker's heartbeat time."""
-        self._stream(verifier).workers[consumer] = time.time()
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        stream = self._stream(verifier)
+        stream.workers[consumer] = time.time()
+        if utilisation is not None:
+            stream.utilisation[consumer] = utilisation
 
     async def retire(self, verifier: str, consumer: str) -> None:
         """Forget the worker's heartbeat."""
         self._stream(verifier).workers.pop(consumer, None)
+        self._stream(verifier).utilisation.pop(consumer, None)
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported utilisation of the live workers."""
+        stream = self._stream(verifier)
+        cutoff = time.time() - within_s
+        live = [stream.utilisation.get(c) for c, t in stream.workers.items() if t >= cutoff]
+        reported = [u for u in live if u is not None]
+        return sum(b for b, _ in reported), sum(c for _, c in reported)
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``."""

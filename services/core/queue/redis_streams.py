@@ -425,15 +425,39 @@ class RedisStreamsQueue:
                 approximate=True,
             )
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record the worker's heartbeat time."""
-        async with self._unavailable_as_503():
-            await self.redis.zadd(self.keys.workers(verifier), {consumer: time.time()})
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(self.keys.workers(verifier), {consumer: time.time()})
+            if utilisation is not None:
+                busy, capacity = utilisation
+                pipe.hset(self.keys.utilisation(verifier), consumer, f"{busy} {capacity}")
+            await pipe.execute()
 
     async def retire(self, verifier: str, consumer: str) -> None:
         """ZREM the worker's heartbeat."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrem(self.keys.workers(verifier), consumer)
+            pipe.hdel(self.keys.utilisation(verifier), consumer)
+            await pipe.execute()
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported utilisation of the live workers."""
         async with self._unavailable_as_503():
-            await self.redis.zrem(self.keys.workers(verifier), consumer)
+            live = await self.redis.zrangebyscore(
+                self.keys.workers(verifier), time.time() - within_s, "+inf"
+            )
+            if not live:
+                return 0, 0
+            values = await self.redis.hmget(self.keys.utilisation(verifier), [*map(str, live)])
+        busy = capacity = 0
+        for value in values:
+            if value is not None:
+                b, c = (int(part) for part in value.split())
+                busy, capacity = busy + b, capacity + c
+        return busy, capacity
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``; forget workers silent for an hour."""
