@@ -1,8 +1,8 @@
 """HumanEval and LeetCodeDataset as ``/v1/code/score`` items (plain JSON-able dicts).
 
-Data: ``/work/shared/data/code`` (not copied into the repository). Shared by
-``bench/code_throughput.py`` and ``tests/code/test_datasets.py`` (which validates the dicts
-into ``CodeItem``\\ s), so both score exactly the same items.
+Data: ``$TRIBUNAL_DATA_DIR/code`` (default ``../shared/data/code``; not copied into the
+repository). Shared by ``bench/code_throughput.py`` and ``tests/code/test_datasets.py`` (which
+validates the dicts into ``CodeItem``\\ s), so both score exactly the same items.
 
 Sources: HumanEval (openai/human-eval, 164 problems) and LeetCodeDataset v0.3.1 test split
 (newfacade/LeetCodeDataset, 228 problems).
@@ -13,11 +13,17 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
-DATA = Path("/work/shared/data/code")
+DATA = (
+    Path(
+        os.environ.get("TRIBUNAL_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
+    )
+    / "code"
+)
 
 
 def jsonl(name: str) -> list[dict[str, Any]]:

@@ -42,6 +42,20 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
 """The shared data sets (``$TRIBUNAL_DATA_DIR``, default ``../shared/data`` of the repo)."""
+FIXTURES = ROOT / "tests" / "fixtures"
+"""Small files tests need always (with their sources and licences in its README)."""
+
+
+def need_data(path: Path) -> Path:
+    """Return ``path`` (a file or folder under ``DATA``) if it exists; else skip the test
+    with one line saying where it was looked for, or fail it under ``CI=true``, where a
+    missing data set is a broken set-up rather than a reason to test less."""
+    if path.exists():
+        return path
+    message = f"data not found: {path} (set TRIBUNAL_DATA_DIR; README, 'Data')"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 def start_process(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -15,26 +15,16 @@ from tribunal.llm import create_backend
 
 def create_verifiers(settings: CitationSettings) -> list[Verifier]:
     """The citation service serves one verifier (its judge mode on the configured backend)."""
-    backend_config = settings.backend_config()
+    group = settings.citation
     judge = None
-    if backend_config.kind != "none":
-        backend = create_backend(backend_config, "TRIBUNAL_CITATION_")
-        judge = LLMSupport(backend, settings.judge_settings())
-    return [
-        CitationVerifier(
-            settings.to_config(),
-            judge,
-            judge_hash={
-                "backend": backend_config.hash_payload(),
-                "claims_per_call": settings.citation_claims_per_call,
-            },
-        )
-    ]
+    if group.backend.kind != "none":
+        judge = LLMSupport(create_backend(group.backend, "TRIBUNAL_CITATION_"), group.judge)
+    return [CitationVerifier(group.config(), judge, judge_hash=group.judge_hash())]
 
 
 def startup_hint(settings: CitationSettings) -> str | None:
     """One line on the default support mode when no LLM backend is configured."""
-    if settings.has_backend():
+    if settings.citation.backend.kind != "none":
         return None
     return (
         "no citation LLM backend configured: the default support mode is lexical (token "

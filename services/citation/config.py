@@ -1,41 +1,57 @@
-"""Domain configuration of the citation verifier: frozen dataclasses, hashable.
+"""Domain configuration of the citation verifier: one frozen pydantic model, defaults here.
 
 Everything that can move a reward is in :meth:`CitationConfig.hash_payload` and so in the
-verifier's ``config_hash``; capacity knobs (cache size) are not.
+verifier's ``config_hash``; capacity knobs (cache size) are not. The service's settings
+(``tribunal.citation.settings``) extend it, so that every field is ``TRIBUNAL_CITATION_*``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.citation.lexical import LexicalThresholds
 from tribunal.citation.schemas import SupportMode
 from tribunal.citation.scorer import PRESETS, Preset, PresetName
 
 
-@dataclass(frozen=True)
-class CitationConfig:
-    """How citations are checked and scored.
+class CitationConfig(BaseModel):
+    """How citations are checked and scored (each field documents itself)."""
 
-    Attributes:
-        support: Mode used when an item does not choose one (``judge`` | ``lexical`` |
-            ``none``).
-        preset: Reward formula used when an item does not choose one.
-        f1_weight: Overrides the ``tribunal`` preset's F1 weight (None: 1.0).
-        valid_id_weight: Overrides the ``tribunal`` preset's valid-id weight (None: 0.0);
-            the two must sum to 1. The ``dr_tulu`` preset stays as published.
-        lexical: Thresholds of the ``lexical`` mode.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    support: SupportMode = "lexical"
-    preset: PresetName = "tribunal"
-    f1_weight: float | None = None
-    valid_id_weight: float | None = None
-    lexical: LexicalThresholds = field(default_factory=LexicalThresholds)
+    support: SupportMode = Field(
+        default="lexical",
+        description="Support mode used when an item does not choose one: judge | lexical | none.",
+    )
+    preset: PresetName = Field(
+        default="tribunal",
+        description="Reward formula used when an item does not choose one: tribunal (gate · "
+        "mean claim F1) | dr_tulu (0.6·F1 + 0.4·valid id share).",
+    )
+    f1_weight: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Overrides the tribunal preset's F1 weight (null: 1.0).",
+    )
+    valid_id_weight: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Overrides the tribunal preset's valid-id weight (null: 0.0); the two "
+        "weights must sum to 1. The dr_tulu preset stays as published.",
+    )
+    lexical: LexicalThresholds = Field(
+        default_factory=LexicalThresholds, description="Thresholds of the lexical mode."
+    )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> CitationConfig:
         self.preset_named("tribunal")  # weights are checked here, at start-up
+        return self
 
     def preset_named(self, name: PresetName) -> Preset:
         """Return the preset ``name`` with this configuration's weight overrides.

@@ -32,8 +32,10 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.citation.support import SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -106,33 +108,29 @@ def _scale_text() -> str:
 SYSTEM_PROMPT = _SYSTEM.format(scales=_scale_text())
 
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    """How the judge mode calls the model.
+class JudgeSettings(BaseModel):
+    """How the judge mode calls the model (frozen; each field documents itself)."""
 
-    Attributes:
-        claims_per_call: Claims (cited or not) asked in one call.
-        max_snippet_chars: Each snippet is cut to this many characters in the prompt.
-        max_reason_chars: Longest reason per verdict (schema ``maxLength``).
-        max_tokens_per_key: Completion budget per verdict key.
-        cache_max_items: Judgments kept in the in-process LRU (0: off).
-        parse_retries: Extra calls for a chunk whose verdicts could not be read.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    claims_per_call: int = 8
-    max_snippet_chars: int = 4000
-    max_reason_chars: int = 200
-    max_tokens_per_key: int = 90
-    cache_max_items: int = 100_000
-    parse_retries: int = 1
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.claims_per_call <= 64:
-            raise ValueError("claims_per_call must be in [1, 64]")
-        if self.max_snippet_chars < 100 or self.max_reason_chars < 1:
-            raise ValueError("max_snippet_chars must be >= 100 and max_reason_chars >= 1")
-        if self.parse_retries < 0:
-            raise ValueError("parse_retries must be >= 0")
+    claims_per_call: int = Field(
+        default=8, ge=1, le=64, description="Claims (cited or not) asked in one model call."
+    )
+    max_snippet_chars: int = Field(
+        default=4000, ge=100, description="Each snippet is cut to this many characters."
+    )
+    max_reason_chars: int = Field(
+        default=200, ge=1, description="Longest reason per verdict (schema maxLength)."
+    )
+    max_tokens_per_key: int = Field(
+        default=90, ge=1, description="Completion budget per verdict key."
+    )
+    cache_max_items: int = Field(
+        default=100_000, ge=0, description="Claim judgments kept in the in-process LRU (0: off)."
+    )
+    parse_retries: int = Field(
+        default=1, ge=0, description="Extra calls for a chunk whose verdicts could not be read."
+    )
 
 
 class JudgmentCache:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.citation.gates import content_words
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -30,25 +31,22 @@ _NUMBER = re.compile(r"\d")
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 
-@dataclass(frozen=True)
-class LexicalThresholds:
-    """Coverage thresholds in [0, 1] (``partial`` 0.5 is the accuracy optimum on SciFact).
+class LexicalThresholds(BaseModel):
+    """Coverage thresholds in [0, 1] (``partial`` 0.5 is the accuracy optimum on SciFact)."""
 
-    Attributes:
-        full: Coverage for ``supported``.
-        partial: Coverage for ``partial``.
-        relevant: Coverage of one snippet for ``relevant``.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    full: float = 0.8
-    partial: float = 0.5
-    relevant: float = 0.3
+    full: float = Field(default=0.8, ge=0, le=1, description="Coverage for 'supported'.")
+    partial: float = Field(default=0.5, ge=0, le=1, description="Coverage for 'partial'.")
+    relevant: float = Field(
+        default=0.3, ge=0, le=1, description="Coverage of one snippet for 'relevant'."
+    )
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.relevant <= 1 or not 0 <= self.partial <= self.full <= 1:
-            raise ValueError(
-                "lexical thresholds need 0 <= partial <= full <= 1, relevant in [0, 1]"
-            )
+    @model_validator(mode="after")
+    def _ordered(self) -> LexicalThresholds:
+        if self.partial > self.full:
+            raise ValueError("lexical thresholds need 0 <= partial <= full <= 1")
+        return self
 
 
 @lru_cache(maxsize=1 << 16)

@@ -1,134 +1,93 @@
-"""Settings of the citation service (``TRIBUNAL_CITATION_*`` plus the core's ``TRIBUNAL_*``)."""
+"""Settings of the citation service: the core's ``TRIBUNAL_*`` plus ``TRIBUNAL_CITATION_*``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, model_validator
+from pydantic_settings import NoDecode
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.judge import JudgeSettings
 from tribunal.citation.lexical import LexicalThresholds
-from tribunal.citation.schemas import SupportMode
-from tribunal.citation.scorer import PresetName
 from tribunal.core.settings import CoreSettings
-from tribunal.llm import BackendConfig, BackendKind, StructuredOutput
+from tribunal.llm import BackendConfig
 
 DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
 """The judge's default model (``tribunal.judge.settings``; a verifier never imports another,
 so ``tests/citation/test_settings.py`` checks that the two agree)."""
 
+_LEXICAL = "lexical_"
+
+
+class CitationServiceConfig(CitationConfig):
+    """``TRIBUNAL_CITATION_<FIELD>``: every field of ``CitationConfig``, of the judge mode's
+    LLM backend (``BackendConfig``) and of its calls (``JudgeSettings``), plus the port.
+
+    The groups' fields are written flat and gathered here: ``TRIBUNAL_CITATION_BASE_URL`` is
+    ``backend.base_url``, ``TRIBUNAL_CITATION_CLAIMS_PER_CALL`` is ``judge.claims_per_call``,
+    ``TRIBUNAL_CITATION_LEXICAL_FULL`` is ``lexical.full``; ``TRIBUNAL_CITATION_BACKEND``
+    names the backend's kind. Unset kind: ``openai`` when a base URL is given, else ``none``
+    (an openai backend without a model serves the judge's, ``DEFAULT_OPENAI_MODEL``); the
+    backend asks for no log-probabilities unless told to (the verdicts are categorical).
+    Unset support mode: ``judge`` when a backend is configured, else ``lexical``.
+    """
+
+    port: int | None = Field(default=None, description="Port of the citation API (default 8104).")
+    backend: Annotated[BackendConfig, NoDecode] = Field(
+        default_factory=BackendConfig, description="LLM backend of the judge mode (tribunal.llm)."
+    )
+    judge: JudgeSettings = Field(
+        default_factory=JudgeSettings, description="How the judge mode calls the model."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_groups(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        backend = _group(data.pop("backend", None), BackendConfig, as_kind=True)
+        judge = _group(data.pop("judge", None), JudgeSettings)
+        lexical = _group(data.pop("lexical", None), LexicalThresholds)
+        for name in list(data):
+            if name in BackendConfig.model_fields:
+                backend[name] = data.pop(name)
+            elif name in JudgeSettings.model_fields:
+                judge[name] = data.pop(name)
+            elif name.startswith(_LEXICAL):
+                lexical[name.removeprefix(_LEXICAL)] = data.pop(name)
+        if backend.get("kind") is None:
+            backend["kind"] = "openai" if backend.get("base_url") else "none"
+        if backend["kind"] == "openai" and not backend.get("model"):
+            backend["model"] = DEFAULT_OPENAI_MODEL
+        backend.setdefault("logprobs", False)
+        if data.get("support") is None:
+            data["support"] = "judge" if backend["kind"] != "none" else "lexical"
+        return {**data, "backend": backend, "judge": judge, "lexical": lexical}
+
+    def config(self) -> CitationConfig:
+        """The verifier's configuration: the ``CitationConfig`` fields of these settings."""
+        return CitationConfig(**{name: getattr(self, name) for name in CitationConfig.model_fields})
+
+    def judge_hash(self) -> dict[str, Any]:
+        """What of the judge mode can move a reward, for the verifier's ``config_hash``."""
+        return {
+            "backend": self.backend.hash_payload(),
+            "claims_per_call": self.judge.claims_per_call,
+        }
+
+
+def _group(value: Any, model: type[Any], as_kind: bool = False) -> dict[str, Any]:
+    """A group given as a model, a dict, nothing, or (``as_kind``) the backend's kind."""
+    if isinstance(value, model):
+        return {name: getattr(value, name) for name in model.model_fields}
+    if isinstance(value, dict):
+        return dict(value)
+    return {"kind": value} if as_kind and value is not None else {}
+
 
 class CitationSettings(CoreSettings):
-    """The citation service's settings (env ``TRIBUNAL_CITATION_<FIELD>``)."""
+    """The citation service's settings."""
 
-    citation_port: int = Field(default=8104, description="Port of the citation API.")
-    citation_support: SupportMode | None = Field(
-        default=None,
-        description="Default support mode: judge | lexical | none. Unset: judge when an LLM "
-        "backend is configured, else lexical.",
-    )
-    citation_preset: PresetName = Field(
-        default="tribunal",
-        description="Default reward formula: tribunal (gate · mean claim F1) | dr_tulu "
-        "(0.6·F1 + 0.4·valid id share).",
-    )
-    citation_f1_weight: float | None = Field(
-        default=None, ge=0, le=1, description="F1 weight of the tribunal preset (default 1.0)."
-    )
-    citation_valid_id_weight: float | None = Field(
-        default=None,
-        ge=0,
-        le=1,
-        description="Valid-id-share weight of the tribunal preset (default 0.0); the two "
-        "weights must sum to 1.",
-    )
-    citation_lexical_full: float = Field(
-        default=0.8, ge=0, le=1, description="Lexical coverage for 'supported'."
-    )
-    citation_lexical_partial: float = Field(
-        default=0.5, ge=0, le=1, description="Lexical coverage for 'partial'."
-    )
-    citation_lexical_relevant: float = Field(
-        default=0.3, ge=0, le=1, description="Lexical coverage of one snippet for 'relevant'."
-    )
-
-    citation_backend: BackendKind | None = Field(
-        default=None,
-        description="LLM backend of the judge mode: openai | transformers | none. Unset: "
-        "openai when citation_base_url is set, else none.",
-    )
-    citation_base_url: str | None = Field(
-        default=None, description="OpenAI-compatible root incl. /v1, e.g. http://vllm:8000/v1."
-    )
-    citation_model: str | None = Field(
-        default=None,
-        description=f"Served model name (openai; default the judge's, {DEFAULT_OPENAI_MODEL}) "
-        "or local model path (transformers).",
-    )
-    citation_api_key: SecretStr | None = Field(default=None, description="Bearer key.")
-    citation_max_concurrency: int = Field(default=64, ge=1, description="Model calls in flight.")
-    citation_timeout_s: float = Field(default=60.0, gt=0, description="Deadline of one call.")
-    citation_max_retries: int = Field(
-        default=3, ge=0, description="Retries on 429 / 5xx / timeout / connection error."
-    )
-    citation_structured_output: StructuredOutput = Field(
-        default="json_schema", description="json_schema | json_object | none."
-    )
-    citation_temperature: float = Field(default=0.0, ge=0, description="Sampling temperature.")
-    citation_chat_template_kwargs: dict[str, Any] = Field(
-        default_factory=lambda: {"enable_thinking": False},
-        description="Sent as chat_template_kwargs (vLLM / SGLang); {} for hosted APIs.",
-    )
-    citation_device: str = Field(default="cpu", description="Torch device (transformers).")
-    citation_claims_per_call: int = Field(
-        default=8, ge=1, le=64, description="Claims of one answer judged in one model call."
-    )
-    citation_cache_max_items: int = Field(
-        default=100_000, ge=0, description="Claim judgments kept in the in-process LRU (0: off)."
-    )
-
-    def backend_config(self) -> BackendConfig:
-        """The judge mode's LLM backend (the judge's model unless another is named)."""
-        kind = self.citation_backend or ("openai" if self.citation_base_url else "none")
-        model = self.citation_model or (DEFAULT_OPENAI_MODEL if kind == "openai" else "")
-        return BackendConfig(
-            kind=kind,
-            model=model,
-            base_url=self.citation_base_url,
-            api_key=self.citation_api_key.get_secret_value() if self.citation_api_key else None,
-            max_concurrency=self.citation_max_concurrency,
-            timeout_s=self.citation_timeout_s,
-            max_retries=self.citation_max_retries,
-            structured_output=self.citation_structured_output,
-            logprobs=False,  # hard verdicts: recall levels and relevance are categorical
-            temperature=self.citation_temperature,
-            chat_template_kwargs=tuple(sorted(self.citation_chat_template_kwargs.items())),
-            device=self.citation_device,
-        )
-
-    def judge_settings(self) -> JudgeSettings:
-        """Batching and cache settings of the judge mode."""
-        return JudgeSettings(
-            claims_per_call=self.citation_claims_per_call,
-            cache_max_items=self.citation_cache_max_items,
-        )
-
-    def has_backend(self) -> bool:
-        """Whether an LLM backend for the judge mode is configured."""
-        return self.backend_config().kind != "none"
-
-    def to_config(self) -> CitationConfig:
-        """The domain configuration these settings describe."""
-        support = self.citation_support or ("judge" if self.has_backend() else "lexical")
-        return CitationConfig(
-            support=support,
-            preset=self.citation_preset,
-            f1_weight=self.citation_f1_weight,
-            valid_id_weight=self.citation_valid_id_weight,
-            lexical=LexicalThresholds(
-                full=self.citation_lexical_full,
-                partial=self.citation_lexical_partial,
-                relevant=self.citation_lexical_relevant,
-            ),
-        )
+    citation: CitationServiceConfig = Field(default_factory=CitationServiceConfig)

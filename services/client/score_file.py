@@ -172,7 +172,8 @@ async def score_items(
     """
     summary = summary or ScoreSummary(items=len(items))
     first_chunk = start // chunk_size
-    chunks = range(first_chunk, (len(items) + chunk_size - 1) // chunk_size)
+    n_chunks = (len(items) + chunk_size - 1) // chunk_size if start < len(items) else 0
+    chunks = range(first_chunk, n_chunks)
     semaphore = asyncio.Semaphore(concurrency)
 
     async def run(k: int) -> tuple[int, list[ItemResult]]:

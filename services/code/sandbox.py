@@ -332,8 +332,10 @@ class SlotPool:
 
     def __init__(self, config: CodeConfig, lock_dir: str | None = None) -> None:
         self.dedicated_uids = os.geteuid() == 0
-        self._lock_fds: list[int] = []
+        self._lock_fds: list[tuple[int, str]] = []
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        self.in_use = 0
+        """Slots held by an execution now."""
         base: int | None = None
         if self.dedicated_uids:
             base = self._claim_block(
@@ -359,27 +361,35 @@ class SlotPool:
         width = 2 * config.slots
         for block in range(self.MAX_BLOCKS):
             base = config.uid_base + block * width
-            held: list[int] = []
+            held: list[tuple[int, str]] = []
             for uid in range(base, base + width):
-                fd = os.open(os.path.join(lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+                path = os.path.join(lock_dir, f"{uid}.lock")
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+                    # The owner unlinks its files at close: a lock taken on a file that was
+                    # unlinked meanwhile (not the one at the path now) holds nothing.
+                    if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                        raise BlockingIOError
+                except (BlockingIOError, FileNotFoundError):
                     os.close(fd)
                     break
-                held.append(fd)
+                held.append((fd, path))
             if len(held) == width:
                 self._lock_fds = held
                 for uid in range(base, base + width):
                     kill_uid(uid)  # whatever a crashed previous owner left behind
                 return base
-            for fd in held:
+            for fd, _ in held:
                 os.close(fd)
         raise ConfigurationError(f"no free block of {width} slot uids from {config.uid_base}")
 
     def close(self) -> None:
-        """Release the uid block."""
-        for fd in self._lock_fds:
+        """Release the uid block and remove its lock files (unlinked while still locked, so
+        that nobody can take a lock on a file about to disappear)."""
+        for fd, path in self._lock_fds:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
             os.close(fd)
         self._lock_fds = []
 
@@ -387,9 +397,11 @@ class SlotPool:
     async def acquire(self) -> AsyncIterator[Slot]:
         """Hold a slot (its holder sweeps the uid it used, see ``sweep``)."""
         slot = await self._free.get()
+        self.in_use += 1
         try:
             yield slot
         finally:
+            self.in_use -= 1
             self._free.put_nowait(slot)
 
 

@@ -9,24 +9,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import InternalError, QueueUnavailable, TribunalError
+from tribunal.core.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InternalError,
+    QueueUnavailable,
+    TribunalError,
+)
+from tribunal.core.hashing import printable
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.factory import build_cache, build_queue
 from tribunal.core.routes import health, jobs
 from tribunal.core.routes.score import score_router
-from tribunal.core.scoring import ScoringService, score_request_model
+from tribunal.core.scoring import (
+    ScoringService,
+    job_body_type,
+    score_request_model,
+)
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
@@ -62,22 +76,27 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
             app.state.runtime = runtime
             yield
 
-    app = FastAPI(
+    # /docs serves Swagger UI's assets from the package, not a CDN: it works offline.
+    app = FastAPIOffline(
         title=f"Tribunal {spec.name}",
         version="0.1.0",
         summary=f"Tribunal's {spec.name} reward service.",
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_request_bytes)
-    _add_error_handlers(app)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_request_bytes,
+        api_key=settings.api_key_value,
+    )
+    _add_error_handlers(app, {v.name for v in verifiers})
     app.include_router(health.router)
     for verifier in verifiers:
         if spec.score_routes is None or verifier.name in spec.score_routes:
             app.include_router(score_router(verifier.name, request_models[verifier.name]))
     for router in spec.routers():
         app.include_router(router)
-    app.include_router(jobs.router)
+    app.include_router(jobs.jobs_router(job_body_type(verifiers)))
     return app
 
 
@@ -88,6 +107,7 @@ async def _runtime(
     request_models: dict[str, type[BaseModel]],
 ) -> AsyncIterator[AppRuntime]:
     queue = await build_queue(settings)
+    window_s = max(3 * settings.worker_heartbeat_s, 5.0)
     services = {
         v.name: ScoringService(
             v,
@@ -95,10 +115,11 @@ async def _runtime(
             build_cache(settings, queue, v.name),
             settings.max_batch_items,
             request_models[v.name],
+            worker_window_s=window_s,
         )
         for v in verifiers
     }
-    metrics = Metrics(list(services), worker_window_s=max(3 * settings.worker_heartbeat_s, 5.0))
+    metrics = Metrics(list(services), worker_window_s=window_s)
     runtime = AppRuntime(settings=settings, queue=queue, services=services, metrics=metrics)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
@@ -126,9 +147,18 @@ async def _start_embedded_workers(
     services: dict[str, ScoringService],
     stop: asyncio.Event,
 ) -> list[asyncio.Task[None]]:
+    """Start each verifier and its in-process worker. A verifier that refuses to start
+    (``ConfigurationError``) stays down without taking the app with it: its refusal is
+    logged once and recorded in the queue, where ``/readyz`` and submissions report it."""
     tasks = []
+    refused: dict[str, list[str]] = {}
     for verifier in verifiers:
-        await verifier.start()
+        try:
+            await verifier.start()
+        except ConfigurationError as exc:
+            refused.setdefault(exc.message, []).append(verifier.name)
+            await queue.set_refusal(verifier.name, exc.message)
+            continue
         worker = WorkerRuntime(
             verifier,
             queue,
@@ -137,8 +167,11 @@ async def _start_embedded_workers(
             concurrency=settings.worker_concurrency,
             max_deliveries=settings.max_deliveries,
             heartbeat_s=settings.worker_heartbeat_s,
+            grace_s=settings.worker_grace_s,
         )
         tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
+    for message, names in refused.items():
+        logger.error("%s refused to start: %s", ", ".join(names), message)
     return tasks
 
 
@@ -149,33 +182,108 @@ def _error_response(
     field: str | None,
     retryable: bool,
     retry_after_s: float | None = None,
+    job_id: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    headers = {"Retry-After": str(max(1, round(retry_after_s)))} if retry_after_s else None
-    body = {"error": {"code": code, "message": message, "field": field, "retryable": retryable}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    """The one error body of the API: ``{"error": ErrorBody}`` (message and field escaped
+    where UTF-8 cannot encode them)."""
+    all_headers = dict(headers or {})
+    if retry_after_s:
+        all_headers["Retry-After"] = str(max(1, round(retry_after_s)))
+    body = {
+        "error": {
+            "code": code,
+            "message": printable(message),
+            "field": None if field is None else printable(field),
+            "retryable": retryable,
+            "job_id": job_id,
+        }
+    }
+    return JSONResponse(body, status_code=status, headers=all_headers or None)
 
 
-def _add_error_handlers(app: FastAPI) -> None:
+def _json_error(exc: RequestValidationError, error: Mapping[str, Any]) -> str:
+    cause = exc.__cause__
+    where = (
+        f" at line {cause.lineno} column {cause.colno}"
+        if isinstance(cause, json.JSONDecodeError)
+        else ""
+    )
+    return f"body: invalid JSON{where}: {error.get('ctx', {}).get('error', '')}".rstrip(": ")
+
+
+def _validation_field(request: Request, loc: Sequence[Any], tags: set[str]) -> str | None:
+    parts = [str(part) for part in loc if part != "body"]
+    # /v1/jobs is a union tagged by `verifier`: pydantic puts the tag first in the location.
+    if request.url.path.rstrip("/") == "/v1/jobs" and parts and parts[0] in tags:
+        parts = parts[1:]
+    return ".".join(parts) or None
+
+
+def _body_level_error(request: Request, message: str) -> tuple[str, str]:
+    content_type = request.headers.get("content-type", "")
+    if content_type and "json" not in content_type.lower():
+        return (
+            "content-type",
+            f"content-type: {content_type!r} is not JSON; send the body as JSON with "
+            "'Content-Type: application/json'",
+        )
+    return "body", f"body: {message}"
+
+
+def _unparsable_body(exc: StarletteHTTPException) -> str | None:
+    """The message for a body FastAPI could not parse (it answers a bare 400), or None."""
+    if exc.status_code != 400:
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return f"body: not valid UTF-8 (byte {cause.start}): send JSON encoded as UTF-8"
+    if isinstance(cause, RecursionError):
+        return "body: JSON nested too deeply to parse"
+    if cause is not None:
+        return f"body: could not be parsed as JSON ({type(cause).__name__})"
+    return None
+
+
+def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(TribunalError)
     async def tribunal_error(request: Request, exc: TribunalError) -> JSONResponse:
-        if exc.http_status >= 500 and not isinstance(exc, QueueUnavailable):
+        # A dependency that is down (queue, backend, a refused verifier) was said once where
+        # it went down; logging it again per request would flood the log.
+        if exc.http_status >= 500 and not isinstance(exc, BackendUnavailable):
             logger.error("%s: %s", exc.code, exc.message)
         return _error_response(
-            exc.http_status, exc.code, exc.message, exc.field, exc.retryable, exc.retry_after_s
+            exc.http_status,
+            exc.code,
+            exc.message,
+            exc.field,
+            exc.retryable,
+            exc.retry_after_s,
+            exc.job_id,
         )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
-        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-        field = ".".join(loc) or None
-        message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+        if first.get("type") == "json_invalid":
+            return _error_response(422, "bad_input", _json_error(exc, first), "body", False)
+        field = _validation_field(request, first.get("loc", ()), tags)
+        msg = str(first.get("msg"))
+        if field is None:
+            field, message = _body_level_error(request, msg)
+        else:
+            message = f"{field}: {msg}"
         return _error_response(422, "bad_input", message, field, False)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unparsable = _unparsable_body(exc)
+        if unparsable is not None:
+            return _error_response(422, "bad_input", unparsable, "body", False)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return _error_response(exc.status_code, code, str(exc.detail), None, False)
+        return _error_response(
+            exc.status_code, code, str(exc.detail), None, False, headers=exc.headers
+        )
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -7,14 +7,15 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.registry import available_services, load_service
-from tribunal.core.service import ServiceSpec
-from tribunal.core.settings import CoreSettings
+
+if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
+    from tribunal.core.service import ServiceSpec
+    from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
@@ -22,6 +23,8 @@ ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge
 
 
 def _spec(name: str) -> ServiceSpec:
+    from tribunal.core.registry import load_service  # imports FastAPI: not for `score`
+
     try:
         return load_service(name)
     except KeyError as exc:
@@ -29,8 +32,7 @@ def _spec(name: str) -> ServiceSpec:
 
 
 def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
-    port: int = getattr(settings, f"{spec.name}_port", spec.port)
-    return port
+    return spec.port_of(settings)
 
 
 def _setup_logging(settings: CoreSettings) -> None:
@@ -73,8 +75,10 @@ def worker(service: ServiceArg) -> None:
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
+        from tribunal.core.supervisor import EXIT_REFUSED
+
         typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_REFUSED) from exc
 
 
 @app.command()
@@ -103,6 +107,7 @@ def openapi(
 ) -> None:
     """Write the OpenAPI document of every service to OUT_DIR/<service>.json."""
     from tribunal.core.app import create_app
+    from tribunal.core.registry import available_services, load_service
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in available_services():
@@ -121,9 +126,12 @@ def up(
 ) -> None:
     """Run the whole stack in the foreground: each service's API and workers, and the queue.
 
-    Uses the Redis at TRIBUNAL_REDIS_URL when it answers; otherwise each API runs its
-    workers in-process on the embedded queue. Ctrl-C stops everything.
+    Uses the Redis at TRIBUNAL_REDIS_URL when it is set (waiting for it if it is down), or
+    at the default URL when it answers; otherwise each API runs its workers in-process on the
+    embedded queue. Ctrl-C stops everything.
     """
+    from tribunal.core.registry import available_services
+    from tribunal.core.settings import CoreSettings
     from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()
@@ -131,6 +139,8 @@ def up(
     settings = CoreSettings()
     supervisor = Supervisor(specs, settings)
     signal.signal(signal.SIGTERM, lambda *_: supervisor.request_stop())
+    # Started as a background job, the shell hands us SIGINT ignored: restore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     code = supervisor.run()
     raise typer.Exit(code)
 
@@ -178,6 +188,8 @@ def score(
 
 
 def _default_port(verifier: str) -> int:
+    from tribunal.core.registry import load_service
+
     try:
         return load_service(verifier).port
     except KeyError as exc:

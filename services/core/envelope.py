@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.core.errors import TribunalError
+from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 
 
 class ScoreItem(BaseModel):
@@ -28,6 +29,17 @@ class ScoreItem(BaseModel):
     group_id: str | None = Field(
         default=None, max_length=512, description="GRPO group: the completions of one prompt."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        # A lone surrogate ("\\ud800") is no Unicode text: it could be neither hashed for the
+        # cache nor written in a response (a 500 before). Batch routes name its field first.
+        found = lone_surrogate(data)
+        if found is not None:
+            where = ".".join(str(part) for part in found) or "the item"
+            raise ValueError(f"{printable(where)} {SURROGATE_MESSAGE}")
+        return data
 
 
 class ItemError(BaseModel):
@@ -53,6 +65,12 @@ class ItemOutcome(BaseModel):
     reward: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     error: ItemError | None = None
+    verifier: VerifierInfo | None = Field(
+        default=None,
+        description="Set by a verifier that scores through another (the gateway): the "
+        "verifier or reward spec that produced this result, stamped instead of its own.",
+    )
+    cached: bool = Field(default=False, description="The producing verifier served it cached.")
 
     @classmethod
     def failed(cls, exc: TribunalError, details: dict[str, Any] | None = None) -> ItemOutcome:
@@ -137,6 +155,12 @@ class ErrorBody(BaseModel):
     message: str
     field: str | None = None
     retryable: bool = False
+    job_id: str | None = Field(
+        default=None,
+        description="Set when the batch was, or may have been, accepted before the error: "
+        "GET /v1/jobs/{job_id} collects its results (404: nothing was enqueued); resending "
+        "would score it again.",
+    )
 
 
 class ErrorResponse(BaseModel):

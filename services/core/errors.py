@@ -30,7 +30,7 @@ anything that is not a ``TribunalError`` is an ``InternalError``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class TribunalError(Exception):
@@ -40,6 +40,9 @@ class TribunalError(Exception):
         message: What went wrong, for a person; name the value or field at fault.
         field: The request field at fault, as a dotted path (``items.3.ground_truth``).
         retry_after_s: For retryable errors, how long a client should wait before retrying.
+        job_id: The job that holds the request's batch when the error came after it was
+            accepted (a synchronous score that timed out or lost the queue while waiting):
+            the client collects the results with ``GET /v1/jobs/{job_id}``, not by resending.
     """
 
     code: ClassVar[str] = "internal_error"
@@ -47,12 +50,38 @@ class TribunalError(Exception):
     retryable: ClassVar[bool] = False
 
     def __init__(
-        self, message: str, *, field: str | None = None, retry_after_s: float | None = None
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        retry_after_s: float | None = None,
+        job_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
         self.retry_after_s = retry_after_s
+        self.job_id = job_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as class, args and attributes, restored without calling ``__init__``.
+
+        Exceptions pickle by calling ``cls(*args)`` again, which breaks on a subclass whose
+        constructor takes more (or other) arguments than the message; restoring the
+        attributes instead brings back every field (``field``, ``retry_after_s``, a
+        subclass's own), so that an error raised in a pool process reaches the parent as the
+        same error.
+        """
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(
+    cls: type[TribunalError], args: tuple[Any, ...], state: dict[str, Any]
+) -> TribunalError:
+    """Rebuild a pickled ``TribunalError`` (see ``TribunalError.__reduce__``)."""
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class BadInput(TribunalError):

@@ -25,6 +25,7 @@ class _QueueCollector(Collector):
     def __init__(self) -> None:
         self.depth: dict[str, int] = {}
         self.workers: dict[str, int] = {}
+        self.pools: dict[str, tuple[int, int]] = {}
         self.stats: dict[str, dict[str, int]] = {}
 
     def collect(self) -> Iterable[Metric]:
@@ -44,6 +45,17 @@ class _QueueCollector(Collector):
             "Items answered with an error, by class.",
             labels=["verifier", "code"],
         )
+        pool_busy = GaugeMetricFamily(
+            "tribunal_pool_busy",
+            "Verification processes or sandbox slots busy, summed over live workers (sampled "
+            "at each heartbeat).",
+            labels=["verifier"],
+        )
+        pool_capacity = GaugeMetricFamily(
+            "tribunal_pool_capacity",
+            "Verification processes or sandbox slots, summed over live workers.",
+            labels=["verifier"],
+        )
         hits = CounterMetricFamily(
             "tribunal_cache_hits", "Items answered from the result cache.", labels=["verifier"]
         )
@@ -51,6 +63,9 @@ class _QueueCollector(Collector):
             depth.add_metric([verifier], value)
         for verifier, value in self.workers.items():
             workers.add_metric([verifier], value)
+        for verifier, (busy, capacity) in self.pools.items():
+            pool_busy.add_metric([verifier], busy)
+            pool_capacity.add_metric([verifier], capacity)
         for verifier, stats in self.stats.items():
             errors_total = 0
             for name, value in stats.items():
@@ -60,7 +75,7 @@ class _QueueCollector(Collector):
             scored.add_metric([verifier, "reward"], stats.get("scored", 0))
             scored.add_metric([verifier, "error"], errors_total)
             hits.add_metric([verifier], stats.get("cache_hits", 0))
-        return [depth, workers, scored, errors, hits]
+        return [depth, workers, pool_busy, pool_capacity, scored, errors, hits]
 
 
 class Metrics:
@@ -90,6 +105,7 @@ class Metrics:
         for verifier in self.verifiers:
             self._queue.depth[verifier] = await queue.depth(verifier)
             self._queue.workers[verifier] = await queue.live_workers(verifier, self.worker_window_s)
+            self._queue.pools[verifier] = await queue.utilisation(verifier, self.worker_window_s)
             self._queue.stats[verifier] = await queue.stats(verifier)
 
     def render(self) -> bytes:

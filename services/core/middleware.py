@@ -1,8 +1,10 @@
-"""Pure ASGI middleware: a request-body byte limit and request ids."""
+"""Pure ASGI middleware: the bearer token, a request-body byte limit and request ids, all
+checked before a byte of the body is read."""
 
 from __future__ import annotations
 
 import json
+import secrets
 import uuid
 from typing import Any
 
@@ -23,17 +25,22 @@ def _too_large_message(max_bytes: int) -> str:
 
 
 class BodyLimitMiddleware:
-    """Answer 413 when a request body exceeds ``max_bytes`` (declared or streamed), and tag
-    every response with ``x-request-id`` (the client's, or a new one).
+    """Answer 401 when a ``/v1`` request lacks the bearer token (``api_key`` set), 413 when a
+    request body exceeds ``max_bytes`` (declared or streamed), and tag every response with
+    ``x-request-id`` (the client's, or a new one). The token is checked first, before the body
+    is read: an unauthenticated client cannot make the service read 30 MB, nor learn from a
+    422 how its body would have been parsed.
 
     Args:
         app: The wrapped app.
         max_bytes: Largest accepted body.
+        api_key: The bearer token ``/v1`` routes require, or None for no authentication.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, api_key: str | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.api_key = api_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -42,9 +49,20 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers", []))
         request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:128]
         request_id = request_id or uuid.uuid4().hex
+        if not self._authorized(scope, headers):
+            await _send_error(
+                send,
+                request_id,
+                401,
+                "unauthorized",
+                "missing or wrong bearer token: send 'Authorization: Bearer <key>'",
+            )
+            return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send, request_id)
+            await _send_error(
+                send, request_id, 413, "payload_too_large", _too_large_message(self.max_bytes)
+            )
             return
         received = 0
 
@@ -70,25 +88,30 @@ class BodyLimitMiddleware:
 
         await self.app(scope, limited_receive, tagged_send)
 
-    async def _reject(self, send: Send, request_id: str) -> None:
-        body: dict[str, Any] = {
-            "error": {
-                "code": "payload_too_large",
-                "message": _too_large_message(self.max_bytes),
-                "field": None,
-                "retryable": False,
-            }
+    def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
+        if self.api_key is None or not str(scope.get("path", "")).startswith("/v1/"):
+            return True
+        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+        return scheme.lower() == b"bearer" and secrets.compare_digest(token, self.api_key.encode())
+
+
+async def _send_error(send: Send, request_id: str, status: int, code: str, message: str) -> None:
+    body: dict[str, Any] = {
+        "error": {
+            "code": code,
+            "message": message,
+            "field": None,
+            "retryable": False,
+            "job_id": None,
         }
-        payload = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"x-request-id", request_id.encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+    }
+    payload = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"x-request-id", request_id.encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

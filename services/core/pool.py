@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
 from pebble import ProcessExpired, ProcessPool
+from pebble.common.types import CONSTS as PEBBLE_CONSTS
 
 from tribunal.core.errors import InternalError, ScoringTimeout
 
 T = TypeVar("T")
+
+
+def _ignore_stop_signals() -> None:
+    """Initializer of every pool process: ignore SIGTERM (pebble installs an exit handler in
+    its workers, over what the forkserver passed down); the pool's owner stops them."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+SIGNALS_MODULE = "tribunal.core.pool_signals"
+"""Preloaded first in the forkserver: pool processes ignore the SIGTERM their worker handles."""
 
 
 class DeadlinePool:
@@ -26,6 +38,9 @@ class DeadlinePool:
 
     Processes come from a forkserver whose ``preload`` modules are imported once, so that a
     replacement process starts in milliseconds rather than re-importing (sympy takes ~0.5 s).
+    The forkserver and the pool processes ignore SIGTERM and SIGINT (``pool_signals``): a
+    signal to the worker's process group stops the worker, which finishes the tasks in flight
+    and then closes the pool, rather than killing the tasks under it.
 
     Args:
         workers: Number of processes.
@@ -38,11 +53,17 @@ class DeadlinePool:
         self, workers: int, preload: Sequence[str] = (), max_tasks_per_process: int = 10_000
     ) -> None:
         context = multiprocessing.get_context("forkserver")
-        if preload:
-            context.set_forkserver_preload(list(preload))
+        context.set_forkserver_preload([SIGNALS_MODULE, *preload])
+        # Pool processes ignore SIGTERM, so pebble's SIGTERM-then-wait (3 s by default) before
+        # its SIGKILL would only delay every timeout: kill at once.
+        PEBBLE_CONSTS.term_timeout = 0.0
         self.workers = workers
+        self._scheduled = 0
         self._pool = ProcessPool(
-            max_workers=workers, max_tasks=max_tasks_per_process, context=context
+            max_workers=workers,
+            max_tasks=max_tasks_per_process,
+            initializer=_ignore_stop_signals,
+            context=context,
         )
 
     async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
@@ -59,6 +80,7 @@ class DeadlinePool:
             Exception: Whatever ``fn`` raised, re-raised as is.
         """
         future = self._pool.schedule(fn, args=args, timeout=timeout_s)
+        self._scheduled += 1
         try:
             return await asyncio.wrap_future(future)
         except FuturesTimeout as exc:
@@ -67,6 +89,13 @@ class DeadlinePool:
             raise InternalError(
                 f"the scoring process died (exit code {exc.exitcode}) before answering"
             ) from exc
+        finally:
+            self._scheduled -= 1
+
+    @property
+    def busy(self) -> int:
+        """Processes running a task now (tasks scheduled, at most ``workers``)."""
+        return min(self._scheduled, self.workers)
 
     def close(self) -> None:
         """Stop the processes (running tasks are abandoned) and wait for them."""

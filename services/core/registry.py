@@ -13,6 +13,7 @@ SERVICES: dict[str, str] = {
     "code": "tribunal.code.api",
     "judge": "tribunal.judge.api",
     "citation": "tribunal.citation.api",
+    "gateway": "tribunal.gateway.api",
 }
 """Service name -> module defining ``SERVICE: ServiceSpec``."""
 

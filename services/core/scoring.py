@@ -10,16 +10,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WrapValidator,
+    create_model,
+)
 from pydantic_core import ErrorDetails
 
 from tribunal.core.cache import ResultCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
-from tribunal.core.errors import BadInput, PayloadTooLarge, ScoringTimeout
-from tribunal.core.hashing import sha256_hex
+from tribunal.core.errors import (
+    BackendUnavailable,
+    BadInput,
+    JobNotFound,
+    PayloadTooLarge,
+    QueueUnavailable,
+    ScoringTimeout,
+)
+from tribunal.core.hashing import (
+    SURROGATE_MESSAGE,
+    encodes_utf8,
+    lone_surrogate,
+    printable,
+    sha256_hex,
+)
 from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.verifier import Verifier
 from tribunal.core.worker import result_json, verifier_info
 
@@ -34,16 +56,27 @@ class InvalidItem:
     def bad_input(self, index: int) -> BadInput:
         """Return the ``BadInput`` for this item at position ``index`` of the batch."""
         first = self.errors[0]
-        path = ".".join(str(part) for part in ("items", index, *first["loc"]))
-        return BadInput(f"{path}: {first['msg']}", field=path)
+        path = printable(".".join(str(part) for part in ("items", index, *first["loc"])))
+        return BadInput(f"{path}: {printable(first['msg'])}", field=path)
 
     def item_id(self, index: int) -> str:
         """The item's own id when it has a usable one, else its position."""
         raw_id = self.raw.get("id") if isinstance(self.raw, dict) else None
-        return raw_id if isinstance(raw_id, str) and raw_id else str(index)
+        if isinstance(raw_id, str) and raw_id and encodes_utf8(raw_id):
+            return raw_id
+        return str(index)
 
 
 def _keep_invalid(value: Any, handler: Any) -> Any:
+    found = lone_surrogate(value)
+    if found is not None:
+        error: ErrorDetails = {
+            "type": "string_unicode",
+            "loc": found,
+            "msg": SURROGATE_MESSAGE,
+            "input": None,
+        }
+        return InvalidItem(raw=value, errors=[error])
     try:
         return handler(value)
     except ValidationError as exc:
@@ -70,6 +103,49 @@ def score_request_model(verifier: Verifier) -> type[BaseModel]:
     return model
 
 
+def _valid_text(key: str) -> str:
+    if lone_surrogate(key) is not None:
+        raise ValueError(SURROGATE_MESSAGE)
+    return key
+
+
+IdempotencyKey = Annotated[
+    Annotated[str, AfterValidator(_valid_text)] | None,
+    Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Client-chosen key: resubmitting the same batch with it returns the same "
+        "job instead of scoring twice.",
+    ),
+]
+
+
+def job_request_model(verifier: Verifier) -> type[BaseModel]:
+    """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
+    with the verifier's lenient items, one member of the ``/v1/jobs`` union."""
+    name = "".join(part.capitalize() for part in verifier.name.split("_"))
+    items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
+    tag: Any = Literal[verifier.name]
+    model: type[BaseModel] = create_model(
+        f"{name}JobCreate",
+        __config__=ConfigDict(extra="forbid"),
+        verifier=(tag, Field(description="Which verifier scores the items.")),
+        items=(items_type, Field(min_length=1)),
+        idempotency_key=(IdempotencyKey, None),
+    )
+    return model
+
+
+def job_body_type(verifiers: Sequence[Verifier]) -> Any:
+    """The body of ``POST /v1/jobs``: a union of each verifier's job, tagged by ``verifier``,
+    so that the OpenAPI document says exactly what is accepted."""
+    models = [job_request_model(v) for v in verifiers]
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[tuple(models)], Field(discriminator="verifier")]  # noqa: UP007
+
+
 class ScoringService:
     """Scores batches for one verifier through the queue.
 
@@ -90,7 +166,9 @@ class ScoringService:
         cache: ResultCache,
         max_batch_items: int,
         request_model: type[BaseModel],
+        worker_window_s: float = 5.0,
     ) -> None:
+        self.worker_window_s = worker_window_s
         self.verifier = verifier
         self.queue = queue
         self.cache = cache
@@ -99,7 +177,8 @@ class ScoringService:
         self.request_model = request_model
 
     def parse_items(self, raw_items: Any) -> list[ScoreItem | InvalidItem]:
-        """Validate ``{"items": raw_items}`` against this verifier's schema (for ``/v1/jobs``).
+        """Validate ``{"items": raw_items}`` against this verifier's schema (for callers that
+        receive items untyped, such as the gateway's fan-out).
 
         Raises:
             BadInput: ``items`` is not a non-empty list.
@@ -114,14 +193,22 @@ class ScoringService:
         return items
 
     async def submit(
-        self, items: Sequence[ScoreItem | InvalidItem], idempotency_key: str | None = None
+        self,
+        items: Sequence[ScoreItem | InvalidItem],
+        idempotency_key: str | None = None,
+        use_cache: bool = True,
     ) -> Submitted:
         """Queue a batch: invalid items and cache hits get their results at once.
+
+        ``use_cache=False`` (a request with ``Cache-Control: no-cache``) scores every item
+        afresh: its items are neither answered from the cache nor stored in it.
 
         Raises:
             PayloadTooLarge: More than ``max_batch_items`` items.
             BadInput: No item of the batch is valid (the first item's error is raised).
             QueueFull, QueueUnavailable, IdempotencyConflict: From the queue.
+            BackendUnavailable: The verifier's workers refused to start and none is live
+                (the items would wait for nothing).
         """
         if len(items) > self.max_batch_items:
             raise PayloadTooLarge(
@@ -141,7 +228,7 @@ class ScoringService:
                 outcome = ItemOutcome.failed(item.bad_input(index))
                 prefilled[index] = result_json(item.item_id(index), outcome, self.info)
                 continue
-            cache_payload = self.verifier.cache_payload(item)
+            cache_payload = self.verifier.cache_payload(item) if use_cache else None
             key = (
                 None
                 if cache_payload is None
@@ -149,6 +236,7 @@ class ScoringService:
             )
             payloads.append((index, item.model_dump(mode="json"), key))
         await self._answer_from_cache(payloads, prefilled)
+        await self._check_refusal()
         queued = [QueuedItem(i, payload, key) for i, payload, key in payloads if i not in prefilled]
         # Hashing the whole batch costs a canonical dump of every response: only a batch
         # with an idempotency key needs it.
@@ -172,6 +260,14 @@ class ScoringService:
             request_hash=request_hash,
         )
 
+    async def _check_refusal(self) -> None:
+        name = self.verifier.name
+        refusal = await self.queue.refusal(name)
+        if refusal is not None and await self.queue.live_workers(name, self.worker_window_s) == 0:
+            raise BackendUnavailable(
+                f"no {name} worker is running: it refused to start: {refusal}", retry_after_s=30
+            )
+
     async def _answer_from_cache(
         self, payloads: list[tuple[int, dict[str, Any], str | None]], prefilled: dict[int, str]
     ) -> None:
@@ -189,26 +285,59 @@ class ScoringService:
         if hits:
             await self.queue.incr_stats(self.verifier.name, {"cache_hits": hits})
 
-    async def score(self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float) -> str:
+    async def score(
+        self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float, use_cache: bool = True
+    ) -> str:
         """Queue a batch, wait for it and return the ``ScoreResponse`` as JSON text.
 
         Raises:
-            ScoringTimeout: Not done within ``timeout_s``; the message gives the job id to poll.
+            ScoringTimeout: Not done within ``timeout_s``; it carries the job id to poll.
+            QueueUnavailable: The queue went away after the batch was accepted; it carries
+                the job id (the items are scored when the queue is back), or the queue was
+                unavailable at submission and nothing was enqueued.
         """
-        submitted = await self.submit(items)
-        record = await self.queue.wait(submitted.job_id, timeout_s)
+        submitted = await self.submit(items, use_cache=use_cache)
+        job_id = submitted.job_id
+        try:
+            record = await self.queue.wait(job_id, timeout_s)
+        except QueueUnavailable as exc:
+            raise QueueUnavailable(
+                f"{exc.message}; the batch was accepted as job {job_id} and is scored when "
+                f"the queue is back: GET /v1/jobs/{job_id} for its results",
+                retry_after_s=exc.retry_after_s,
+                job_id=job_id,
+            ) from exc
         if not record.is_done:
             raise ScoringTimeout(
                 f"the batch was not scored within {timeout_s:g} s; it stays queued: "
-                f"GET /v1/jobs/{submitted.job_id} for its results"
+                f"GET /v1/jobs/{job_id} for its results",
+                job_id=job_id,
             )
         return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
 
 
+def wants_cache(cache_control: str | None) -> bool:
+    """False when a ``Cache-Control`` header says ``no-cache`` (or ``no-store``)."""
+    directives = {part.strip().lower() for part in (cache_control or "").split(",")}
+    return not directives & {"no-cache", "no-store"}
+
+
+CACHE_CONTROL_DESCRIPTION = (
+    "`no-cache`: score every item afresh (identical inputs under the same verifier version "
+    "are otherwise answered from the result cache, with `cached: true`)."
+)
+
+
 async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:
     """Return a job's state as ``JobState`` JSON, long-polling up to ``wait_s`` for it to be
-    done. The stored results are already ``ItemResult`` JSON: they are spliced in as they are
-    rather than parsed and serialised again (that was a fifth of the API's CPU on large jobs)."""
+    done; an id not of the issued format is ``JobNotFound``. The stored results are already
+    ``ItemResult`` JSON: they are spliced in as they are rather than parsed and serialised
+    again (that was a fifth of the API's CPU on large jobs)."""
+    if not JOB_ID.fullmatch(job_id):
+        raise JobNotFound(
+            f"no job {job_id!r}: job ids are 32 lowercase hex digits, as POST /v1/jobs issues",
+            field="job_id",
+        )
     record: JobRecord = await (queue.wait(job_id, wait_s) if wait_s > 0 else queue.job(job_id))
     head = JobState(
         job_id=record.job_id,

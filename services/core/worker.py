@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -60,10 +61,34 @@ def result_json(
         reward=outcome.reward,
         error=outcome.error,
         details=outcome.details,
-        verifier=info,
-        cached=cached,
+        verifier=outcome.verifier or info,
+        cached=cached or outcome.cached,
     )
     return result.model_dump_json()
+
+
+def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:
+    """The outcome, or an ``internal_error`` in place of a NaN or infinite reward.
+
+    The last guard of "a failure is never a reward": JSON has no NaN, so a non-finite reward
+    would reach the client as ``null`` with no error, or be clipped into a false 0 by a
+    caller, and the cache would keep it.
+    """
+    if outcome.reward is None or math.isfinite(outcome.reward):
+        return outcome
+    logger.error("the %s verifier produced a non-finite reward %r", verifier, outcome.reward)
+    error = InternalError(
+        f"the {verifier} verifier produced a non-finite reward ({outcome.reward!r}); "
+        "no reward given"
+    )
+    return ItemOutcome.failed(error, outcome.details)
+
+
+def pool_utilisation(verifier: Verifier) -> tuple[int, int] | None:
+    """``(busy, capacity)`` of the verifier's pool, if it has one (``Verifier.utilisation``,
+    optional: a verifier that waits on a remote model has no pool of its own)."""
+    utilisation = getattr(verifier, "utilisation", None)
+    return None if utilisation is None else utilisation()
 
 
 @dataclass
@@ -79,6 +104,8 @@ class WorkerRuntime:
         max_deliveries: Deliveries after which an entry is dead-lettered.
         heartbeat_s: Period of the liveness heartbeat and of the hold on claimed entries (s).
         block_s: How long one claim waits for entries (s).
+        grace_s: At stop, how long batches in progress may take before they are released (s).
+        write_attempts: Tries (1 s apart) to write a batch's results through a queue outage.
     """
 
     verifier: Verifier
@@ -89,6 +116,8 @@ class WorkerRuntime:
     max_deliveries: int = 3
     heartbeat_s: float = 2.0
     block_s: float = 1.0
+    grace_s: float = 8.0
+    write_attempts: int = 10
     consumer: str = field(default_factory=consumer_name)
 
     def __post_init__(self) -> None:
@@ -96,7 +125,9 @@ class WorkerRuntime:
         self._in_flight: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set; batches in progress are finished first."""
+        """Run until ``stop`` is set, then stop claiming, finish the batches in progress
+        within ``grace_s`` and release what is still unscored after it (back to the queue,
+        for another worker: never an error), and return."""
         await self._retry_until(stop, lambda: self.queue.ensure_verifier(self.verifier.name))
         logger.info(
             "worker %s scoring %s (batch %d, concurrency %d)",
@@ -106,11 +137,24 @@ class WorkerRuntime:
             self.concurrency,
         )
         loops = [asyncio.create_task(self._loop(stop)) for _ in range(self.concurrency)]
-        beat = asyncio.create_task(self._heartbeat(stop))
-        await asyncio.gather(*loops)
+        beat = asyncio.create_task(self._heartbeat())
+        await stop.wait()
+        _, late = await asyncio.wait(loops, timeout=self.grace_s)
+        if late:
+            logger.warning(
+                "stopping: %d batches unfinished after %.1f s; releasing their entries",
+                len(late),
+                self.grace_s,
+            )
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         beat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beat
+        # A worker that stops says so: /readyz need not wait for its heartbeat to age out.
+        with contextlib.suppress(QueueUnavailable):
+            await self.queue.retire(self.verifier.name, self.consumer)
 
     async def _retry_until(
         self, stop: asyncio.Event, action: Callable[[], Awaitable[None]]
@@ -123,31 +167,36 @@ class WorkerRuntime:
                 logger.warning("%s; retrying in 1 s", exc.message)
                 await asyncio.sleep(1.0)
 
-    async def _heartbeat(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+    async def _heartbeat(self) -> None:
+        # Runs until cancelled, after the batch loops: entries finishing in a shutdown's grace
+        # period stay held.
+        while True:
             try:
-                await self.queue.heartbeat(self.verifier.name, self.consumer)
+                await self.queue.heartbeat(
+                    self.verifier.name, self.consumer, pool_utilisation(self.verifier)
+                )
                 if self._in_flight:
                     await self.queue.extend(
                         self.verifier.name, self.consumer, list(self._in_flight)
                     )
             except Exception as exc:
                 logger.warning("heartbeat failed: %s", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.heartbeat_s)
+            await asyncio.sleep(self.heartbeat_s)
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                deliveries = await self.queue.claim(
-                    self.verifier.name, self.consumer, self.batch_size, self.block_s
-                )
+                deliveries = await self._claim(stop)
             except QueueUnavailable as exc:
                 logger.warning("claim failed: %s; retrying in 1 s", exc.message)
-                await asyncio.sleep(1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
                 continue
             if not deliveries:
                 continue
+            if stop.is_set():  # claimed while stopping: hand them straight back
+                await self._release([d.entry_id for d in deliveries])
+                return
             try:
                 await self.process(deliveries)
             except Exception:
@@ -157,26 +206,68 @@ class WorkerRuntime:
                     "batch of %d entries failed; they will be redelivered", len(deliveries)
                 )
 
+    async def _claim(self, stop: asyncio.Event) -> list[Delivery]:
+        claim = self.queue.claim(self.verifier.name, self.consumer, self.batch_size, self.block_s)
+        if self.queue.kind != "memory":
+            # A Redis read is not cancelled midway (entries it took would wait out the
+            # visibility timeout); it returns within block_s.
+            return await claim
+        # The embedded queue takes nothing until it returns, so its wait can end with stop.
+        claiming = asyncio.ensure_future(claim)
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not claiming.done():
+            claiming.cancel()
+            return []
+        return claiming.result()
+
+    async def _release(self, entry_ids: list[str]) -> None:
+        try:
+            await self.queue.release(self.verifier.name, self.consumer, entry_ids)
+        except QueueUnavailable as exc:
+            logger.warning(
+                "releasing %d entries failed (%s); they are claimed after the visibility timeout",
+                len(entry_ids),
+                exc.message,
+            )
+
     async def process(self, deliveries: Sequence[Delivery]) -> None:
-        """Score one claimed batch and write its results (the unit a test can drive)."""
+        """Score one claimed batch and write its results (the unit a test can drive).
+
+        Cancelled (a shutdown past its grace period), it releases the batch's entries.
+        """
         ids = [d.entry_id for d in deliveries]
         self._in_flight.update(ids)
         try:
             done, counters = await self._score(deliveries)
             await self._write(done, counters)
+        except asyncio.CancelledError:
+            await self._release(ids)
+            raise
         finally:
             self._in_flight.difference_update(ids)
 
     async def _write(self, done: list[tuple[Delivery, str]], counters: dict[str, int]) -> None:
         # The results were computed at some cost: hold on through a short Redis outage.
         # If it lasts, the entries stay pending and another worker redoes them later.
-        for attempt in range(10):
+        for attempt in range(1, self.write_attempts + 1):
             try:
                 await self.queue.complete(self.verifier.name, done)
                 break
             except QueueUnavailable as exc:
                 logger.warning("writing results failed (%s), attempt %d", exc.message, attempt)
-                await asyncio.sleep(1.0)
+                if attempt < self.write_attempts:
+                    await asyncio.sleep(1.0)
+        else:
+            logger.error(
+                "gave up writing %d results of %s after %d attempts; their entries stay "
+                "pending and are scored again by the worker that claims them next",
+                len(done),
+                self.verifier.name,
+                self.write_attempts,
+            )
+            return
         with contextlib.suppress(QueueUnavailable):
             await self.queue.incr_stats(self.verifier.name, counters)
 
@@ -262,6 +353,7 @@ class WorkerRuntime:
                 f"for {len(items)} items"
             )
             return [ItemOutcome.failed(error)] * len(items)
+        outcomes = [_finite(outcome, self.verifier.name) for outcome in outcomes]
         logger.debug(
             "scored %d items in %.1f ms", len(items), (time.perf_counter() - started) * 1000
         )

@@ -1,14 +1,16 @@
-"""The judge's domain configuration: frozen dataclasses, hashable, built from settings.
+"""The judge's domain configuration: a frozen pydantic model, hashable, defaults here only.
 
 Everything here that can move a score is part of :meth:`JudgeConfig.hash_payload` and so of
 the verifier's ``config_hash``; secrets (the API key) and pure capacity knobs (concurrency,
-cache size) are not.
+cache size) are not. The service's settings (``tribunal.judge.settings``) extend it, so that
+every field is also ``TRIBUNAL_JUDGE_<FIELD>``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.llm.config import BackendConfig
 
@@ -16,42 +18,51 @@ Aggregation = Literal["weighted_mean", "dr_tulu"]
 """How rubric scores become one reward (see ``tribunal.judge.scorer``)."""
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
-    """Domain configuration of the rubric judge.
+class JudgeConfig(BaseModel):
+    """Domain configuration of the rubric judge (each field documents itself)."""
 
-    Attributes:
-        backend: See :class:`BackendConfig`.
-        rubrics_per_call: Rubrics asked in one model call (1: one call per rubric; k > 1: the
-            rubrics of one response in chunks of k, one JSON verdict per rubric).
-        aggregation: ``weighted_mean`` (default, reward in [0, 1]) or ``dr_tulu``
-            (``Σ s·w / Σ_{w>0} w`` with signed weights, clipped to [0, 1]).
-        default_rubric_sets: Static sets added to an item that does not name its own
-            ``rubric_sets`` (empty: instance rubrics only).
-        max_reason_chars: Longest reason the judge may write per rubric (schema ``maxLength``).
-        max_tokens_per_rubric: Completion budget per rubric of a call (reason + JSON).
-        cache_max_items: Verdicts kept in the in-process LRU (0 disables it).
-        parse_retries: Extra calls for rubrics whose verdict could not be read.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    rubrics_per_call: int = 1
-    aggregation: Aggregation = "weighted_mean"
-    default_rubric_sets: tuple[str, ...] = ()
-    max_reason_chars: int = 300
-    max_tokens_per_rubric: int = 160
-    cache_max_items: int = 100_000
-    parse_retries: int = 1
+    backend: BackendConfig = Field(
+        default_factory=BackendConfig, description="Where verdicts come from (tribunal.llm)."
+    )
+    rubrics_per_call: int = Field(
+        default=1,
+        ge=1,
+        le=32,
+        description="Rubrics asked in one model call (1: one call per rubric; k > 1: the "
+        "rubrics of one response in chunks of k, one JSON verdict per rubric).",
+    )
+    aggregation: Aggregation = Field(
+        default="weighted_mean",
+        description="weighted_mean (reward in [0, 1]) or dr_tulu (Σ s·w / Σ_{w>0} w with "
+        "signed weights, clipped to [0, 1]).",
+    )
+    default_rubric_sets: tuple[str, ...] = Field(
+        default=(),
+        description="Static sets added to an item that does not name its own rubric_sets "
+        "(JSON list; empty: instance rubrics only).",
+    )
+    max_reason_chars: int = Field(
+        default=300,
+        ge=1,
+        description="Longest reason the judge may write per rubric (schema maxLength).",
+    )
+    max_tokens_per_rubric: int = Field(
+        default=160, ge=1, description="Completion budget per rubric of a call (reason + JSON)."
+    )
+    cache_max_items: int = Field(
+        default=100_000, ge=0, description="Verdicts kept in the in-process LRU (0: off)."
+    )
+    parse_retries: int = Field(
+        default=1, ge=0, description="Extra calls for rubrics whose verdict could not be read."
+    )
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.rubrics_per_call <= 32:
-            raise ValueError("rubrics_per_call must be in [1, 32]")
-        if self.max_reason_chars < 1:
-            raise ValueError("max_reason_chars must be >= 1")
-        if self.parse_retries < 0:
-            raise ValueError("parse_retries must be >= 0")
+    @model_validator(mode="after")
+    def _every_level_seen(self) -> JudgeConfig:
         if self.backend.logprobs and self.backend.top_logprobs < 3:
             raise ValueError("top_logprobs must be >= 3 so that every verdict level is seen")
+        return self
 
     def hash_payload(self) -> dict[str, Any]:
         """Return everything that can move a score, for ``config_hash``."""

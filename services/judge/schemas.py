@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator, model_validator
 
 from tribunal.core.envelope import ItemError, ScoreItem
 from tribunal.judge.rubric_sets import load_rubric_set
@@ -20,6 +20,8 @@ MAX_QUESTION_CHARS = 200_000
 MAX_RESPONSE_CHARS = 400_000
 MAX_RUBRIC_CHARS = 8_000
 MAX_RUBRICS_PER_ITEM = 256
+MAX_RUBRIC_WEIGHT = 1e6
+"""Bound on a rubric's |weight|: 256 rubrics of it sum to a finite total (1e308 overflowed)."""
 
 
 class RubricInput(BaseModel):
@@ -34,11 +36,14 @@ class RubricInput(BaseModel):
     description: str | None = Field(
         default=None, max_length=MAX_RUBRIC_CHARS, description="Criterion (DR Tulu's name)."
     )
-    weight: float | None = Field(
+    weight: StrictFloat | None = Field(
         default=None,
+        ge=-MAX_RUBRIC_WEIGHT,
+        le=MAX_RUBRIC_WEIGHT,
+        allow_inf_nan=False,
         description=(
-            "Magnitude in the reward (default 1). Without `polarity`, a negative weight marks "
-            "a negative rubric (DR Tulu)."
+            "Magnitude in the reward (default 1), at most 1e6 in absolute value. Without "
+            "`polarity`, a negative weight marks a negative rubric (DR Tulu)."
         ),
     )
     polarity: Polarity | None = Field(

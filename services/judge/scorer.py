@@ -22,8 +22,10 @@ reading DR Tulu's shared prompt leaves to the judge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from tribunal.core.errors import InternalError
 from tribunal.judge.config import Aggregation
 from tribunal.judge.rubrics import Polarity, Rubric
 
@@ -45,6 +47,8 @@ def aggregate(scored: Sequence[tuple[Rubric, float]], mode: Aggregation) -> tupl
 
     Raises:
         ValueError: ``scored`` is empty.
+        InternalError: An intermediate is not finite (a weight sum overflowed): clipping
+            would turn NaN into a reward of 0, which is not a score.
 
     Examples:
         >>> pos = Rubric("states the dose", weight=2.0)
@@ -58,8 +62,13 @@ def aggregate(scored: Sequence[tuple[Rubric, float]], mode: Aggregation) -> tupl
         raise ValueError("no rubric scores to aggregate")
     if mode == "weighted_mean":
         total = sum(r.weight for r, _ in scored)
-        raw = sum(r.weight * reward_term(r, s) for r, s in scored) / total
+        numerator = sum(r.weight * reward_term(r, s) for r, s in scored)
     else:
-        positive = sum(r.weight for r, _ in scored if r.polarity is Polarity.POSITIVE)
-        raw = sum(r.signed_weight * s for r, s in scored) / (positive or 1.0)
+        total = sum(r.weight for r, _ in scored if r.polarity is Polarity.POSITIVE) or 1.0
+        numerator = sum(r.signed_weight * s for r, s in scored)
+    if not (math.isfinite(total) and math.isfinite(numerator) and total > 0):
+        raise InternalError(
+            f"the {mode} aggregate is not finite (weights sum to {total!r}); no reward given"
+        )
+    raw = numerator / total
     return min(1.0, max(0.0, raw)), raw

@@ -160,7 +160,9 @@ def _level_probs(token: TokenLogprob) -> dict[str, float] | None:
         seen.add(text)
         core = text.strip(VERDICT_TOKEN_PUNCTUATION)
         if len(core) == 1 and core.isdigit() and int(core) in VERDICT_LEVELS:
-            mass[core] = mass.get(core, 0.0) + math.exp(logprob)
+            # A log-probability is <= 0; a backend's larger value (float noise, or a bug)
+            # is clamped so that exp() can neither overflow nor sum to inf (inf/inf is NaN).
+            mass[core] = mass.get(core, 0.0) + math.exp(min(logprob, 0.0))
     total = sum(mass.values())
     if total <= 0 or token.token.strip(VERDICT_TOKEN_PUNCTUATION) not in mass:
         return None

@@ -23,6 +23,7 @@ from typing import Any
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
 from tribunal.core.hashing import canonical_json, config_hash
+from tribunal.core.verifier import score_each
 from tribunal.judge.cache import VerdictCache, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
@@ -116,7 +117,7 @@ class JudgeVerifier:
         """Score a batch; one outcome per item, in order. Items are judged concurrently."""
         if self.backend is None:
             await self.start()
-        return list(await asyncio.gather(*(self._score_item(i) for i in items)))
+        return await score_each(items, JudgeItem, self._score_item)
 
     # -- rubrics -----------------------------------------------------------------------
 
@@ -145,12 +146,8 @@ class JudgeVerifier:
 
     # -- one item ------------------------------------------------------------------------
 
-    async def _score_item(self, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, JudgeItem)
-        try:
-            rubrics, refs = self.resolve_rubrics(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
+    async def _score_item(self, item: JudgeItem) -> ItemOutcome:
+        rubrics, refs = self.resolve_rubrics(item)
         base = response_digest(self._context, item.question, item.response)
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
         slots: list[Slot] = [None] * len(rubrics)
@@ -294,7 +291,10 @@ class JudgeVerifier:
         )
         if errors:
             return ItemOutcome.failed(_item_error(errors, len(rubrics)), details.to_dict())
-        reward, raw = aggregate(scored, self.config.aggregation)
+        try:
+            reward, raw = aggregate(scored, self.config.aggregation)
+        except TribunalError as exc:
+            return ItemOutcome.failed(exc, details.to_dict())
         details.raw_reward = raw
         return ItemOutcome(reward=reward, details=details.to_dict())
 

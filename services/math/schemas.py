@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tribunal.core.envelope import ScoreItem
 from tribunal.math.extract import ScoreMethod
@@ -18,7 +18,7 @@ class MathOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    float_rounding: int | None = Field(
+    float_rounding: StrictInt | None = Field(
         default=None,
         ge=0,
         le=15,
@@ -36,8 +36,10 @@ class MathItem(ScoreItem):
     """One completion to grade against a reference answer."""
 
     response: str = Field(
-        description="The completion; its final answer is the last \\boxed{}, a GSM8K "
-        "'#### N' line, 'The answer is ...', or its last number."
+        description="The completion; its final answer is its last \\boxed{} (adjacent boxes "
+        "as one list), a GSM8K '#### N' line, 'The answer is ...', its last $...$ / \\(...\\) "
+        "/ \\[...\\] math, the whole of a one-line answer, the right-hand side of a final "
+        "'x = ...', or its last number."
     )
     ground_truth: str = Field(
         min_length=1,
@@ -57,7 +59,7 @@ class MathDetails(BaseModel):
     extracted_ground_truth: str = Field(description="The ground truth as compared.")
     method: ScoreMethod = Field(
         description="How the answer was found: boxed, fbox, gsm8k_hash, answer_phrase, "
-        "last_number, or none."
+        "last_math, whole_response, final_equation, last_number, or none."
     )
 
     @classmethod

@@ -17,16 +17,21 @@ def test_the_default_model_is_the_judges() -> None:
 
 def test_without_a_backend_the_default_mode_is_lexical_and_judge_is_unavailable() -> None:
     settings = CitationSettings()
-    assert settings.to_config().support == "lexical" and not settings.has_backend()
+    assert settings.citation.config().support == "lexical"
+    assert settings.citation.backend.kind == "none"
     [verifier] = create_verifiers(settings)
     assert isinstance(verifier, CitationVerifier) and verifier.judge is None
 
 
 def test_a_base_url_makes_judge_the_default_on_the_judges_model() -> None:
-    settings = CitationSettings(citation_base_url="http://127.0.0.1:9/v1")
-    backend = settings.backend_config()
-    assert (backend.kind, backend.model) == ("openai", DEFAULT_OPENAI_MODEL)
-    assert settings.to_config().support == "judge"
+    settings = CitationSettings(citation={"base_url": "http://127.0.0.1:9/v1"})
+    backend = settings.citation.backend
+    assert (backend.kind, backend.model, backend.logprobs) == (
+        "openai",
+        DEFAULT_OPENAI_MODEL,
+        False,
+    )
+    assert settings.citation.config().support == "judge"
     [verifier] = create_verifiers(settings)
     assert isinstance(verifier, CitationVerifier) and verifier.judge is not None
     plain = create_verifiers(CitationSettings())[0]
@@ -34,11 +39,11 @@ def test_a_base_url_makes_judge_the_default_on_the_judges_model() -> None:
 
 
 def test_weights_of_the_tribunal_preset_are_configurable_and_checked() -> None:
-    config = CitationSettings(citation_valid_id_weight=0.25).to_config()
+    config = CitationSettings(citation={"valid_id_weight": 0.25}).citation.config()
     tribunal = config.preset_named("tribunal")
     assert (tribunal.f1_weight, tribunal.valid_id_weight) == (0.75, 0.25)
     assert config.preset_named("dr_tulu").valid_id_weight == 0.4  # as published
     with pytest.raises(ValueError, match="must be 1"):
-        CitationSettings(citation_f1_weight=0.9, citation_valid_id_weight=0.9).to_config()
+        CitationSettings(citation={"f1_weight": 0.9, "valid_id_weight": 0.9})
     with pytest.raises(ValidationError):
-        CitationSettings(citation_preset="alce")  # type: ignore[arg-type]
+        CitationSettings(citation={"preset": "alce"})

@@ -92,6 +92,21 @@ RUBRICS = [{"text": "is kind"}]
 ITEM = {"id": "a", "response": "#### 18", "ground_truth": "18"}
 
 
+async def test_an_item_error_is_a_none_reward_never_0() -> None:
+    failed = {
+        **OK_BODY["results"][0],
+        "id": "b",
+        "reward": None,
+        "error": {"code": "timeout", "message": "killed at 5 s", "retryable": True, "field": None},
+    }
+    body = {"results": [OK_BODY["results"][0], failed]}
+    with Scripted([(200, {}, body)]) as server:
+        async with TribunalClient(server.url) as client:
+            results = await client.score("math", [ITEM, {**ITEM, "id": "b"}])
+    assert rewards(results) == [1.0, None]
+    assert results[1].error is not None and results[1].error.code == "timeout"
+
+
 @pytest.mark.parametrize("status", [429, 503])
 async def test_retries_honour_retry_after(status: int) -> None:
     answers = [(status, {"Retry-After": "1"}, _error("queue_full", True))] * 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +54,7 @@ async def test_uid_blocks_are_disjoint_between_pools(tmp_path: object) -> None:
     finally:
         small.close()
         third.close()
+    assert list(Path(str(tmp_path)).iterdir()) == []  # no lock file left behind
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as another uid")

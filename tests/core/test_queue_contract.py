@@ -110,6 +110,21 @@ async def test_extend_keeps_an_entry_from_other_workers(queue: JobQueue) -> None
     assert await queue.claim("v", "other", 1, block_s=0.05) == []
 
 
+async def test_a_released_entry_is_claimed_at_once_by_another_worker(queue: JobQueue) -> None:
+    await queue.submit("v", items(2), total=2, prefilled={})
+    held = await queue.claim("v", "stopping", 2, block_s=0.1)
+    await queue.release("v", "stopping", [held[0].entry_id])
+    taken = await queue.claim("v", "other", 5, block_s=0.1)  # well inside the visibility timeout
+    assert [(d.entry_id, d.deliveries) for d in taken] == [(held[0].entry_id, 2)]
+
+
+async def test_a_retired_worker_is_no_longer_live(queue: JobQueue) -> None:
+    await queue.heartbeat("v", "w1")
+    await queue.heartbeat("v", "w2")
+    await queue.retire("v", "w1")
+    assert await queue.live_workers("v", within_s=60) == 1
+
+
 async def test_a_full_queue_refuses_with_retry_after(queue: JobQueue) -> None:
     await queue.submit("v", items(8), total=8, prefilled={})
     with pytest.raises(QueueFull) as caught:
@@ -149,8 +164,30 @@ async def test_dead_letter_heartbeat_and_stats(queue: JobQueue) -> None:
     assert await queue.stats("v") == {"scored": 3, "error:timeout": 1}
 
 
+async def test_utilisation_sums_the_live_workers_that_report_a_pool(queue: JobQueue) -> None:
+    assert await queue.utilisation("v", within_s=5) == (0, 0)
+    await queue.heartbeat("v", "a", (3, 4))
+    await queue.heartbeat("v", "b", (1, 2))
+    await queue.heartbeat("v", "c")  # no pool of its own
+    await queue.heartbeat("w", "d", (9, 9))
+    assert await queue.utilisation("v", within_s=5) == (4, 6)
+    await queue.heartbeat("v", "a", (0, 4))
+    assert await queue.utilisation("v", within_s=5) == (1, 6)
+    await queue.retire("v", "b")
+    assert await queue.utilisation("v", within_s=5) == (0, 4)
+
+
 async def test_verifiers_have_separate_queues(queue: JobQueue) -> None:
     await queue.ensure_verifier("w")
     await queue.submit("v", items(1), total=1, prefilled={})
     assert await queue.claim("w", "c", 1, block_s=0.05) == []
     assert await queue.depth("w") == 0 and await queue.depth("v") == 1
+
+
+async def test_a_refusal_is_recorded_per_verifier_and_cleared(queue: JobQueue) -> None:
+    assert await queue.refusal("v") is None
+    await queue.set_refusal("v", "bubblewrap not found")
+    assert await queue.refusal("v") == "bubblewrap not found"
+    assert await queue.refusal("w") is None
+    await queue.set_refusal("v", None)
+    assert await queue.refusal("v") is None

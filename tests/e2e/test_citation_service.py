@@ -56,7 +56,7 @@ def test_lexical_scores_and_gates_through_the_queue(
             "options": {"support": "judge"},
         },
     ]
-    with running.client() as client:
+    with running.http() as client:
         response = client.post("/v1/citation/score", json={"items": items})
         assert response.status_code == 200, response.text
         honest, invented, raw, judge = response.json()["results"]
@@ -78,7 +78,7 @@ def test_the_dr_tulu_traces_as_one_job(
         pytest.skip(f"DR Tulu-style traces not found under {data_dir()} (set TRIBUNAL_DATA_DIR)")
     running = service("citation", env=env_for(redis_server, key_prefix))
     items = trace_items()
-    with running.client() as client:
+    with running.http() as client:
         job = client.post("/v1/jobs", json={"verifier": "citation", "items": items}).json()
         state = client.get(f"/v1/jobs/{job['job_id']}", params={"wait": 60}).json()
     assert state["status"] == "done"
@@ -102,7 +102,7 @@ def test_judge_mode_through_the_queue_against_a_stand_in_server(
     )
     running = service("citation", env=env)
     padded = CLAIM.format("S1,S2")
-    with running.client() as client:
+    with running.http() as client:
         response = client.post(
             "/v1/citation/score",
             json={"items": [{"id": "p", "response": padded, "evidence": EVIDENCE}]},

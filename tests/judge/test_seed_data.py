@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA, need_data
 from tribunal.judge.prompts import build_prompt, fence_tag
 from tribunal.judge.testing.seed_data import drtulu_trace_records, scholarqa_records, seed_items
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
 
-ROOT = (
-    Path(
-        os.environ.get(
-            "TRIBUNAL_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"
-        )
-    )
-    / "research"
-)
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=f"seed data not found at {ROOT}")
+ROOT = DATA / "research"
+
+
+@pytest.fixture(autouse=True)
+def _seed_data() -> None:
+    need_data(ROOT)
 
 
 def test_every_record_is_a_valid_item() -> None:

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tribunal.core.errors import PayloadTooLarge
+
 
 @dataclass(frozen=True)
 class QueuedItem:
@@ -72,6 +74,15 @@ class JobRecord:
         return len(self.results) >= self.total
 
 
+def never_fits(verifier: str, n_items: int, bound: int) -> PayloadTooLarge:
+    """The error for a batch that can never fit the queue (a 429 would be retried for ever)."""
+    return PayloadTooLarge(
+        f"items: {n_items} items to queue, more than the {verifier} queue ever holds "
+        f"({bound}, TRIBUNAL_MAX_QUEUE_ITEMS); split the batch",
+        field="items",
+    )
+
+
 class JobQueue(Protocol):
     """Queue of scoring jobs; both implementations pass ``tests/core/test_queue_contract.py``.
 
@@ -103,6 +114,7 @@ class JobQueue(Protocol):
         are enqueued.
 
         Raises:
+            PayloadTooLarge: More ``items`` than the queue's bound: they can never fit.
             QueueFull: The queue holds ``max_queue_items`` or more entries already.
             IdempotencyConflict: ``idempotency_key`` names a job made from another batch.
         """
@@ -131,17 +143,44 @@ class JobQueue(Protocol):
         """Store each result (first one wins per item) and acknowledge its entry."""
         ...
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Give entries back unscored (a worker shutting down): any worker may claim them at
+        its next reclaim, without waiting for the visibility timeout."""
+        ...
+
     async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
         """Copy an entry to the verifier's dead-letter stream (its error result is written
         with :meth:`complete`)."""
         ...
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record that worker ``consumer`` is alive."""
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record that worker ``consumer`` is alive, with its pool's ``(busy, capacity)``
+        (verification processes or sandbox slots) when it has one."""
+        ...
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum ``(busy, capacity)`` over the workers of ``verifier`` that sent a heartbeat
+        within ``within_s`` (``(0, 0)`` when none reported a pool)."""
+        ...
+
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """Forget worker ``consumer``'s heartbeat (it stopped): ``/readyz`` sees it at once
+        rather than after the heartbeat window."""
         ...
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count workers of ``verifier`` that sent a heartbeat within ``within_s``."""
+        ...
+
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record why a worker of ``verifier`` refused to start, or clear it (``None``) once
+        one starts; ``/readyz`` and submissions report it while no worker is live."""
+        ...
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the recorded refusal of ``verifier``'s workers, if any."""
         ...
 
     async def depth(self, verifier: str) -> int:

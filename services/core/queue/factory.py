@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from tribunal.core.cache import MemoryCache, NoCache, RedisCache, ResultCache
-from tribunal.core.errors import ConfigurationError, QueueUnavailable
+from tribunal.core.errors import QueueUnavailable
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
@@ -38,22 +38,33 @@ def memory_queue(settings: CoreSettings) -> MemoryQueue:
 async def build_queue(settings: CoreSettings) -> JobQueue:
     """Return the queue ``settings.queue`` asks for.
 
-    ``auto`` pings Redis once: Redis when it answers, else the embedded queue (logged).
-
-    Raises:
-        ConfigurationError: ``queue=redis`` and Redis does not answer.
+    A Redis URL that was named (``TRIBUNAL_REDIS_URL``, or ``queue=redis``) is never replaced
+    by the embedded queue: when Redis does not answer yet, the Redis queue is returned all the
+    same, requests answer 503 ``queue_unavailable`` and ``/readyz`` 503 until it comes, and
+    nothing accepted is lost on the next restart. Only ``auto`` with no URL named falls back
+    to the embedded queue, when nothing answers at the default URL, and says so.
     """
     if settings.queue == "memory":
+        logger.warning(
+            "queue: embedded (TRIBUNAL_QUEUE=memory): single host, nothing survives a restart"
+        )
         return memory_queue(settings)
     queue = redis_queue(settings)
+    named = settings.queue == "redis" or "redis_url" in settings.model_fields_set
     try:
         await queue.ping()
     except QueueUnavailable as exc:
+        if named:
+            logger.warning("queue: Redis at %s (%s); waiting for it", settings.redis_url, exc)
+            return queue
         await queue.aclose()
-        if settings.queue == "redis":
-            raise ConfigurationError(str(exc)) from exc
-        logger.warning("no Redis at %s: using the embedded queue", settings.redis_url)
+        logger.warning(
+            "queue: embedded: no Redis configured (TRIBUNAL_REDIS_URL unset) and none answers "
+            "at %s; single host, nothing survives a restart",
+            settings.redis_url,
+        )
         return memory_queue(settings)
+    logger.info("queue: Redis at %s", settings.redis_url)
     return queue
 
 

@@ -6,7 +6,12 @@ of that verifier, on any machine. Results live in a hash per job with a TTL.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+"""The format of the job ids Tribunal issues (``uuid4().hex``); anything else names no job
+(and must never reach a Redis key: ``x:results`` would name another key)."""
 
 CONSUMER_GROUP = "workers"
 """Name of the consumer group every worker of a verifier joins."""
@@ -29,6 +34,14 @@ class Keys:
     def workers(self, verifier: str) -> str:
         """Sorted set: worker consumer name -> time of its last heartbeat (unix s)."""
         return f"{self.prefix}:{verifier}:workers"
+
+    def utilisation(self, verifier: str) -> str:
+        """Hash: worker consumer name -> ``"busy capacity"`` of its pool at its last heartbeat."""
+        return f"{self.prefix}:{verifier}:utilisation"
+
+    def refusal(self, verifier: str) -> str:
+        """String: why the last worker of ``verifier`` refused to start (deleted on a start)."""
+        return f"{self.prefix}:{verifier}:refusal"
 
     def stats(self, verifier: str) -> str:
         """Hash of cluster-wide counters (items scored by outcome, cache hits)."""

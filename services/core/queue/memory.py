@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
-from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 
 
 @dataclass
@@ -33,7 +33,9 @@ class _Stream:
     pending: OrderedDict[str, _Pending] = field(default_factory=OrderedDict)
     dead: list[tuple[Delivery, str]] = field(default_factory=list)
     workers: dict[str, float] = field(default_factory=dict)
+    utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    refusal: str | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -114,6 +116,8 @@ class MemoryQueue:
                 return Submitted(job_id=existing[0], created=False)
         stream = self._stream(verifier)
         depth = len(stream.ready) + len(stream.pending)
+        if len(items) > self.max_queue_items:
+            raise never_fits(verifier, len(items), self.max_queue_items)
         if items and depth + len(items) > self.max_queue_items:
             raise QueueFull(
                 f"the {verifier} queue is full ({depth} items waiting, bound "
@@ -215,6 +219,15 @@ class MemoryQueue:
                 pending.consumer = consumer
                 pending.last_seen = now
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Make the consumer's entries claimable at once (idle since forever)."""
+        stream = self._stream(verifier)
+        for entry_id in entry_ids:
+            pending = stream.pending.get(entry_id)
+            if pending is not None and pending.consumer == consumer:
+                pending.last_seen = float("-inf")
+        stream.arrived.set()
+
     async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
         """Store results first-wins and drop their entries."""
         stream = self._stream(verifier)
@@ -231,14 +244,40 @@ class MemoryQueue:
         """Keep the entry in the verifier's dead-letter list."""
         self._stream(verifier).dead.append((delivery, reason))
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record the worker's heartbeat time."""
-        self._stream(verifier).workers[consumer] = time.time()
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        stream = self._stream(verifier)
+        stream.workers[consumer] = time.time()
+        if utilisation is not None:
+            stream.utilisation[consumer] = utilisation
+
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """Forget the worker's heartbeat."""
+        self._stream(verifier).workers.pop(consumer, None)
+        self._stream(verifier).utilisation.pop(consumer, None)
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported utilisation of the live workers."""
+        stream = self._stream(verifier)
+        cutoff = time.time() - within_s
+        live = [stream.utilisation.get(c) for c, t in stream.workers.items() if t >= cutoff]
+        reported = [u for u in live if u is not None]
+        return sum(b for b, _ in reported), sum(c for _, c in reported)
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``."""
         cutoff = time.time() - within_s
         return sum(1 for t in self._stream(verifier).workers.values() if t >= cutoff)
+
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record or clear the refusal."""
+        self._stream(verifier).refusal = reason
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the refusal."""
+        return self._stream(verifier).refusal
 
     async def depth(self, verifier: str) -> int:
         """Ready plus in-flight entries."""

@@ -22,22 +22,26 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
-from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 
 logger = logging.getLogger(__name__)
+
+_REFUSAL_TTL_S = 7 * 86400
+"""A worker's refusal to start is forgotten after a week (or as soon as one starts)."""
 
 _SUBMIT = """
 local stream, meta, results, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local max_queue, ttl, job_id, verifier = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local total, request_hash = tonumber(ARGV[5]), ARGV[6]
 local n_pre, n_items, channel = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+if redis.call('EXISTS', meta) == 1 then return {'created', job_id} end
 if idem ~= '' then
   local existing = redis.call('GET', idem)
   if existing then return {'existing', existing} end
@@ -118,16 +122,20 @@ class RedisStreamsQueue:
         self.visibility_timeout_s = visibility_timeout_s
         self.retry_after_s = retry_after_s
         # A blocking pool: a burst of requests waits for a connection instead of failing
-        # with "Too many connections" (redis-py's default pool refuses past 100). One try, no
-        # backoff: when Redis is down the API answers 503 at once instead of holding the
-        # request through redis-py's default retries.
+        # with "Too many connections" (redis-py's default pool refuses past 100). One retry
+        # on a connection error, on a fresh connection: after Redis restarts, every pooled
+        # connection is stale and would fail once (issue 7: 45 of 148 requests answered 503
+        # after Redis was back). One only, so that a Redis that is really down is a 503 in
+        # milliseconds; the submit script is idempotent, so its retry cannot enqueue twice.
+        # health_check_interval PINGs a connection idle that long before using it.
         pool = aioredis.BlockingConnectionPool.from_url(
             url,
             max_connections=max_connections,
             timeout=pool_timeout_s,
             socket_connect_timeout=2.0,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=10,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+            health_check_interval=5,
             decode_responses=True,
         )
         self.redis: aioredis.Redis = aioredis.Redis.from_pool(pool)  # owns it: aclose closes it
@@ -176,6 +184,8 @@ class RedisStreamsQueue:
         request_hash: str = "",
     ) -> Submitted:
         """Create a job atomically; see ``JobQueue.submit``."""
+        if len(items) > self.max_queue_items:
+            raise never_fits(verifier, len(items), self.max_queue_items)
         job_id = uuid.uuid4().hex
         idem = self.keys.idempotency(verifier, idempotency_key) if idempotency_key else ""
         args: list[Any] = [
@@ -194,8 +204,18 @@ class RedisStreamsQueue:
         for item in items:
             args += [item.index, json.dumps(item.payload), item.cache_key or ""]
         keys = [self.keys.stream(verifier), self.keys.job(job_id), self.keys.results(job_id), idem]
-        async with self._unavailable_as_503():
-            status, value = await self._submit(keys=keys, args=args)
+        try:
+            async with self._unavailable_as_503():
+                status, value = await self._submit(keys=keys, args=args)
+        except QueueUnavailable as exc:
+            # The script may have run before the connection failed: name the job it would
+            # be, so the client can look (404: nothing was enqueued).
+            raise QueueUnavailable(
+                f"{exc.message}; if the batch reached Redis before that it is job {job_id} "
+                f"(GET /v1/jobs/{job_id}: 404 means nothing was enqueued)",
+                retry_after_s=exc.retry_after_s,
+                job_id=job_id,
+            ) from exc
         if status == "full":
             raise QueueFull(
                 f"the {verifier} queue is full ({value} items waiting, bound "
@@ -279,7 +299,8 @@ class RedisStreamsQueue:
     async def claim(
         self, verifier: str, consumer: str, count: int, block_s: float
     ) -> list[Delivery]:
-        """Reclaim idle entries (at most every quarter visibility timeout), then read new ones."""
+        """Reclaim idle entries (every quarter visibility timeout, or on every claim while they
+        come back in full batches), then read new ones."""
         try:
             return await self._claim(verifier, consumer, count, block_s)
         except ResponseError as exc:
@@ -300,8 +321,12 @@ class RedisStreamsQueue:
             now = time.monotonic()
             slot = (verifier, consumer)
             if now - self._last_autoclaim.get(slot, 0.0) >= self.visibility_timeout_s / 4:
-                self._last_autoclaim[slot] = now
                 deliveries += await self._reclaim(verifier, consumer, count)
+                # While a dead worker's entries keep coming back in full batches, reclaim on
+                # every claim: at the rate this worker scores, not one batch per quarter
+                # visibility timeout (a 2,000-item job waited minutes).
+                if len(deliveries) < count:
+                    self._last_autoclaim[slot] = now
             wanted = count - len(deliveries)
             if wanted > 0:
                 block_ms = None if deliveries else max(1, int(block_s * 1000))
@@ -353,6 +378,22 @@ class RedisStreamsQueue:
                 justid=True,
             )
 
+    async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Set the entries' idle time past the visibility timeout (XCLAIM ... IDLE, JUSTID:
+        not counted as a delivery), so that the next XAUTOCLAIM of any worker takes them."""
+        if not entry_ids:
+            return
+        async with self._unavailable_as_503():
+            await self.redis.xclaim(
+                self.keys.stream(verifier),
+                CONSUMER_GROUP,
+                consumer,
+                min_idle_time=0,
+                message_ids=list(entry_ids),
+                idle=int(self.visibility_timeout_s * 1000) + 1,
+                justid=True,
+            )
+
     async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
         """Write results first-wins, acknowledge and delete their entries."""
         if not done:
@@ -384,10 +425,39 @@ class RedisStreamsQueue:
                 approximate=True,
             )
 
-    async def heartbeat(self, verifier: str, consumer: str) -> None:
-        """Record the worker's heartbeat time."""
+    async def heartbeat(
+        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+    ) -> None:
+        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(self.keys.workers(verifier), {consumer: time.time()})
+            if utilisation is not None:
+                busy, capacity = utilisation
+                pipe.hset(self.keys.utilisation(verifier), consumer, f"{busy} {capacity}")
+            await pipe.execute()
+
+    async def retire(self, verifier: str, consumer: str) -> None:
+        """ZREM the worker's heartbeat."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrem(self.keys.workers(verifier), consumer)
+            pipe.hdel(self.keys.utilisation(verifier), consumer)
+            await pipe.execute()
+
+    async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported utilisation of the live workers."""
         async with self._unavailable_as_503():
-            await self.redis.zadd(self.keys.workers(verifier), {consumer: time.time()})
+            live = await self.redis.zrangebyscore(
+                self.keys.workers(verifier), time.time() - within_s, "+inf"
+            )
+            if not live:
+                return 0, 0
+            values = await self.redis.hmget(self.keys.utilisation(verifier), [*map(str, live)])
+        busy = capacity = 0
+        for value in values:
+            if value is not None:
+                b, c = (int(part) for part in value.split())
+                busy, capacity = busy + b, capacity + c
+        return busy, capacity
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``; forget workers silent for an hour."""
@@ -398,6 +468,21 @@ class RedisStreamsQueue:
             pipe.zcount(key, now - within_s, "+inf")
             _, live = await pipe.execute()
         return int(live)
+
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record or clear the refusal (kept a week at most: it describes one deployment)."""
+        key = self.keys.refusal(verifier)
+        async with self._unavailable_as_503():
+            if reason is None:
+                await self.redis.delete(key)
+            else:
+                await self.redis.set(key, reason, ex=_REFUSAL_TTL_S)
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the refusal."""
+        async with self._unavailable_as_503():
+            value = await self.redis.get(self.keys.refusal(verifier))
+        return value.decode() if isinstance(value, bytes) else value
 
     async def depth(self, verifier: str) -> int:
         """XLEN of the stream: acknowledged entries are deleted, so this is the backlog."""

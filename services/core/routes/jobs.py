@@ -1,67 +1,59 @@
 """``POST /v1/jobs`` and ``GET /v1/jobs/{job_id}``: queued batches with long-poll."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: FastAPI must see the job body type built at
+# run time for the app's verifiers as a real annotation, not a string.
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import JobCreated, JobState
-from tribunal.core.errors import BadInput
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.core.scoring import job_state
-
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_api_key)])
+from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
 
 
-class JobCreateBody(BaseModel):
-    """A batch to queue. ``items`` have the schema of the named verifier's score request."""
+def jobs_router(job_body: Any) -> APIRouter:
+    """Build the job routes; ``job_body`` is ``scoring.job_body_type`` of the app's verifiers."""
+    router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_api_key)])
 
-    model_config = ConfigDict(extra="forbid")
-
-    verifier: str = Field(description="Which verifier scores the items (e.g. `math`).")
-    items: list[Any] = Field(min_length=1, description="Items, as for /v1/<verifier>/score.")
-    idempotency_key: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Client-chosen key: resubmitting the same batch with it returns the same "
-        "job instead of scoring twice.",
+    @router.post(
+        "",
+        status_code=202,
+        response_model=JobCreated,
+        operation_id="create_job",
+        responses=ERROR_RESPONSES,
     )
-
-
-@router.post(
-    "",
-    status_code=202,
-    response_model=JobCreated,
-    operation_id="create_job",
-    responses=ERROR_RESPONSES,
-)
-async def create_job(body: JobCreateBody, runtime: RuntimeDep) -> JobCreated:
-    """Queue a batch and return its ``job_id`` at once."""
-    service = runtime.services.get(body.verifier)
-    if service is None:
-        raise BadInput(
-            f"verifier: {body.verifier!r} is not served here; this service serves "
-            f"{', '.join(sorted(runtime.services))}",
-            field="verifier",
+    async def create_job(
+        body: job_body,
+        runtime: RuntimeDep,
+        cache_control: Annotated[str | None, Header(description=CACHE_CONTROL_DESCRIPTION)] = None,
+    ) -> JobCreated:
+        """Queue a batch and return its ``job_id`` at once. ``items`` have the schema of the
+        named verifier's score request; an invalid item gets a ``bad_input`` result."""
+        service = runtime.services[body.verifier]
+        submitted = await service.submit(
+            body.items, body.idempotency_key, use_cache=wants_cache(cache_control)
         )
-    submitted = await service.submit(service.parse_items(body.items), body.idempotency_key)
-    return JobCreated(job_id=submitted.job_id, created=submitted.created)
+        return JobCreated(job_id=submitted.job_id, created=submitted.created)
 
+    @router.get(
+        "/{job_id}", response_model=JobState, operation_id="get_job", responses=ERROR_RESPONSES
+    )
+    async def get_job(
+        job_id: str,
+        runtime: RuntimeDep,
+        wait: Annotated[
+            float,
+            Query(
+                ge=0, description="Long-poll: wait up to this many seconds for the job to finish."
+            ),
+        ] = 0.0,
+    ) -> Response:
+        """Return the job's status and its results so far (null for pending items). Job ids
+        are 32 lowercase hex digits, as ``POST /v1/jobs`` issues them; any other is 404."""
+        text = await job_state(runtime.queue, job_id, min(wait, runtime.settings.max_wait_s))
+        return Response(text, media_type="application/json")
 
-@router.get("/{job_id}", response_model=JobState, operation_id="get_job", responses=ERROR_RESPONSES)
-async def get_job(
-    job_id: str,
-    runtime: RuntimeDep,
-    wait: Annotated[
-        float,
-        Query(ge=0, description="Long-poll: wait up to this many seconds for the job to finish."),
-    ] = 0.0,
-) -> Response:
-    """Return the job's status and its results so far (null for pending items)."""
-    text = await job_state(runtime.queue, job_id, min(wait, runtime.settings.max_wait_s))
-    return Response(text, media_type="application/json")
+    return router

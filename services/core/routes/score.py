@@ -4,14 +4,16 @@
 # at run time for each verifier as a real annotation, not a string.
 
 import time
+from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import ScoreResponse
 from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, wants_cache
 
 
 def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRouter:
@@ -29,14 +31,22 @@ def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRoute
         summary=f"Score a batch with the {verifier_name} verifier",
         responses=ERROR_RESPONSES,
     )
-    async def score(body: request_model, runtime: RuntimeDep) -> Response:  # type: ignore[valid-type]
+    async def score(
+        body: request_model,  # type: ignore[valid-type]
+        runtime: RuntimeDep,
+        cache_control: Annotated[str | None, Header(description=CACHE_CONTROL_DESCRIPTION)] = None,
+    ) -> Response:
         """Queue every item, wait for all results (up to ``TRIBUNAL_SYNC_TIMEOUT_S``) and
         return them in request order. An item that cannot be scored has ``reward: null``
         and an ``error``; an item that fails its schema gets a ``bad_input`` error naming
         the field while the rest of the batch is scored."""
         service = runtime.services[verifier_name]
         started = time.perf_counter()
-        text = await service.score(body.items, runtime.settings.sync_timeout_s)  # type: ignore[attr-defined]
+        text = await service.score(
+            body.items,  # type: ignore[attr-defined]
+            runtime.settings.sync_timeout_s,
+            use_cache=wants_cache(cache_control),
+        )
         runtime.metrics.request_latency.labels(verifier_name, "score").observe(
             time.perf_counter() - started
         )

@@ -1,0 +1,185 @@
+"""Fault benchmark: does every accepted item get exactly one right result under faults, and
+does any generated request get a 5xx? Prints one JSON object.
+
+    .venv/bin/python bench/faults.py                 # 2,000-item jobs, 100 examples per case
+    .venv/bin/python bench/faults.py --items 300 --examples 10   # quicker
+
+Scenarios (``bench/fault_scenarios.py``; math API + 2 worker processes on a Redis with
+append-only persistence, fsync on every write, visibility timeout 4 s), each on a job of
+``--items`` items whose rewards are known:
+
+(a) SIGKILL of a worker's process group mid-job; (b) SIGTERM of a worker's process group
+mid-job (it finishes or releases its items and exits); (c) Redis shut down mid-job and started
+again 2 s later; (d) Redis down when the API and worker start, back 3 s later, and the job
+read again through a restarted API. For each: items lost / duplicated / wrong, permanent and
+retryable errors (target: all 0).
+
+Then schemathesis (property-based requests generated from the OpenAPI documents, valid and
+invalid ones) against the math, code and judge APIs with their workers, ``--examples`` per
+operation and mode: the count of responses with status >= 500, and of statuses an operation
+answered that its document does not list. The judge's model is the fake OpenAI-compatible
+server of ``tribunal.llm.testing`` (vLLM needs a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.fault_scenarios import Stack, kill_worker, redis_late, restart_redis, status, wait_until
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+
+
+def scenarios(items: int, root: Path) -> dict[str, Any]:
+    """Run (a)-(d) on ``items``-item jobs; each figure dict has a ``seconds`` entry."""
+    out: dict[str, Any] = {}
+    runs = {
+        "a_sigkill_worker": lambda s: kill_worker(s, items, signal.SIGKILL),
+        "b_sigterm_worker_group": lambda s: kill_worker(s, items, signal.SIGTERM),
+        "c_redis_restart_aof": lambda s: restart_redis(s, items),
+        "d_redis_down_at_api_start": lambda s: redis_late(s, items),
+    }
+    for name, run in runs.items():
+        stack = Stack(root / name)
+        started = time.monotonic()
+        try:
+            figures = run(stack)
+        finally:
+            stack.close()
+        out[name] = {**figures, "seconds": round(time.monotonic() - started, 1)}
+    return out
+
+
+@contextlib.contextmanager
+def services(root: Path) -> Iterator[dict[str, str]]:
+    """Math, code and judge APIs with one worker each on one Redis; yields name -> URL."""
+    judge = FakeOpenAIServer(FakeScript())
+    judge.start()
+    stacks: dict[str, Stack] = {}
+    try:
+        for name in ("math", "code", "judge"):
+            stack = Stack(
+                root / f"api-{name}",
+                service=name,
+                env={
+                    "TRIBUNAL_JUDGE_BASE_URL": judge.base_url,
+                    "TRIBUNAL_JUDGE_MODEL": "fake-judge",
+                    "TRIBUNAL_SYNC_TIMEOUT_S": "60",
+                },
+            )
+            stacks[name] = stack
+            stack.start_redis()
+            stack.start_api()
+            stack.start_worker(0)
+        for stack in stacks.values():
+            with stack.client() as client:
+                wait_until(lambda c=client: status(c, "/readyz") == 200, 120, "ready")
+        yield {name: stack.base_url for name, stack in stacks.items()}
+    finally:
+        for stack in stacks.values():
+            stack.close()
+        judge.stop()
+
+
+def fuzz(base_url: str, examples: int) -> dict[str, Any]:
+    """Send ``examples`` generated requests per operation and mode; count 5xx and statuses
+    not in the document."""
+    document = requests.get(f"{base_url}/openapi.json", timeout=10).json()
+    schema = schemathesis.openapi.from_dict(document)
+    counts: dict[str, Any] = {
+        "requests": 0,
+        "5xx": 0,
+        "undocumented": 0,
+        "not_generated": 0,
+        "examples": [],
+    }
+    session = requests.Session()
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        responses = document["paths"][operation.path][operation.method.lower()]["responses"]
+        for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
+            _send_examples(base_url, operation, mode, set(responses), examples, session, counts)
+    return counts
+
+
+def _send_examples(
+    base_url: str,
+    operation: Any,
+    mode: Any,
+    documented: set[str],
+    examples: int,
+    session: requests.Session,
+    counts: dict[str, Any],
+) -> None:
+    def note(line: str) -> None:
+        if len(counts["examples"]) < 5:
+            counts["examples"].append(line)
+
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
+    @hypothesis.settings(
+        max_examples=examples,
+        phases=[Phase.generate],
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def send(case: Any) -> None:
+        response = case.call(base_url=base_url, session=session, timeout=90)
+        counts["requests"] += 1
+        code = response.status_code
+        if code >= 500:
+            counts["5xx"] += 1
+            note(f"{operation.label} {code} {response.text[:200]}")
+        elif str(code) not in documented and code != 405:  # 405: a method the path lacks
+            counts["undocumented"] += 1
+            note(f"{operation.label} undocumented {code} {response.text[:200]}")
+
+    # Hypothesis reports to stdout; this program's stdout is its one JSON object.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+        warnings.simplefilter("ignore")
+        try:
+            send()
+        except hypothesis.errors.Unsatisfiable:
+            pass  # no invalid request exists (an operation without parameters or body)
+        except Exception as exc:  # a generation failure, not an answer of the service
+            counts["not_generated"] += 1
+            note(f"{operation.label} {mode.value}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def main() -> None:
+    """Parse arguments, run the scenarios and the fuzzing, print one JSON object."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=2000, help="Items per scenario job.")
+    parser.add_argument("--examples", type=int, default=100, help="Examples per operation/mode.")
+    parser.add_argument("--skip-fuzz", action="store_true", help="Scenarios only.")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tribunal-faults-") as tmp:
+        root = Path(tmp)
+        out: dict[str, Any] = {"items": args.items, "scenarios": scenarios(args.items, root)}
+        if not args.skip_fuzz:
+            started = time.monotonic()
+            with services(root) as urls:
+                out["schemathesis"] = {name: fuzz(url, args.examples) for name, url in urls.items()}
+            out["schemathesis_seconds"] = round(time.monotonic() - started, 1)
+            out["schemathesis_5xx"] = sum(f["5xx"] for f in out["schemathesis"].values())
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
