@@ -97,6 +97,27 @@ def test_the_math_service_end_to_end_logs_every_metric(
     assert logged[1]["off_policy_steps"] == 1
 
 
+@pytest.mark.e2e
+def test_rewards_from_a_reward_spec_on_the_gateway(
+    tiny_model_dir: Path, service: Callable[..., RunningService], tmp_path: Path
+) -> None:
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url})
+    raw = base_config(tiny_model_dir, math.base_url, max_steps=2, on_reward_failure="stop")
+    del raw["reward_sources"]
+    raw |= {
+        "gateway_url": gateway.base_url,
+        "reward_spec": "rloo_math",
+        "reward_spec_fields": {"ground_truth": "answer"},
+    }
+    history = Trainer(GRPOConfig.from_dict(raw), tmp_path / "run").run()
+    assert [m["step"] for m in history] == [1, 2]
+    for metrics in history:
+        assert metrics["reward/scored_fraction"] == 1.0 and metrics["groups/dropped"] == 0
+        assert 0.0 <= metrics["reward/rloo_math/mean"] <= 1.0
+
+
 def stop_after(server: StandInRewardServer, items: int) -> threading.Thread:
     """Stop the server once it has scored ``items`` items (the service goes down mid-run)."""
 
