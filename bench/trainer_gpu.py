@@ -41,7 +41,13 @@ HALF_B = {
     "vocab_size": 4000,
     "model_vocab_size": 151936,
 }
-TINY = {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16}
+TINY = {
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 2,
+    "model_vocab_size": 1024,
+}
 KEYS = ("step_s", "generation_s", "generation_busy_s", "reward_wait_s", "train_s", "weight_sync_s")
 
 
