@@ -1,13 +1,17 @@
 # Tribunal: `make up` runs the stack locally, `make test` runs the whole suite.
-# Both create .venv on a fresh machine and install what they need into it.
+# Both install the system tools they need (scripts/setup-tools.sh: apt-get as root, sudo -n
+# otherwise, else it stops with the command to run), create .venv and install into it.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: up test lint openapi bench-math clean
+.PHONY: up test lint openapi bench-math clean tools
 
-$(BIN)/python:
+tools:
+	@PYTHON=$(PYTHON) scripts/setup-tools.sh
+
+$(BIN)/python: | tools
 	$(PYTHON) -m venv $(VENV)
 
 # The services need no torch: `make up` installs the base package only.
@@ -17,15 +21,13 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 
 # Every extra the suite exercises (torch is pinned to the local CPU build in pyproject).
 $(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local,trainer]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local,trainer,trl]'
 	touch $@ $(VENV)/.base
 
-up: $(VENV)/.base
-	@scripts/check-tools.sh
+up: tools $(VENV)/.base
 	$(BIN)/tribunal up
 
-test: $(VENV)/.all
-	@scripts/check-tools.sh
+test: tools $(VENV)/.all
 	$(MAKE) lint
 	$(BIN)/python -m pytest
 

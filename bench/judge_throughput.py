@@ -2,7 +2,7 @@
 
 Starts, as subprocesses on free ports: a throwaway ``redis-server`` (no persistence; or the
 Redis of ``--redis-url``, under a unique key prefix), the fake OpenAI-compatible judge
-(``tribunal.judge.testing.fake_openai``: each call holds one of ``cap`` slots for
+(``tribunal.llm.testing.fake_openai``: each call holds one of ``cap`` slots for
 ``latency_ms``, like vLLM with ``--max-num-seqs cap``), and, once per rubrics-per-call k, the
 judge API (``tribunal api judge``) and one judge worker (``tribunal worker judge``). After a
 small warm-up it queues every verdict first (``POST /v1/jobs``, at most ``http_concurrency``
@@ -61,8 +61,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import ROOT, free_port
+from tribunal.client import ItemResult, TribunalClient
+from tribunal.testing.stack import TRIBUNAL, start_process, stop_process
 
-TRIBUNAL = [sys.executable, "-m", "tribunal.core.cli"]
 TARGET_PCT_OF_IDEAL = 90.0
 TARGET_FIRST_VERDICT_S = 1.0
 FILLER = "The response discusses the question in some detail and cites two sources. " * 12
@@ -79,30 +80,16 @@ class Processes:
     running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        """Start ``argv`` with output to ``<log_dir>/<name>.log``."""
-        with (self.log_dir / f"{name}.log").open("wb") as log:
-            self.running[name] = subprocess.Popen(
-                argv,
-                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches us only; we stop them in order
-                cwd=ROOT,
-            )
+        """Start ``argv`` with output to ``<log_dir>/<name>.log`` (``tribunal.testing.stack``:
+        a session of its own, so Ctrl-C reaches us only and we stop them in order)."""
+        full_env = {"PYTHONPATH": str(ROOT), **(env or {})}
+        self.running[name] = start_process(argv, full_env, self.log_dir / f"{name}.log", ROOT)
 
     def stop(self, name: str, grace_s: float = 10.0) -> None:
         """SIGTERM the process group of ``name``, SIGKILL it after ``grace_s``."""
         process = self.running.pop(name, None)
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process is not None:
+            stop_process(process, grace_s)
 
     def stop_all(self) -> None:
         """Stop every process still running, the last started first."""
@@ -173,7 +160,7 @@ def start_redis(processes: Processes, given_url: str | None) -> str:
 def start_fake_judge(processes: Processes, latency_ms: float, cap: int) -> str:
     """Start the fake OpenAI-compatible judge; return its base URL (``.../v1``)."""
     port = free_port()
-    argv = [sys.executable, "-m", "tribunal.judge.testing.fake_openai", "--port", str(port)]
+    argv = [sys.executable, "-m", "tribunal.llm.testing.fake_openai", "--port", str(port)]
     processes.start("fake_judge", [*argv, "--latency-ms", f"{latency_ms:g}", "--cap", str(cap)])
     wait_until(f"http://127.0.0.1:{port}/stats", processes, timeout_s=30)
     return f"http://127.0.0.1:{port}/v1"
@@ -249,69 +236,52 @@ def make_jobs(plan: Plan, nonce: str) -> list[list[dict[str, Any]]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def count_verdicts(results: list[dict[str, Any] | None]) -> tuple[int, int]:
-    """Return (rubric verdicts scored, items with an error or no result)."""
+def count_verdicts(results: list[ItemResult]) -> tuple[int, int]:
+    """Return (rubric verdicts scored, items with an error)."""
     verdicts = errors = 0
     for result in results:
-        if result is None or result["error"] is not None:
+        if result.error is not None:
             errors += 1
             continue
-        verdicts += sum(r["score"] is not None for r in result["details"]["rubrics"])
+        verdicts += sum(r["score"] is not None for r in result.details["rubrics"])
     return verdicts, errors
 
 
-async def first_verdict_at(client: httpx.AsyncClient, job_id: str, poll_s: float) -> float:
-    """Poll the first job until its first item has a result; return that moment."""
-    while True:
-        state = (await client.get(f"/v1/jobs/{job_id}")).raise_for_status().json()
-        if state["completed"] > 0:
-            return time.perf_counter()
-        await asyncio.sleep(poll_s)
+async def first_verdict_at(client: TribunalClient, job_id: str) -> float:
+    """Stream the first job's results; return the moment its first item has one."""
+    async for _ in client.iter_results(job_id, poll_min_s=0.01, poll_max_s=0.01):
+        return time.perf_counter()
+    raise RuntimeError(f"job {job_id} has no items")
 
 
-async def collect(client: httpx.AsyncClient, job_id: str, gate: asyncio.Semaphore) -> list[Any]:
-    """Long-poll a job until done; return its results."""
-    while True:
-        async with gate:
-            response = await client.get(f"/v1/jobs/{job_id}", params={"wait": 30}, timeout=60)
-        state = response.raise_for_status().json()
-        if state["status"] == "done":
-            return list(state["results"])
-
-
-async def warm_up(client: httpx.AsyncClient, plan: Plan, nonce: str) -> None:
+async def warm_up(client: TribunalClient, plan: Plan, nonce: str) -> None:
     """Score a few items first (not counted): connections open, code paths warm, as in a
     service that has been running; the fake judge's counters are reset afterwards."""
     items = make_items(plan.warmup_items, plan.rubrics_per_item, f"{nonce}-warmup")
-    job = await client.post("/v1/jobs", json={"verifier": "judge", "items": items})
-    job_id = job.raise_for_status().json()["job_id"]
-    state = await client.get(f"/v1/jobs/{job_id}", params={"wait": 30}, timeout=60)
-    if state.raise_for_status().json()["status"] != "done":
-        raise RuntimeError("the warm-up job was not scored within 30 s")
+    await client.wait(await client.submit("judge", items), timeout_s=30)
 
 
 async def measure(base_url: str, judge_root: str, plan: Plan, nonce: str) -> dict[str, Any]:
     """Warm up, queue every job, then collect them all; return timings and counts."""
     jobs = make_jobs(plan, nonce)
-    gate = asyncio.Semaphore(plan.http_concurrency)
-    limits = httpx.Limits(max_connections=plan.http_concurrency + 1)
-    async with httpx.AsyncClient(base_url=base_url, timeout=60, limits=limits) as client:
+    # The first job's poller has a client of its own, so it is not queued behind POSTs.
+    async with (
+        TribunalClient(base_url, max_concurrency=plan.http_concurrency) as client,
+        TribunalClient(base_url, max_concurrency=1) as poller,
+    ):
         if plan.warmup_items:
             await warm_up(client, plan, nonce)
-        (await client.post(f"{judge_root}/reset")).raise_for_status()
-
-        async def submit(items: list[dict[str, Any]]) -> str:
-            async with gate:
-                response = await client.post("/v1/jobs", json={"verifier": "judge", "items": items})
-            return str(response.raise_for_status().json()["job_id"])
+        httpx.post(f"{judge_root}/reset").raise_for_status()
 
         started = time.perf_counter()
-        first_job = await submit(jobs[0])
-        # The poller bypasses the gate (one request more) so it is not queued behind POSTs.
-        first = asyncio.create_task(first_verdict_at(client, first_job, 0.01))
-        job_ids = [first_job, *await asyncio.gather(*(submit(items) for items in jobs[1:]))]
+        first_job = await client.submit("judge", jobs[0])
+        first = asyncio.create_task(first_verdict_at(poller, first_job))
+        job_ids = [
+            first_job,
+            *await asyncio.gather(*(client.submit("judge", items) for items in jobs[1:])),
+        ]
         submitted = time.perf_counter()
-        results = await asyncio.gather(*(collect(client, job_id, gate) for job_id in job_ids))
+        results = await asyncio.gather(*(client.wait(job_id) for job_id in job_ids))
         finished = time.perf_counter()
         first_at = await first
     flat = [result for job in results for result in job]

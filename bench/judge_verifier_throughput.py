@@ -1,6 +1,6 @@
 """Rubric verdicts/s of JudgeVerifier in-process against the fake judge server.
 
-The fake judge (tribunal.judge.testing.fake_openai) runs as its own process with a fixed
+The fake judge (tribunal.llm.testing.fake_openai) runs as its own process with a fixed
 latency and a concurrency cap, like a vLLM server whose every request takes `latency_ms`
 and that runs `cap` sequences at once; the ideal throughput is cap / latency calls/s, times
 k verdicts per call. The verifier scores 10,000 verdicts queued at once, in batches of 64
@@ -27,10 +27,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tribunal.judge.backends.base import Completion, CompletionRequest  # noqa: E402
-from tribunal.judge.config import BackendConfig, JudgeConfig  # noqa: E402
+from tribunal.judge.config import JudgeConfig  # noqa: E402
 from tribunal.judge.schemas import JudgeItem  # noqa: E402
 from tribunal.judge.verifier import JudgeVerifier  # noqa: E402
+from tribunal.llm.base import Completion, CompletionRequest  # noqa: E402
+from tribunal.llm.config import BackendConfig  # noqa: E402
 
 RUBRICS_PER_ITEM = 4
 BATCH_ITEMS = 64
@@ -41,7 +42,7 @@ def start_server(latency_ms: float, cap: int) -> tuple[subprocess.Popen[str], st
         [
             sys.executable,
             "-m",
-            "tribunal.judge.testing.fake_openai",
+            "tribunal.llm.testing.fake_openai",
             "--latency-ms",
             str(latency_ms),
             "--cap",

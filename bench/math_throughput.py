@@ -24,6 +24,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from tribunal.client import TribunalClient
 
 BATCH = 256
 
@@ -48,11 +49,9 @@ WARM_UP = [
 
 async def _warm_up(base_url: str) -> None:
     items = [{"id": f"w{i}", **item} for i, item in enumerate(WARM_UP)]
-    async with httpx.AsyncClient(base_url=base_url, timeout=300) as client:
+    async with TribunalClient(base_url) as client:
         for start in range(0, len(items), 8):
-            (
-                await client.post("/v1/math/score", json={"items": items[start : start + 8]})
-            ).raise_for_status()
+            await client.score("math", items[start : start + 8])
 
 
 def baseline(items: list[dict[str, str]]) -> float:

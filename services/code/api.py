@@ -34,8 +34,15 @@ async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
     """Run a program once in the sandbox (the code-interpreter tool of agentic rollouts) and
     return its stdout, stderr (each capped, with a flag), exit code, verdict and time.
 
-    It goes through the queue like every scoring request, so concurrency stays bounded by the
-    workers' sandbox slots."""
+    A tool endpoint, outside the scoring envelope on purpose: a tool call wants what the
+    program printed, not a reward, so the body is one program and the answer is the run
+    itself (`RunDetails`), flat, as a code-interpreter tool expects; there is no reward, no
+    cache (running again may be the point) and no batch. Failures are the API's error body
+    (`sandbox_error` 500, `bad_input` 422, `queue_full` 429...). It goes through the queue
+    like every scoring request (verifier `code_run`), so concurrency stays bounded by the
+    workers' sandbox slots; batches of runs can go through `POST /v1/jobs` with
+    `"verifier": "code_run"`, whose results are envelopes with `reward: null` and the run
+    in `details`."""
     service = runtime.services["code_run"]
     text = await service.score([body], runtime.settings.sync_timeout_s)
     [result] = json.loads(text)["results"]
@@ -48,21 +55,15 @@ async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
 
 def create_verifiers(settings: CodeSettings) -> list[Verifier]:
     """The code service serves two verifiers: scoring against tests, and single runs."""
-    config = settings.to_config()
+    config = settings.code.config()
     return [CodeVerifier(config), CodeRunVerifier(config)]
 
 
 def startup_hint(settings: CodeSettings) -> str | None:
-    """One line when code would not be sandboxed, or cannot be."""
-    if settings.code_isolation == "none":
+    """One line when code would not be sandboxed. (When it cannot be, the verifier's own
+    refusal says why, once: see ``CodeVerifier.start``.)"""
+    if settings.code.isolation == "none":
         return "TRIBUNAL_CODE_ISOLATION=none: programs run UNSANDBOXED (local development only)"
-    import shutil
-
-    if shutil.which(settings.code_bwrap_path) is None:
-        return (
-            "bubblewrap is not installed (apt-get install bubblewrap): the code service will "
-            "refuse to start rather than run code unsandboxed"
-        )
     return None
 
 

@@ -1,10 +1,13 @@
-"""Domain configuration of the code runner (a frozen dataclass, hashable and hashed)."""
+"""Domain configuration of the code runner: one frozen model, hashable and hashed, defaults here
+only. The service's settings (``tribunal.code.settings``) extend it, so that every field is
+also ``TRIBUNAL_CODE_<FIELD>``."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Isolation = Literal["bwrap", "none"]
 
@@ -12,76 +15,109 @@ CXX_FLAGS: tuple[str, ...] = ("-std=gnu++17", "-O2", "-pipe", "-w")
 """g++ flags of every C++ compile (after the compiler path, before the source)."""
 
 
-def _default_slots() -> int:
-    return os.cpu_count() or 1
+class CodeConfig(BaseModel):
+    """How programs are isolated, limited and run (each field documents itself)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-@dataclass(frozen=True)
-class CodeConfig:
-    """How programs are isolated, limited and run.
+    isolation: Isolation = Field(
+        default="bwrap",
+        description="bwrap: every program in a bubblewrap sandbox (namespaces; the only "
+        "production mode). none: plain subprocesses with rlimits, for local development only "
+        "(logged loudly and reported in every result's details.isolation).",
+    )
+    slots: int = Field(
+        default=0,
+        ge=0,
+        validate_default=True,
+        description="Concurrent sandboxes (one submission each) per process, each running as "
+        "its own host uid; 0 = one per core.",
+    )
+    uid_base: int = Field(
+        default=61000,
+        ge=1000,
+        description="Slot k runs as host uid uid_base + k (when the service runs as root).",
+    )
+    bwrap_path: str = Field(default="/usr/bin/bwrap", description="The bubblewrap binary.")
+    python_path: str = Field(
+        default="/usr/bin/python3",
+        description="The interpreter inside the sandbox, started as python3 -I -S.",
+    )
+    gxx_path: str = Field(
+        default="/usr/bin/g++", description="The C++ compiler; C++ is refused when it is missing."
+    )
+    python_paths: tuple[str, ...] = Field(
+        default=("/usr/lib/python3/dist-packages",),
+        description="Directories appended to the sandboxed Python's sys.path (-S drops "
+        "site-packages; JSON list); the default is Debian's, for python3-sortedcontainers "
+        "(LeetCode solutions import it).",
+    )
+    default_timeout_s: float = Field(
+        default=5.0, gt=0, description="Wall-clock limit per test case when the item sets none."
+    )
+    max_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Largest per-case limit an item may ask for (larger values are clamped).",
+    )
+    default_memory_mb: int = Field(
+        default=512, gt=0, description="Address space per process when the item sets none (MiB)."
+    )
+    max_memory_mb: int = Field(
+        default=4096, gt=0, description="Largest memory limit an item may ask for (MiB)."
+    )
+    default_max_output_bytes: int = Field(
+        default=1 << 20, gt=0, description="Cap on stdout and on stderr per case by default."
+    )
+    max_output_bytes: int = Field(
+        default=16 << 20, gt=0, description="Largest output cap an item may ask for."
+    )
+    max_processes: int = Field(
+        default=64, ge=8, description="RLIMIT_NPROC of a slot uid (processes and threads)."
+    )
+    max_file_size_mb: int = Field(
+        default=16, gt=0, description="RLIMIT_FSIZE: largest file a program may write (MiB)."
+    )
+    max_open_files: int = Field(default=256, ge=32, description="RLIMIT_NOFILE.")
+    tmpfs_mb: int = Field(
+        default=64,
+        gt=0,
+        description="Size of each writable tmpfs (/box, /tmp; /dev/shm is a quarter), MiB.",
+    )
+    compile_timeout_s: float = Field(
+        default=30.0, gt=0, description="Wall-clock limit of one C++ compile."
+    )
+    compile_memory_mb: int = Field(
+        default=2048, gt=0, description="Address-space limit of the compiler (MiB)."
+    )
+    max_item_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Hard wall-clock limit of one whole item, whatever its cases ask for.",
+    )
 
-    Attributes:
-        isolation: ``bwrap`` (namespaces, the only production mode) or ``none`` (plain
-            subprocesses with rlimits, for local development only: logged loudly and reported
-            in every result's ``details.isolation``).
-        slots: Concurrent sandboxes (one submission each); each slot runs as its own host uid.
-        uid_base: Slot k runs as host uid ``uid_base + k`` (when the service runs as root).
-        bwrap_path: The bubblewrap binary.
-        python_path: The interpreter inside the sandbox, started as ``python3 -I -S``.
-        gxx_path: The C++ compiler; C++ is refused when it is missing.
-        python_paths: Directories appended to the sandboxed Python's ``sys.path`` (``-S``
-            drops site-packages); the default is Debian's, for ``python3-sortedcontainers``
-            (LeetCode solutions import it).
-        default_timeout_s: Wall-clock limit per test case when the item sets none.
-        max_timeout_s: Largest per-case limit an item may ask for (larger values are clamped).
-        default_memory_mb: Address-space limit per process when the item sets none (MiB).
-        max_memory_mb: Largest memory limit an item may ask for (MiB).
-        default_max_output_bytes: Cap on stdout and on stderr per case when the item sets none.
-        max_output_bytes: Largest output cap an item may ask for.
-        max_processes: RLIMIT_NPROC of a slot uid (processes and threads of one sandbox).
-        max_file_size_mb: RLIMIT_FSIZE: largest file a program may write (MiB).
-        max_open_files: RLIMIT_NOFILE.
-        tmpfs_mb: Size of each writable tmpfs (``/box``, ``/tmp``; ``/dev/shm`` is a quarter).
-        compile_timeout_s: Wall-clock limit of one C++ compile.
-        compile_memory_mb: Address-space limit of the compiler (MiB).
-        max_item_s: Hard wall-clock limit of one whole item, whatever its cases ask for.
-    """
+    @field_validator("slots")
+    @classmethod
+    def _zero_is_one_per_core(cls, slots: int) -> int:
+        return slots or os.cpu_count() or 1
 
-    isolation: Isolation = "bwrap"
-    slots: int = field(default_factory=_default_slots)
-    uid_base: int = 61000
-    bwrap_path: str = "/usr/bin/bwrap"
-    python_path: str = "/usr/bin/python3"
-    gxx_path: str = "/usr/bin/g++"
-    python_paths: tuple[str, ...] = ("/usr/lib/python3/dist-packages",)
-    default_timeout_s: float = 5.0
-    max_timeout_s: float = 30.0
-    default_memory_mb: int = 512
-    max_memory_mb: int = 4096
-    default_max_output_bytes: int = 1 << 20
-    max_output_bytes: int = 16 << 20
-    max_processes: int = 64
-    max_file_size_mb: int = 16
-    max_open_files: int = 256
-    tmpfs_mb: int = 64
-    compile_timeout_s: float = 30.0
-    compile_memory_mb: int = 2048
-    max_item_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        if self.slots < 1:
-            raise ValueError(f"slots must be >= 1, got {self.slots}")
-        if self.default_timeout_s > self.max_timeout_s:
-            raise ValueError("default_timeout_s exceeds max_timeout_s")
-        if self.default_memory_mb > self.max_memory_mb:
-            raise ValueError("default_memory_mb exceeds max_memory_mb")
-        if self.default_max_output_bytes > self.max_output_bytes:
-            raise ValueError("default_max_output_bytes exceeds max_output_bytes")
+    @model_validator(mode="after")
+    def _defaults_within_maxima(self) -> CodeConfig:
+        pairs = (
+            ("default_timeout_s", "max_timeout_s"),
+            ("default_memory_mb", "max_memory_mb"),
+            ("default_max_output_bytes", "max_output_bytes"),
+        )
+        for default, maximum in pairs:
+            if getattr(self, default) > getattr(self, maximum):
+                raise ValueError(f"{default} exceeds {maximum}")
+        return self
 
     def hashed_fields(self) -> dict[str, Any]:
         """Everything that can move a verdict (not ``slots``, ``uid_base`` or paths' hosts)."""
-        fields = asdict(self)
+        fields = {name: getattr(self, name) for name in CodeConfig.model_fields}
         for name in ("slots", "uid_base", "bwrap_path"):
             fields.pop(name)
+        fields["python_paths"] = list(self.python_paths)
         fields["cxx_flags"] = list(CXX_FLAGS)
         return fields

@@ -323,8 +323,12 @@ class Runner:
 
     # -- scoring ----------------------------------------------------------------------------
 
-    async def score(self, item: CodeItem) -> ItemRun:
-        """Run every case of ``item`` and return its verdicts.
+    async def score(self, item: CodeItem, code: str) -> ItemRun:
+        """Run every case of ``item`` on the program ``code`` and return its verdicts.
+
+        Args:
+            item: The tests, limits and options.
+            code: The program: ``item.code``, or what was extracted from ``item.response``.
 
         Raises:
             SandboxError: The sandbox failed (not the program).
@@ -334,13 +338,13 @@ class Runner:
         async with self._lease() as lease:
             tests = item.tests
             if isinstance(tests, StdioTests):
-                return await self._score_stdio(item, tests, lease, limits)
+                return await self._score_stdio(item, code, tests, lease, limits)
             if isinstance(tests, FunctionTests):
-                return await self._score_function(item, tests, lease, limits)
-            return await self._score_assert(item, tests, lease, limits)
+                return await self._score_function(item, code, tests, lease, limits)
+            return await self._score_assert(item, code, tests, lease, limits)
 
     async def _score_stdio(
-        self, item: CodeItem, tests: StdioTests, lease: Lease, limits: CaseLimits
+        self, item: CodeItem, code: str, tests: StdioTests, lease: Lease, limits: CaseLimits
     ) -> ItemRun:
         budget = self._budget_s(len(tests.cases), limits, item.language)
         stop = item.options.stop_on_first_failure
@@ -348,7 +352,7 @@ class Runner:
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
             ready = await self._setup(
-                session, self._stdio_setup(session, item.language, item.code, True)
+                session, self._stdio_setup(session, item.language, code, True)
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
@@ -379,13 +383,13 @@ class Runner:
         return ItemRun(results)
 
     async def _score_function(
-        self, item: CodeItem, tests: FunctionTests, lease: Lease, limits: CaseLimits
+        self, item: CodeItem, code: str, tests: FunctionTests, lease: Lease, limits: CaseLimits
     ) -> ItemRun:
         budget = self._budget_s(len(tests.cases), limits, item.language)
         stop = item.options.stop_on_first_failure
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
-            ready = await self._setup(session, self._call_setup(item.code, limits, budget))
+            ready = await self._setup(session, self._call_setup(code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
             for index, case in enumerate(tests.cases):
@@ -437,13 +441,13 @@ class Runner:
         return CaseResult(verdict, time_ms, message)
 
     async def _score_assert(
-        self, item: CodeItem, tests: AssertTests, lease: Lease, limits: CaseLimits
+        self, item: CodeItem, code: str, tests: AssertTests, lease: Lease, limits: CaseLimits
     ) -> ItemRun:
         budget = min(self.config.max_item_s, 4 * limits.timeout_s + 2 * _STARTUP_S)
         solution_cm = self._session(lease, budget)
         tester_cm = self._session(lease, budget)
         async with solution_cm as solution, tester_cm as tester:
-            ready = await self._setup(solution, self._call_setup(item.code, limits, budget))
+            ready = await self._setup(solution, self._call_setup(code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), 1)
             await tester.send(

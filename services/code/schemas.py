@@ -10,9 +10,11 @@ from pydantic import (
     Field,
     StrictFloat,
     StrictInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.envelope import ScoreItem
@@ -113,15 +115,41 @@ class CodeOptions(_Model):
 
 
 class CodeItem(ScoreItem):
-    """One program to score against tests."""
+    """One program to score against tests: give the program as ``code``, or the policy's whole
+    completion as ``response`` (the program is then its last fenced block of ``language``,
+    see ``tribunal.code.extract``)."""
 
     language: Language = Field(description="`python` (Python 3) or `cpp` (g++, C++17).")
-    code: str = Field(max_length=MAX_CODE_CHARS, description="The program (untrusted).")
+    code: str | None = Field(
+        default=None,
+        max_length=MAX_CODE_CHARS,
+        description="The program (untrusted). Exactly one of `code` and `response`.",
+    )
+    response: str | None = Field(
+        default=None,
+        max_length=MAX_CODE_CHARS,
+        description=(
+            "The policy's whole completion; the program is its last fenced block of `language` "
+            "(```python / ```py / ```cpp / ```c++, else the last unlabelled ``` block), "
+            "returned in details.extracted_code. No such block: reward 0, reason in "
+            "details.no_code_reason. Exactly one of `code` and `response`."
+        ),
+    )
     tests: Tests
     limits: Limits | None = None
     options: CodeOptions = Field(default_factory=CodeOptions)
 
     _norm_language = field_validator("language", mode="before")(_normalise_language)
+
+    @model_validator(mode="after")
+    def _code_or_response(self) -> CodeItem:
+        if self.code is not None and self.response is not None:
+            _raise_at(
+                "response", "give the program as `code` or the completion as `response`, not both"
+            )
+        if self.code is None and self.response is None:
+            _raise_at("code", "give the program as `code` or the policy's completion as `response`")
+        return self
 
     @model_validator(mode="after")
     def _function_tests_need_python(self) -> CodeItem:
@@ -131,6 +159,14 @@ class CodeItem(ScoreItem):
                 f"use stdio tests for {self.language!r}"
             )
         return self
+
+
+def _raise_at(field: str, message: str) -> None:
+    """Fail validation at ``field`` (a model validator's own errors name no field)."""
+    error = PydanticCustomError("code_or_response", message)
+    raise ValidationError.from_exception_data(
+        "CodeItem", [InitErrorDetails(type=error, loc=(field,), input=None)]
+    )
 
 
 class RunItem(ScoreItem):
@@ -164,6 +200,13 @@ class CodeDetails(BaseModel):
     all_passed: bool
     compile_message: str | None = None
     isolation: str | None = Field(default=None, description="Set only when not sandboxed.")
+    extracted_code: str | None = Field(
+        default=None, description="The program taken from `response` (items that sent one)."
+    )
+    no_code_reason: str | None = Field(
+        default=None,
+        description="Why `response` held no program (then reward 0 and no test ran).",
+    )
 
 
 class RunDetails(BaseModel):

@@ -7,27 +7,27 @@ and reported in every result's ``details.isolation``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from tribunal.code.config import CodeConfig
+from tribunal.code.extract import extract_program
 from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
-from tribunal.code.schemas import CodeItem, RunDetails, RunItem
+from tribunal.code.schemas import CodeDetails, CodeItem, RunDetails, RunItem
 from tribunal.code.scorer import score_cases
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import (
     BadInput,
     ConfigurationError,
-    InternalError,
     SandboxError,
     TribunalError,
 )
 from tribunal.core.hashing import config_hash
+from tribunal.core.verifier import score_each
 
 logger = logging.getLogger(__name__)
 
@@ -164,25 +164,35 @@ class CodeVerifier(_CodeBase):
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch concurrently (bounded by the slots); one outcome per item, in order."""
         runner = self._require_runner()
-        return list(await asyncio.gather(*(self._score_one(runner, item) for item in items)))
+        return await score_each(items, CodeItem, lambda item: self._score_one(runner, item))
 
-    async def _score_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, CodeItem)
-        try:
-            self._check_language(item.language)
-            run = await runner.score(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        except Exception as exc:
-            logger.exception("bug while scoring item %s", item.id)
-            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+    async def _score_one(self, runner: Runner, item: CodeItem) -> ItemOutcome:
+        code = item.code
+        if code is None:
+            assert item.response is not None  # the schema asks for exactly one
+            extraction = extract_program(item.response, item.language)
+            if extraction.code is None:
+                return _no_code(item, extraction.reason)
+            code = extraction.code
+        self._check_language(item.language)
+        run = await runner.score(item, code)
         reward, details = score_cases(
             run.cases, item.options.all_or_nothing, run.compile_message, self.isolation_note
         )
+        if item.response is not None:
+            details.extracted_code = code
         payload = details.model_dump(mode="json", exclude_none=True)
         if any(case.verdict is TestVerdict.SANDBOX_ERROR for case in run.cases):
             return ItemOutcome.failed(SandboxError("the sandbox failed on a test case"), payload)
         return ItemOutcome(reward=reward, details=payload)
+
+
+def _no_code(item: CodeItem, reason: str | None) -> ItemOutcome:
+    """Reward 0 for a completion without a program: its fault, not the service's."""
+    tests = item.tests
+    total = 1 if tests.kind == "assert" else len(tests.cases)
+    details = CodeDetails(tests=[], passed=0, total=total, all_passed=False, no_code_reason=reason)
+    return ItemOutcome(reward=0.0, details=details.model_dump(mode="json", exclude_none=True))
 
 
 class CodeRunVerifier(_CodeBase):
@@ -202,18 +212,11 @@ class CodeRunVerifier(_CodeBase):
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Run a batch concurrently (bounded by the slots); one outcome per item, in order."""
         runner = self._require_runner()
-        return list(await asyncio.gather(*(self._run_one(runner, item) for item in items)))
+        return await score_each(items, RunItem, lambda item: self._run_one(runner, item))
 
-    async def _run_one(self, runner: Runner, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, RunItem)
-        try:
-            self._check_language(item.language)
-            execution = await runner.run(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        except Exception as exc:
-            logger.exception("bug while running item %s", item.id)
-            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+    async def _run_one(self, runner: Runner, item: RunItem) -> ItemOutcome:
+        self._check_language(item.language)
+        execution = await runner.run(item)
         verdict, _ = classify_execution(execution, truncation_fails=False)
         details = RunDetails(
             stdout=execution.stdout.decode("utf-8", "replace"),

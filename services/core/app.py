@@ -22,7 +22,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import InternalError, QueueUnavailable, TribunalError
+from tribunal.core.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InternalError,
+    QueueUnavailable,
+    TribunalError,
+)
 from tribunal.core.hashing import printable
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
@@ -101,6 +107,7 @@ async def _runtime(
     request_models: dict[str, type[BaseModel]],
 ) -> AsyncIterator[AppRuntime]:
     queue = await build_queue(settings)
+    window_s = max(3 * settings.worker_heartbeat_s, 5.0)
     services = {
         v.name: ScoringService(
             v,
@@ -108,10 +115,11 @@ async def _runtime(
             build_cache(settings, queue, v.name),
             settings.max_batch_items,
             request_models[v.name],
+            worker_window_s=window_s,
         )
         for v in verifiers
     }
-    metrics = Metrics(list(services), worker_window_s=max(3 * settings.worker_heartbeat_s, 5.0))
+    metrics = Metrics(list(services), worker_window_s=window_s)
     runtime = AppRuntime(settings=settings, queue=queue, services=services, metrics=metrics)
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
@@ -139,9 +147,18 @@ async def _start_embedded_workers(
     services: dict[str, ScoringService],
     stop: asyncio.Event,
 ) -> list[asyncio.Task[None]]:
+    """Start each verifier and its in-process worker. A verifier that refuses to start
+    (``ConfigurationError``) stays down without taking the app with it: its refusal is
+    logged once and recorded in the queue, where ``/readyz`` and submissions report it."""
     tasks = []
+    refused: dict[str, list[str]] = {}
     for verifier in verifiers:
-        await verifier.start()
+        try:
+            await verifier.start()
+        except ConfigurationError as exc:
+            refused.setdefault(exc.message, []).append(verifier.name)
+            await queue.set_refusal(verifier.name, exc.message)
+            continue
         worker = WorkerRuntime(
             verifier,
             queue,
@@ -153,6 +170,8 @@ async def _start_embedded_workers(
             grace_s=settings.worker_grace_s,
         )
         tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
+    for message, names in refused.items():
+        logger.error("%s refused to start: %s", ", ".join(names), message)
     return tasks
 
 
@@ -229,7 +248,9 @@ def _unparsable_body(exc: StarletteHTTPException) -> str | None:
 def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(TribunalError)
     async def tribunal_error(request: Request, exc: TribunalError) -> JSONResponse:
-        if exc.http_status >= 500 and not isinstance(exc, QueueUnavailable):
+        # A dependency that is down (queue, backend, a refused verifier) was said once where
+        # it went down; logging it again per request would flood the log.
+        if exc.http_status >= 500 and not isinstance(exc, BackendUnavailable):
             logger.error("%s: %s", exc.code, exc.message)
         return _error_response(
             exc.http_status,

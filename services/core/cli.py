@@ -1,4 +1,4 @@
-"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``."""
+"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``."""
 
 from __future__ import annotations
 
@@ -7,21 +7,24 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.registry import available_services, load_service
-from tribunal.core.service import ServiceSpec
-from tribunal.core.settings import CoreSettings
+
+if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
+    from tribunal.core.service import ServiceSpec
+    from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
 
-ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code or judge.")]
+ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge or citation.")]
 
 
 def _spec(name: str) -> ServiceSpec:
+    from tribunal.core.registry import load_service  # imports FastAPI: not for `score`
+
     try:
         return load_service(name)
     except KeyError as exc:
@@ -29,8 +32,7 @@ def _spec(name: str) -> ServiceSpec:
 
 
 def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
-    port: int = getattr(settings, f"{spec.name}_port", spec.port)
-    return port
+    return spec.port_of(settings)
 
 
 def _setup_logging(settings: CoreSettings) -> None:
@@ -73,8 +75,10 @@ def worker(service: ServiceArg) -> None:
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
+        from tribunal.core.supervisor import EXIT_REFUSED
+
         typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_REFUSED) from exc
 
 
 @app.command()
@@ -103,6 +107,7 @@ def openapi(
 ) -> None:
     """Write the OpenAPI document of every service to OUT_DIR/<service>.json."""
     from tribunal.core.app import create_app
+    from tribunal.core.registry import available_services, load_service
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in available_services():
@@ -125,6 +130,8 @@ def up(
     at the default URL when it answers; otherwise each API runs its workers in-process on the
     embedded queue. Ctrl-C stops everything.
     """
+    from tribunal.core.registry import available_services
+    from tribunal.core.settings import CoreSettings
     from tribunal.core.supervisor import Supervisor
 
     names = services or available_services()
@@ -136,6 +143,57 @@ def up(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     code = supervisor.run()
     raise typer.Exit(code)
+
+
+@app.command()
+def score(
+    verifier: Annotated[str, typer.Argument(help="Verifier: math, code, judge, citation ...")],
+    input_path: Annotated[
+        str, typer.Argument(metavar="INPUT", help="JSONL of items; - reads standard input.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="JSONL of results, in input order; - : stdout.")
+    ] = "-",
+    url: Annotated[
+        str | None,
+        typer.Option(help="Service URL (default: http://127.0.0.1:<the verifier's port>)."),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="TRIBUNAL_API_KEY", help="Bearer token of the service.")
+    ] = None,
+    chunk_size: Annotated[int, typer.Option(min=1, help="Items per job.")] = 256,
+    concurrency: Annotated[int, typer.Option(min=1, help="Jobs in flight.")] = 8,
+    restart: Annotated[
+        bool, typer.Option(help="Discard results already in OUTPUT and score everything.")
+    ] = False,
+) -> None:
+    """Score a JSONL file of items through a running service, resumably.
+
+    Each chunk is a job with an idempotency key derived from the input's content: after
+    Ctrl-C, the same command keeps the results already written and scores only the rest.
+    """
+    from tribunal.core.score_command import run_score
+
+    code = run_score(
+        verifier,
+        input_path,
+        output,
+        url=url or f"http://127.0.0.1:{_default_port(verifier)}",
+        api_key=api_key,
+        chunk_size=chunk_size,
+        concurrency=concurrency,
+        restart=restart,
+    )
+    raise typer.Exit(code)
+
+
+def _default_port(verifier: str) -> int:
+    from tribunal.core.registry import load_service
+
+    try:
+        return load_service(verifier).port
+    except KeyError as exc:
+        raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
 
 
 if __name__ == "__main__":

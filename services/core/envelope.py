@@ -65,6 +65,12 @@ class ItemOutcome(BaseModel):
     reward: float | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     error: ItemError | None = None
+    verifier: VerifierInfo | None = Field(
+        default=None,
+        description="Set by a verifier that scores through another (the gateway): the "
+        "verifier or reward spec that produced this result, stamped instead of its own.",
+    )
+    cached: bool = Field(default=False, description="The producing verifier served it cached.")
 
     @classmethod
     def failed(cls, exc: TribunalError, details: dict[str, Any] | None = None) -> ItemOutcome:

@@ -30,7 +30,7 @@ anything that is not a ``TribunalError`` is an ``InternalError``.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class TribunalError(Exception):
@@ -62,6 +62,26 @@ class TribunalError(Exception):
         self.field = field
         self.retry_after_s = retry_after_s
         self.job_id = job_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as class, args and attributes, restored without calling ``__init__``.
+
+        Exceptions pickle by calling ``cls(*args)`` again, which breaks on a subclass whose
+        constructor takes more (or other) arguments than the message; restoring the
+        attributes instead brings back every field (``field``, ``retry_after_s``, a
+        subclass's own), so that an error raised in a pool process reaches the parent as the
+        same error.
+        """
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(
+    cls: type[TribunalError], args: tuple[Any, ...], state: dict[str, Any]
+) -> TribunalError:
+    """Rebuild a pickled ``TribunalError`` (see ``TribunalError.__reduce__``)."""
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class BadInput(TribunalError):

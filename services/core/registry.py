@@ -12,6 +12,8 @@ SERVICES: dict[str, str] = {
     "math": "tribunal.math.api",
     "code": "tribunal.code.api",
     "judge": "tribunal.judge.api",
+    "citation": "tribunal.citation.api",
+    "gateway": "tribunal.gateway.api",
 }
 """Service name -> module defining ``SERVICE: ServiceSpec``."""
 

@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 from tribunal.core.cache import ResultCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
 from tribunal.core.errors import (
+    BackendUnavailable,
     BadInput,
     JobNotFound,
     PayloadTooLarge,
@@ -165,13 +166,31 @@ class ScoringService:
         cache: ResultCache,
         max_batch_items: int,
         request_model: type[BaseModel],
+        worker_window_s: float = 5.0,
     ) -> None:
+        self.worker_window_s = worker_window_s
         self.verifier = verifier
         self.queue = queue
         self.cache = cache
         self.max_batch_items = max_batch_items
         self.info = verifier_info(verifier)
         self.request_model = request_model
+
+    def parse_items(self, raw_items: Any) -> list[ScoreItem | InvalidItem]:
+        """Validate ``{"items": raw_items}`` against this verifier's schema (for callers that
+        receive items untyped, such as the gateway's fan-out).
+
+        Raises:
+            BadInput: ``items`` is not a non-empty list.
+        """
+        try:
+            request = self.request_model.model_validate({"items": raw_items})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            path = ".".join(str(p) for p in first["loc"])
+            raise BadInput(f"{path}: {first['msg']}", field=path) from exc
+        items: list[ScoreItem | InvalidItem] = request.items  # type: ignore[attr-defined]
+        return items
 
     async def submit(
         self,
@@ -188,6 +207,8 @@ class ScoringService:
             PayloadTooLarge: More than ``max_batch_items`` items.
             BadInput: No item of the batch is valid (the first item's error is raised).
             QueueFull, QueueUnavailable, IdempotencyConflict: From the queue.
+            BackendUnavailable: The verifier's workers refused to start and none is live
+                (the items would wait for nothing).
         """
         if len(items) > self.max_batch_items:
             raise PayloadTooLarge(
@@ -215,6 +236,7 @@ class ScoringService:
             )
             payloads.append((index, item.model_dump(mode="json"), key))
         await self._answer_from_cache(payloads, prefilled)
+        await self._check_refusal()
         queued = [QueuedItem(i, payload, key) for i, payload, key in payloads if i not in prefilled]
         # Hashing the whole batch costs a canonical dump of every response: only a batch
         # with an idempotency key needs it.
@@ -237,6 +259,14 @@ class ScoringService:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
         )
+
+    async def _check_refusal(self) -> None:
+        name = self.verifier.name
+        refusal = await self.queue.refusal(name)
+        if refusal is not None and await self.queue.live_workers(name, self.worker_window_s) == 0:
+            raise BackendUnavailable(
+                f"no {name} worker is running: it refused to start: {refusal}", retry_after_s=30
+            )
 
     async def _answer_from_cache(
         self, payloads: list[tuple[int, dict[str, Any], str | None]], prefilled: dict[int, str]

@@ -31,7 +31,7 @@ class ServiceSpec:
     Attributes:
         name: Service name (``math``, ``code``, ``judge``), used by the CLI and for
             ``openapi/<name>.json``.
-        port: Default port (``TRIBUNAL_<NAME>_PORT`` overrides it).
+        port: Default port (``TRIBUNAL_<NAME>_PORT`` overrides it, see ``port_of``).
         settings_cls: The service's settings class (a ``CoreSettings`` subclass).
         create_verifiers: Build the service's verifiers from its settings (cheap: no process
             or connection is made before ``Verifier.start``).
@@ -54,3 +54,10 @@ class ServiceSpec:
     def settings(self) -> CoreSettings:
         """Read this service's settings from the environment."""
         return self.settings_cls()
+
+    def port_of(self, settings: CoreSettings) -> int:
+        """The port to serve on: ``TRIBUNAL_<NAME>_PORT`` (the ``port`` of the service's
+        settings group) when set, else ``port``."""
+        group = getattr(settings, self.name, None)
+        port: int | None = getattr(group, "port", None)
+        return self.port if port is None else port

@@ -1,9 +1,11 @@
 """Settings shared by every service, read from ``TRIBUNAL_*`` environment variables.
 
-Each verifier subclasses :class:`CoreSettings` and adds its own fields, named with the
-verifier as a prefix (``math_timeout_s`` is read from ``TRIBUNAL_MATH_TIMEOUT_S``). Nothing
-here is built at import time: the CLI and the app factory create a settings object and pass
-it down.
+Each service subclasses :class:`CoreSettings` and adds one field named after itself whose
+model groups its settings (``math: MathServiceConfig``): ``TRIBUNAL_<SERVICE>_<FIELD>``
+sets a field of that group (``TRIBUNAL_MATH_TIMEOUT_S`` is ``settings.math.timeout_s``; the
+name is split at its first ``_`` after the prefix). The group extends the verifier's own
+frozen configuration, so that each field and its default are written once. Nothing here is
+built at import time: the CLI and the app factory create a settings object and pass it down.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ class CoreSettings(BaseSettings):
     """Queue, limits and HTTP settings common to every service."""
 
     model_config = SettingsConfigDict(
-        env_prefix="TRIBUNAL_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="TRIBUNAL_",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        extra="ignore",
     )
 
     redis_url: str = Field(

@@ -2,8 +2,12 @@
 
 With Redis (``TRIBUNAL_REDIS_URL`` answers) each service gets an API process and its worker
 processes. Without, each API process runs its workers in-process on the embedded queue.
-Ctrl-C (or SIGTERM) stops every child: SIGTERM first, SIGKILL after a grace period. If a
-child dies on its own, the whole stack stops and says which.
+Ctrl-C (or SIGTERM) stops every child: SIGTERM first, SIGKILL after a grace period.
+
+A service that cannot start (a worker that refuses its configuration, such as a code worker
+without a working sandbox, exits with ``EXIT_REFUSED``) does not take the others down: its
+worker says why, the supervisor says once that the rest keeps running, and the service's
+``/readyz`` reports the refusal. Any other death of a child stops the whole stack.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import typer
 
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
+
+EXIT_REFUSED = 78
+"""Exit status of a worker that refuses to start with its configuration (sysexits'
+``EX_CONFIG``): the supervisor keeps the other services running."""
 
 
 def say(line: str) -> None:
@@ -99,7 +107,7 @@ class Supervisor:
         queue = "redis" if use_redis else "memory"
         for spec in self.specs:
             settings = spec.settings()
-            port = getattr(settings, f"{spec.name}_port", spec.port)
+            port = spec.port_of(settings)
             hint = spec.startup_hint(settings)
             if hint:
                 say(f"{spec.name}: {hint}")
@@ -119,12 +127,17 @@ class Supervisor:
         self.children.append(Child(label, process))
 
     def _watch(self) -> int:
+        watched = list(self.children)
         while not self._stop:
-            for child in self.children:
+            for child in list(watched):
                 code = child.process.poll()
-                if code is not None:
+                if code is None:
+                    continue
+                if code != EXIT_REFUSED:
                     say(f"{child.label} exited with code {code}; stopping the stack")
                     return 1
+                watched.remove(child)
+                say(f"{child.label} refused to start (why: above); the other services keep running")
             time.sleep(0.2)
         return 0
 

@@ -7,10 +7,17 @@ imports FastAPI, Redis or the queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.errors import InternalError, TribunalError
+
+logger = logging.getLogger(__name__)
+
+ItemT = TypeVar("ItemT", bound=ScoreItem)
 
 
 @runtime_checkable
@@ -49,6 +56,42 @@ class Verifier(Protocol):
         """Score a batch; return one outcome per item, in order.
 
         A ``TribunalError`` that concerns one item must become that item's
-        ``ItemOutcome.failed(...)``; raising fails every item of the batch.
+        ``ItemOutcome.failed(...)``; raising fails every item of the batch. ``score_each``
+        does both the gathering and that conversion.
         """
         ...
+
+
+async def score_each(
+    items: Sequence[ScoreItem],
+    item_model: type[ItemT],
+    score_one: Callable[[ItemT], Awaitable[ItemOutcome]],
+) -> list[ItemOutcome]:
+    """Score every item concurrently with ``score_one``; one outcome per item, in order.
+
+    What every verifier's ``score`` would otherwise repeat: the gathering, and the rule that
+    an item's error never fails the batch. A ``TribunalError`` raised for one item (in this
+    process or, pickled, in a pool process) becomes that item's ``ItemOutcome.failed``; any
+    other exception is a bug, logged with its traceback and reported as ``internal_error``.
+
+    Args:
+        items: The batch (the core validated each against the verifier's ``item_model``).
+        item_model: The verifier's item class; an item of another class is a bug.
+        score_one: Scores one item; may raise ``TribunalError``.
+
+    Returns:
+        One ``ItemOutcome`` per item, in the order of ``items``.
+    """
+
+    async def guarded(item: ScoreItem) -> ItemOutcome:
+        try:
+            if not isinstance(item, item_model):
+                raise InternalError(f"expected {item_model.__name__}, got {type(item).__name__}")
+            return await score_one(item)
+        except TribunalError as exc:
+            return ItemOutcome.failed(exc)
+        except Exception as exc:
+            logger.exception("bug while scoring item %s", item.id)
+            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+
+    return list(await asyncio.gather(*(guarded(item) for item in items)))

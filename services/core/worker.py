@@ -61,8 +61,8 @@ def result_json(
         reward=outcome.reward,
         error=outcome.error,
         details=outcome.details,
-        verifier=info,
-        cached=cached,
+        verifier=outcome.verifier or info,
+        cached=cached or outcome.cached,
     )
     return result.model_dump_json()
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 
-from tribunal.core.errors import ConfigurationError
+from tribunal.core.errors import ConfigurationError, QueueUnavailable
 from tribunal.core.queue.factory import build_cache, redis_queue
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
@@ -37,9 +38,22 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
     verifiers = spec.create_verifiers(settings)
     started = []
     try:
-        for verifier in verifiers:
-            await verifier.start()
-            started.append(verifier)
+        try:
+            for verifier in verifiers:
+                await verifier.start()
+                started.append(verifier)
+        except ConfigurationError as exc:
+            # Every verifier of the service is down with this process: say why in the queue,
+            # where the API's /readyz and submissions find it (if the queue answers).
+            with contextlib.suppress(QueueUnavailable):
+                for name in (v.name for v in verifiers):
+                    await queue.set_refusal(name, exc.message)
+            raise
+        # A refusal left by an earlier worker no longer holds. Redis may still be down here
+        # (workers wait for it): a stale refusal is only reported while no worker is live.
+        with contextlib.suppress(QueueUnavailable):
+            for verifier in verifiers:
+                await queue.set_refusal(verifier.name, None)
         runtimes = [
             WorkerRuntime(
                 verifier,

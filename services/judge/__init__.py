@@ -2,21 +2,45 @@
 
 Public surface: :class:`JudgeVerifier` (the ``Verifier`` the core runs), its
 :class:`JudgeConfig` / :class:`JudgeSettings`, the item and details models, rubrics and
-static sets, prompt building and the aggregation rule.
+static sets, prompt building and the aggregation rule. Names are imported on first use, so
+``tribunal.judge.schemas`` (the wire models) imports with pydantic alone.
 """
 
-from tribunal.judge.config import BackendConfig, JudgeConfig
-from tribunal.judge.prompts import PROMPT_VERSION, build_prompt
-from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
-from tribunal.judge.rubrics import Polarity, Rubric
-from tribunal.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
-from tribunal.judge.scorer import aggregate
-from tribunal.judge.settings import JudgeSettings
-from tribunal.judge.verifier import JudgeVerifier
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tribunal.judge.config import JudgeConfig
+    from tribunal.judge.prompts import PROMPT_VERSION, build_prompt
+    from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
+    from tribunal.judge.rubrics import Polarity, Rubric
+    from tribunal.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
+    from tribunal.judge.scorer import aggregate
+    from tribunal.judge.settings import JudgeSettings
+    from tribunal.judge.verifier import JudgeVerifier
+
+_EXPORTS = {
+    "JudgeConfig": "tribunal.judge.config",
+    "PROMPT_VERSION": "tribunal.judge.prompts",
+    "build_prompt": "tribunal.judge.prompts",
+    "available_rubric_sets": "tribunal.judge.rubric_sets",
+    "load_rubric_set": "tribunal.judge.rubric_sets",
+    "Polarity": "tribunal.judge.rubrics",
+    "Rubric": "tribunal.judge.rubrics",
+    "JudgeDetails": "tribunal.judge.schemas",
+    "JudgeItem": "tribunal.judge.schemas",
+    "RubricResult": "tribunal.judge.schemas",
+    "RubricVerdict": "tribunal.judge.schemas",
+    "aggregate": "tribunal.judge.scorer",
+    "JudgeSettings": "tribunal.judge.settings",
+    "JudgeVerifier": "tribunal.judge.verifier",
+}
+"""Public name -> defining module, imported on first use (PEP 562)."""
 
 __all__ = [
     "PROMPT_VERSION",
-    "BackendConfig",
     "JudgeConfig",
     "JudgeDetails",
     "JudgeItem",
@@ -31,3 +55,10 @@ __all__ = [
     "build_prompt",
     "load_rubric_set",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -13,12 +13,12 @@ from tribunal.judge.verifier import JudgeVerifier
 
 def create_verifiers(settings: JudgeSettings) -> list[Verifier]:
     """The judge service serves one verifier."""
-    return [JudgeVerifier(settings.to_config())]
+    return [JudgeVerifier(settings.judge.config())]
 
 
 def startup_hint(settings: JudgeSettings) -> str | None:
     """One line on how to configure a backend when none is."""
-    if settings.to_config().backend.kind != "none":
+    if settings.judge.backend.kind != "none":
         return None
     return (
         "no judge backend configured: its items get backend_unavailable errors. Set "

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
 
 PROMPT_VERSION = "rubric-judge-1"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""
@@ -36,8 +37,14 @@ PROMPT_VERSION = "rubric-judge-1"
 VERDICT_LEVELS = (0, 1, 2)
 """Verdict levels the judge may answer; the score is level / 2 (or its expectation)."""
 
-VERDICT_TOKEN_PUNCTUATION = ' \t\n\r":,{}'
+VERDICT_TOKENS = tuple(str(level) for level in VERDICT_LEVELS)
+"""The verdict levels as the answer writes them: the tokens whose log-probabilities count."""
+
+VERDICT_TOKEN_PUNCTUATION = JSON_TOKEN_PUNCTUATION
 """What may surround a verdict digit inside one token (' 2', ':2', '"2'): stripped to find it."""
+
+SCHEMA_NAME = "rubric_verdicts"
+"""Name of the verdict schema in the ``response_format`` of a call."""
 
 SYSTEM_PROMPT = """\
 You are a strict and impartial grader. You grade one response to a question against one or \
@@ -177,6 +184,34 @@ def _verdict_schema(keys: tuple[str, ...], max_reason_chars: int) -> dict[str, A
         "required": list(keys),
         "additionalProperties": False,
     }
+
+
+def build_request(
+    prompt: JudgePrompt,
+    max_reason_chars: int,
+    max_tokens: int,
+    *,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> CompletionRequest:
+    """Return the backend request of one judge call.
+
+    Args:
+        prompt: From :func:`build_prompt`.
+        max_reason_chars: Longest reason per rubric (the schema's ``maxLength``).
+        max_tokens: Completion budget of the call, tokens.
+        temperature: Overrides the backend's temperature (parse retries).
+        seed: Overrides the backend's seed (parse retries).
+    """
+    return CompletionRequest(
+        messages=prompt.messages(),
+        schema=verdict_schema(prompt.keys, max_reason_chars),
+        max_tokens=max_tokens,
+        verdict_tokens=VERDICT_TOKENS,
+        schema_name=SCHEMA_NAME,
+        temperature=temperature,
+        seed=seed,
+    )
 
 
 def prompt_digest() -> str:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tribunal.core.errors import ParseError, Refusal
-from tribunal.judge.backends.base import Completion, TokenLogprob
 from tribunal.judge.prompts import VERDICT_LEVELS, VERDICT_TOKEN_PUNCTUATION
+from tribunal.llm.base import Completion, TokenLogprob
 
 _MAX_LEVEL = max(VERDICT_LEVELS)
 _VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?(\d)')

@@ -23,15 +23,16 @@ from typing import Any
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
 from tribunal.core.hashing import canonical_json, config_hash
-from tribunal.judge.backends import CompletionRequest, JudgeBackend, create_backend
+from tribunal.core.verifier import score_each
 from tribunal.judge.cache import VerdictCache, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
-from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, prompt_digest, verdict_schema
+from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
 from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
 from tribunal.judge.rubrics import Rubric
 from tribunal.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricResult, RubricVerdict
 from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
+from tribunal.llm import LLMBackend, create_backend
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +54,9 @@ class JudgeVerifier:
     version = "1"
     item_model: type[ScoreItem] = JudgeItem
 
-    def __init__(self, config: JudgeConfig, backend: JudgeBackend | None = None) -> None:
+    def __init__(self, config: JudgeConfig, backend: LLMBackend | None = None) -> None:
         self.config = config
-        self.backend: JudgeBackend | None = backend
+        self.backend: LLMBackend | None = backend
         self.cache = VerdictCache(config.cache_max_items)
         self._inflight: dict[str, asyncio.Future[ParsedVerdict]] = {}
         # Admission in front of prompt building: with 10,000 calls queued, only ~2x the
@@ -103,7 +104,7 @@ class JudgeVerifier:
     async def start(self) -> None:
         """Build and start the backend (no network call: the server may come up later)."""
         if self.backend is None:
-            self.backend = create_backend(self.config.backend)
+            self.backend = create_backend(self.config.backend, env_prefix="TRIBUNAL_JUDGE_")
         await self.backend.start()
         logger.info("judge backend %s model=%r ready", self.backend.kind, self.backend.model)
 
@@ -116,7 +117,7 @@ class JudgeVerifier:
         """Score a batch; one outcome per item, in order. Items are judged concurrently."""
         if self.backend is None:
             await self.start()
-        return list(await asyncio.gather(*(self._score_item(i) for i in items)))
+        return await score_each(items, JudgeItem, self._score_item)
 
     # -- rubrics -----------------------------------------------------------------------
 
@@ -145,12 +146,8 @@ class JudgeVerifier:
 
     # -- one item ------------------------------------------------------------------------
 
-    async def _score_item(self, item: ScoreItem) -> ItemOutcome:
-        assert isinstance(item, JudgeItem)
-        try:
-            rubrics, refs = self.resolve_rubrics(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
+    async def _score_item(self, item: JudgeItem) -> ItemOutcome:
+        rubrics, refs = self.resolve_rubrics(item)
         base = response_digest(self._context, item.question, item.response)
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
         slots: list[Slot] = [None] * len(rubrics)
@@ -230,10 +227,10 @@ class JudgeVerifier:
         assert self.backend is not None
         prompt = build_prompt(item.question, item.response, rubrics)
         budget = self.config.max_tokens_per_rubric * len(rubrics) + 32
-        request = CompletionRequest(
-            prompt=prompt,
-            schema=verdict_schema(prompt.keys, self.config.max_reason_chars),
-            max_tokens=budget * (2 if attempt else 1),
+        request = build_request(
+            prompt,
+            self.config.max_reason_chars,
+            budget * (2 if attempt else 1),
             temperature=_RETRY_TEMPERATURE if attempt else None,
             seed=(self.config.backend.seed or 0) + attempt if attempt else None,
         )

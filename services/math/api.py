@@ -13,13 +13,8 @@ from tribunal.math.verifier import MathVerifier
 
 def create_verifiers(settings: MathSettings) -> list[Verifier]:
     """The math service serves one verifier."""
-    return [
-        MathVerifier(
-            settings.to_config(),
-            processes=settings.math_processes,
-            timeout_s=settings.math_timeout_s,
-        )
-    ]
+    group = settings.math
+    return [MathVerifier(group.config(), processes=group.processes, timeout_s=group.timeout_s)]
 
 
 SERVICE = ServiceSpec(

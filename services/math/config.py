@@ -1,68 +1,79 @@
-"""Domain configuration of the math verifier: one frozen, hashable dataclass.
+"""Domain configuration of the math verifier: one frozen, hashable model, defaults here only.
 
 Being frozen and made of scalars, :class:`MathConfig` can key caches and feeds
-``tribunal.core.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The settings class
-(``tribunal.math.settings``) builds it from ``TRIBUNAL_MATH_*`` variables; per-item options
-(``tribunal.math.schemas.MathOptions``) override a few fields through :meth:`MathConfig.merged`.
+``tribunal.core.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The service's
+settings (``tribunal.math.settings``) extend it with how the service runs it, so that every
+field is also ``TRIBUNAL_MATH_<FIELD>``; per-item options (``tribunal.math.schemas.MathOptions``)
+override a few fields through :meth:`MathConfig.merged`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
-@dataclass(frozen=True)
-class MathConfig:
+class MathConfig(BaseModel):
     """How answers are extracted and compared.
 
     Defaults are Math-Verify's own (``math_verify.verify`` in huggingface/Math-Verify 0.9.0),
     except for the Tribunal additions below them.
     """
 
-    float_rounding: int = 6
-    """Decimal places both sides are rounded to when one of them is a decimal (Math-Verify's
-    ``float_rounding``): with 6, ``\\frac{1}{3}`` equals ``0.333333`` but not ``0.33``."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    numeric_precision: int = 15
-    """Significant digits of Math-Verify's numeric check ``(a - b).evalf(n=...) == 0``
-    (``numeric_precision``)."""
-
-    strict: bool = True
-    """Math-Verify's ``strict``: variable names matter and sets are not comparable with tuples.
-    ``False`` matches variables by position (``f(x) = x+1`` equals ``y+1``)."""
-
-    allow_set_relation_comp: bool = False
-    """Math-Verify's ``allow_set_relation_comp``: let a predicted relation (``1 < x < 2``)
-    match a gold set (``(1, 2)``). The gold-relation / predicted-set direction is always on."""
-
-    allow_fast_path: bool = True
-    """Compare plain decimal numbers (``18``, ``-2.5``, ``1,000``) without sympy. It gives
-    Math-Verify's answer (tested in ``tests/math/test_verify.py``) and falls back to it
-    whenever rounding could matter; it is what makes GSM8K-shaped items cheap."""
-
-    allow_last_number: bool = True
-    """When a completion has no ``\\boxed{}``, ``####`` or "The answer is", take its last
-    bare number as the answer (GSM8K-style free text). ``False``: such a completion has no
-    answer and gets reward 0."""
-
-    exact_guard: bool = True
-    """Tribunal addition: when Math-Verify calls two exact constants equal (no decimals, no
-    percent), check that their ratio is 1 to 20 significant digits. It rejects Math-Verify's
-    known false positive ``1/2004!`` = ``1/2006!`` (issue #14: ``evalf(chop=True)`` rounds
-    the tiny difference to 0)."""
-
-    max_answer_chars: int = 1_000
-    """An extracted answer longer than this is not parsed (sympy on a huge expression can
-    run for minutes); the completion gets reward 0 with its extraction method. MATH-500
-    answers are at most 80 characters."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.float_rounding <= 15:
-            raise ValueError(f"float_rounding must be in [0, 15], got {self.float_rounding}")
-        if not 1 <= self.numeric_precision <= 100:
-            raise ValueError(f"numeric_precision must be in [1, 100], got {self.numeric_precision}")
-        if self.max_answer_chars < 1:
-            raise ValueError(f"max_answer_chars must be >= 1, got {self.max_answer_chars}")
+    float_rounding: int = Field(
+        default=6,
+        ge=0,
+        le=15,
+        description="Decimal places both sides are rounded to when one of them is a decimal "
+        "(Math-Verify's float_rounding): with 6, \\frac{1}{3} equals 0.333333 but not 0.33.",
+    )
+    numeric_precision: int = Field(
+        default=15,
+        ge=1,
+        le=100,
+        description="Significant digits of Math-Verify's numeric check "
+        "(a - b).evalf(n=...) == 0 (numeric_precision).",
+    )
+    strict: bool = Field(
+        default=True,
+        description="Math-Verify's strict: variable names matter and sets are not comparable "
+        "with tuples. false matches variables by position (f(x) = x+1 equals y+1).",
+    )
+    allow_set_relation_comp: bool = Field(
+        default=False,
+        description="Math-Verify's allow_set_relation_comp: let a predicted relation "
+        "(1 < x < 2) match a gold set ((1, 2)). The gold-relation / predicted-set direction is "
+        "always on.",
+    )
+    allow_fast_path: bool = Field(
+        default=True,
+        description="Compare plain decimal numbers (18, -2.5, 1,000) without sympy. It gives "
+        "Math-Verify's answer (tested in tests/math/test_verify.py) and falls back to it "
+        "whenever rounding could matter; it is what makes GSM8K-shaped items cheap.",
+    )
+    allow_last_number: bool = Field(
+        default=True,
+        description="When a completion has no \\boxed{}, #### or 'The answer is', take its last "
+        "bare number as the answer (GSM8K-style free text). false: such a completion has no "
+        "answer and gets reward 0.",
+    )
+    exact_guard: bool = Field(
+        default=True,
+        description="Tribunal addition: when Math-Verify calls two exact constants equal (no "
+        "decimals, no percent), check that their ratio is 1 to 20 significant digits. It "
+        "rejects Math-Verify's known false positive 1/2004! = 1/2006! (issue #14: "
+        "evalf(chop=True) rounds the tiny difference to 0).",
+    )
+    max_answer_chars: int = Field(
+        default=1_000,
+        ge=1,
+        description="An extracted answer longer than this is not parsed (sympy on a huge "
+        "expression can run for minutes); the completion gets reward 0 with its extraction "
+        "method. MATH-500 answers are at most 80 characters.",
+    )
 
     def merged(
         self, *, float_rounding: int | None = None, strict: bool | None = None
@@ -72,13 +83,13 @@ class MathConfig:
         Raises:
             ValueError: An override is out of range (the item schema refuses those first).
         """
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         if float_rounding is not None:
             changes["float_rounding"] = float_rounding
         if strict is not None:
             changes["strict"] = strict
-        return replace(self, **changes) if changes else self  # type: ignore[arg-type]
+        return MathConfig.model_validate({**self.as_dict(), **changes}) if changes else self
 
     def as_dict(self) -> dict[str, int | bool]:
         """Return the fields as a JSON-able dict (the input of the config hash)."""
-        return asdict(self)
+        return {name: getattr(self, name) for name in MathConfig.model_fields}

@@ -1,16 +1,29 @@
-"""Find the final answer of a completion: the last ``\\boxed{}``, GSM8K's ``####``, ...
+"""Find the final answer of a completion the way models write it.
 
 Extraction is separate from grading (as in Math-Verify, where ``parse`` and ``verify`` are
 two functions): :func:`extract_answer` returns the answer text and how it was found, and
 ``tribunal.math.verify`` compares it. Methods, in priority order:
 
 1. ``boxed`` / ``fbox``: the last ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed {..}`` too),
-   with nested braces; an unclosed one is skipped.
+   with nested braces; an unclosed one is skipped. Boxes written one after the other with
+   only separators between them (``,``, ``and``, ``\\quad``, ``\\text{ and }``, ``x =``)
+   are one answer, joined as a list (at most 64 parts, the last ones): ``\\boxed{1},
+   \\boxed{2}`` is ``1, 2``. A box after prose ("wrong; redo: \\boxed{4}") starts a new
+   answer: the last box still wins. A final-answer phrase after the last box wins over it.
 2. ``gsm8k_hash``: the rest of the line after the last ``####`` (GSM8K solutions).
 3. ``answer_phrase``: after the last "The answer is", "Final answer:" or a line starting
-   with "Answer:"; the first ``$...$`` / ``\\(...\\)`` in it, or else the text up to the
-   end of the sentence.
-4. ``last_number``: the last bare number (``-1,234.5``), if the config allows it.
+   with "Answer:", and after a subject's "is" in it ("Final Answer: The largest $n$ is
+   34."): its first math (with the spans that continue it, ``$12$ and $13$``), else the
+   text up to the end of the sentence, or that sentence's one number if it is prose.
+4. ``last_math``: the last display or inline math (``$...$``, ``$$...$$``, ``\\(...\\)``,
+   ``\\[...\\]``; inline math does not cross a line, and a ``$`` span holding prose such
+   as "$5 per day, and $" is a currency sign, not math), unless a bare number follows it.
+5. ``whole_response``: a completion that is one short line of math and nothing else
+   (``\\frac{1}{3}``, ``x \\geq 5``): the whole of it.
+6. ``final_equation``: the right-hand side of an ``x = ...`` that ends a completion after
+   prose ("Therefore x = \\sqrt{3}."), when it comes after the last math span.
+7. ``last_number``: the last bare number (``-1,234.5``, a decimal comma as in ``2,74``),
+   if the config allows it.
 
 Every pattern is linear in the input: no two adjacent unbounded repeats that can match the
 same characters, and braces are matched by one stack pass, so a 1 MB completion made of
@@ -21,22 +34,70 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-ExtractionMethod = Literal["boxed", "fbox", "gsm8k_hash", "answer_phrase", "last_number"]
+ExtractionMethod = Literal[
+    "boxed",
+    "fbox",
+    "gsm8k_hash",
+    "answer_phrase",
+    "last_math",
+    "whole_response",
+    "final_equation",
+    "last_number",
+]
+"""Where the final answer was found."""
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
 
 _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace: the tokens of brace matching.
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+# What may stand between two boxes of one answer: separators, spacing, math delimiters,
+# "and" / "or" (bare, in \text{}, or after one word: "papers and"), and a label such as
+# "x =" or "y_2 =". The alternatives never match the same text, so a failed match does
+# not backtrack exponentially; gaps longer than _MAX_JOINER_CHARS are never tried.
+_BOX_JOINER = re.compile(
+    r"(?:\s|[,;&.]|\\[,;:! ]|\\q?quad\b|\\\\|\\[()\[\]]|\$|\b(?:and|or)\b"
+    r"|\\(?:text|mathrm|textbf)\{[^{}$]{0,40}?\b(?:and|or)\s*\}"
+    r"|\b(?!(?:and|or)\b)[A-Za-z]{1,15}[ \t]+(?:and|or)\b"
+    r"|[A-Za-z](?:_\{?\w{1,4}\}?)?[ \t]*=)*"
+)
 _ANSWER_PHRASE = re.compile(
     r"(?:\bfinal\s+answer|\bthe\s+answer|^[ \t>#*]*answer)[ \t*]*(?:\bis\b[ \t*:]*|:[ \t*]*)",
     re.IGNORECASE | re.MULTILINE,
 )
-_LAST_NUMBER = re.compile(r"(?:(?<![\w.)\]])-)?(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?!\w)")
+# "The largest $n$ is 34": the subject, then "is" (math spans may hold periods).
+_SUBJECT_IS = re.compile(r"(?:[^.$\n]|\$[^$\n]*\$)*?\b(?:is|are|equals)\b[ \t:]*", re.IGNORECASE)
+# A number: a fraction (``2/3``), thousands groups (``1,000``), a decimal point, or a decimal
+# comma when the digits after it cannot be a thousands group (``2,74``, ``1000,99``, ``0,111``).
+_NUMBER = r"(?:\d+/\d+(?![\d/]|[.,]\d)|0,\d+|\d+,\d{1,2}(?![\d,])|\d+(?:,\d{3})*(?:\.\d+)?)"
+# Not the minutes of a time: "2:00 pm" ends in the number 2.
+_LAST_NUMBER = re.compile(r"(?:(?<![\w.)\]])-)?(?<![\w.,:])(?:" + _NUMBER + r"|\.\d+)(?![\d])")
 _MATH_SPANS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+_MATH_DELIMITER = re.compile(r"\\\$|\$\$|\$|\\\(|\\\)|\\\[|\\\]")
+_CLOSERS = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+# Two plain words in a row ("per day"): prose, not math (``\text{...}`` is dropped first).
+_PROSE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}[ \t]+[A-Za-z]{3,}\b")
+_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:and|or)\b)[A-Za-z]{2,}")
+_TEXT_COMMAND = re.compile(
+    r"\\(?:text|mathrm|textbf|mbox|operatorname|begin|end)\{[^{}]*\}|\\[A-Za-z]+"
+)
+_ONE_WORD = re.compile(r"[A-Za-z]{1,20}\.?")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:because|since|as|which|so)\b", re.IGNORECASE)
 _MAX_PHRASE_CHARS = 300
+# "x = <right-hand side>" at the end of the text: one variable (``x``, ``a_n``, ``y_{2}``)
+# after a space or punctuation, one "=", nothing but the right-hand side after it.
+_FINAL_EQUATION = re.compile(
+    r"(?<![^\s,:;(])[A-Za-z](?:_\{?\w{1,8}\}?)?[ \t]*=[ \t]*([^=\n]+?)[ \t]*[.!]?\Z"
+)
+_RELATION = re.compile(r"[=<>]|\\(?:[lg]eq?|[lg]t|neq?|approx|in)\b")
+_MAX_WHOLE_CHARS = 200
+_MAX_JOINER_CHARS = 120
+# At most this many boxes or spans make one answer (a longer run is cut, keeping the last).
+_MAX_PARTS = 64
 
 
 @dataclass(frozen=True)
@@ -47,10 +108,13 @@ class Extraction:
         text: The answer text, stripped of math delimiters (``$``), markdown bold and a
             trailing period; for ``boxed`` the content between the braces.
         method: How it was found (see the module docstring).
+        parts: For an answer joined from several boxes or math spans, each one's content
+            (``text`` is them joined with ``", "``); empty otherwise. Not compared.
     """
 
     text: str
     method: ExtractionMethod
+    parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def extract_answer(response: str, *, allow_last_number: bool = True) -> Extraction | None:
@@ -73,35 +137,103 @@ def extract_answer(response: str, *, allow_last_number: bool = True) -> Extracti
         >>> extract_answer("no digits here") is None
         True
     """
-    for found in (last_boxed(response), _after_hashes(response), _answer_phrase(response)):
+    boxed, phrase = _boxed_run(response), _answer_phrase(response)
+    if boxed is not None and phrase is not None and phrase[1] > boxed[1]:
+        return phrase[0]  # "... \boxed{255} ... Final Answer: The final answer is $10,455$."
+    for found in (boxed, _after_hashes(response), phrase):
         if found is not None:
-            return found
-    if allow_last_number:
-        return _last_number(response)
-    return None
+            return found[0]
+    return _unmarked_answer(response, allow_last_number=allow_last_number)
+
+
+def _unmarked_answer(response: str, *, allow_last_number: bool) -> Extraction | None:
+    """The answer of a completion without a box, ``####`` or answer phrase (methods 4-7)."""
+    math = _last_math(response)
+    if math is None and _is_whole_answer(response):
+        return Extraction(clean_answer(response), "whole_response")
+    equation = _final_equation(response)
+    if equation is not None and (math is None or equation[1] >= math[1]):
+        return equation[0]
+    number = _last_match(_LAST_NUMBER, response) if allow_last_number else None
+    if math is not None and (number is None or number.start() < math[1]):
+        return math[0]
+    return Extraction(number.group(), "last_number") if number is not None else None
 
 
 def last_boxed(text: str) -> Extraction | None:
-    """Return the content of the last closed ``\\boxed{`` / ``\\fbox{`` of ``text``, or None.
+    """Return the last closed ``\\boxed{`` / ``\\fbox{`` answer of ``text``, or None.
+
+    Boxes that follow each other with only separators between them are one answer, joined
+    with ``", "`` (duplicates dropped); see the module docstring.
 
     Examples:
         >>> last_boxed(r"\\boxed{1} then \\boxed{\\frac{1}{\\sqrt{2}}}").text
         '\\\\frac{1}{\\\\sqrt{2}}'
+        >>> last_boxed(r"\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}").text
+        '(2, 2), (6, 2)'
+    """
+    found = _boxed_run(text)
+    return found[0] if found is not None else None
+
+
+def _boxed_run(text: str) -> tuple[Extraction, int] | None:
+    """Return the last boxed answer of ``text`` and where it ends.
+
+    Walks back from the last closed, non-empty box through the boxes that only separators
+    divide from it; each box's content is read once, so the walk is linear.
     """
     openings = list(_BOX_OPEN.finditer(text))
     if not openings:
         return None
     closing = _match_braces(text, openings[0].end() - 1)
+    run: list[tuple[int, int, str]] = []  # (start, end, content), last box first
+    method: ExtractionMethod = "boxed"
     for opening in reversed(openings):
+        if len(run) == _MAX_PARTS:
+            break
         brace = opening.end() - 1
         end = closing.get(brace)
-        if end is None:
+        if end is None or (run and end > run[-1][0]):
+            if run:
+                break  # a box around the run, or one never closed, ends it
             continue
+        if run and not _joins(text, end + 1, run[-1][0]):
+            break  # prose between this box and the run
         content = clean_answer(text[brace + 1 : end])
-        if content:
-            method: ExtractionMethod = "boxed" if opening.group(1) == "boxed" else "fbox"
-            return Extraction(content, method)
-    return None
+        if not content:
+            if run:
+                break
+            continue
+        if not run:
+            method = "boxed" if opening.group(1) == "boxed" else "fbox"
+        run.append((opening.start(), end + 1, content))
+    if not run:
+        return None
+    return _joined_extraction([span[2] for span in reversed(run)], method), run[0][1]
+
+
+def _joined(
+    text: str, spans: list[tuple[int, int, str]], *, values_only: bool = False
+) -> list[str]:
+    """Join the last of ``spans`` with those just before it that only separators divide.
+
+    Args:
+        text: The text the spans were found in.
+        spans: ``(start, end, content)`` in order of position; not empty.
+        values_only: Join only spans without ``=`` or a relation (math spans: in
+            "$AB = \\frac{5}{4}$, or $1.25$" the second restates the first).
+
+    Returns:
+        The contents of the run, in order.
+    """
+    run = [spans[-1]]  # last first
+    for span in reversed(spans[:-1]):
+        if len(run) == _MAX_PARTS or span[1] > run[-1][0] or not _joins(text, span[1], run[-1][0]):
+            break  # nested in the next one, or prose between them
+        if values_only and any(_RELATION.search(part[2]) for part in (span, run[-1])):
+            break
+        run.append(span)
+    return [span[2] for span in reversed(run)]
 
 
 def _match_braces(text: str, start: int) -> dict[int, int]:
@@ -117,7 +249,7 @@ def _match_braces(text: str, start: int) -> dict[int, int]:
     return closing
 
 
-def _after_hashes(text: str) -> Extraction | None:
+def _after_hashes(text: str) -> tuple[Extraction, int] | None:
     """Return the rest of the line after the last ``####`` (GSM8K's answer line)."""
     position = text.rfind("####")
     if position < 0:
@@ -125,11 +257,12 @@ def _after_hashes(text: str) -> Extraction | None:
     line_end = text.find("\n", position)
     line = text[position : line_end if line_end >= 0 else len(text)]
     content = clean_answer(line.lstrip("#"))
-    return Extraction(content, "gsm8k_hash") if content else None
+    return (Extraction(content, "gsm8k_hash"), position) if content else None
 
 
-def _answer_phrase(text: str) -> Extraction | None:
-    """Return the answer after the last "The answer is" / "Final answer:" / "Answer:"."""
+def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
+    """Return the answer after the last "The answer is" / "Final answer:" / "Answer:", and
+    where that phrase starts."""
     last = _last_match(_ANSWER_PHRASE, text)
     if last is None:
         return None
@@ -138,31 +271,107 @@ def _answer_phrase(text: str) -> Extraction | None:
     line_end = text.find("\n", last.end(), last.end() + _MAX_PHRASE_CHARS)
     phrase = text[last.end() : line_end if line_end >= 0 else last.end() + _MAX_PHRASE_CHARS]
     phrase = phrase.strip().strip("*").strip()
-    content = clean_answer(_first_math_span(phrase) or _SENTENCE_END.split(phrase, maxsplit=1)[0])
-    return Extraction(content, "answer_phrase") if content else None
+    subject = _SUBJECT_IS.match(phrase)
+    if subject is not None and subject.end() < len(phrase):
+        phrase = phrase[subject.end() :]  # "The largest $n$ is 34." -> "34."
+    spans = _math_spans(phrase)
+    if spans:  # the first math of the phrase, with the spans that continue it
+        run = [spans[0]]
+        for span in spans[1:]:
+            if len(run) == _MAX_PARTS or not _joins(phrase, run[-1][1], span[0]):
+                break
+            run.append(span)
+        if len(run) > 1:
+            return _joined_extraction([span[2] for span in run], "answer_phrase"), last.start()
+        content = run[0][2]
+    else:
+        content = clean_answer(_SENTENCE_END.split(phrase, maxsplit=1)[0])
+    if _PROSE.search(content):
+        # "Final Answer: Jane started growing Sphere 3 hours ago.": its one number.
+        numbers = _LAST_NUMBER.findall(content)
+        content = numbers[0] if len(numbers) == 1 else content
+    return (Extraction(content, "answer_phrase"), last.start()) if content else None
 
 
-def _first_math_span(phrase: str) -> str | None:
-    """Return the content of the first ``$..$``, ``$$..$$``, ``\\(..\\)`` or ``\\[..\\]``."""
-    best: tuple[int, str] | None = None
-    for opener, closer in _MATH_SPANS:
-        start = phrase.find(opener)
-        while start > 0 and phrase[start - 1] == "\\" and opener == "$":
-            start = phrase.find(opener, start + 1)  # ``\$`` is a dollar sign, not math
-        if start < 0:
-            continue
-        end = phrase.find(closer, start + len(opener))
-        if end < 0:
-            continue
-        if best is None or start < best[0]:
-            best = (start, phrase[start + len(opener) : end])
-    return best[1] if best is not None else None
+def _last_math(text: str) -> tuple[Extraction, int] | None:
+    """Return the last math of ``text`` (method ``last_math``) and where it ends, or None.
+
+    Spans that only separators divide (``$1$ and $2$``) are one answer, joined as boxes are.
+    """
+    spans = _math_spans(text, last=_MAX_PARTS)
+    if not spans:
+        return None
+    run = _joined(text, spans, values_only=True)
+    return _joined_extraction(run, "last_math"), spans[-1][1]
 
 
-def _last_number(text: str) -> Extraction | None:
-    """Return the last bare number (``-1,234.5``) of ``text``."""
-    last = _last_match(_LAST_NUMBER, text)
-    return Extraction(last.group(), "last_number") if last is not None else None
+def _joined_extraction(contents: list[str], method: ExtractionMethod) -> Extraction:
+    """One answer made of several contents (duplicates dropped), with its parts."""
+    parts = tuple(dict.fromkeys(contents))
+    return Extraction(", ".join(parts), method, parts if len(parts) > 1 else ())
+
+
+def _joins(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` only separates two parts of one answer."""
+    return end - start <= _MAX_JOINER_CHARS and _BOX_JOINER.fullmatch(text, start, end) is not None
+
+
+def _math_spans(text: str, *, last: int | None = None) -> list[tuple[int, int, str]]:
+    """Return ``(start, end, content)`` of the math spans of ``text``, in order.
+
+    One left-to-right pass pairs the delimiters (``\\$`` is a dollar sign). Inline spans
+    (``$``, ``\\(``) do not cross a line; a span whose content reads as prose is a pair of
+    currency signs and is skipped, as is an empty one. ``last``: only the last that many
+    spans are read (from the end), so that a long text of spans costs little more than the
+    pairing pass.
+    """
+    paired: list[tuple[int, int, int, int]] = []  # span start, content start, end, span end
+    opener: re.Match[str] | None = None
+    for token in _MATH_DELIMITER.finditer(text):
+        if opener is None:
+            opener = token if token.group() in _CLOSERS else None
+        elif token.group() == _CLOSERS[opener.group()]:
+            paired.append((opener.start(), opener.end(), token.start(), token.end()))
+            opener = None
+    spans: list[tuple[int, int, str]] = []
+    for start, content_start, content_end, end in reversed(paired):
+        if last is not None and len(spans) == last:
+            break
+        content = text[content_start:content_end]
+        inline = text[start:content_start] in ("$", "\\(")
+        cleaned = clean_answer(content)
+        if cleaned and not (inline and "\n" in content) and not _is_prose(cleaned):
+            spans.append((start, end, cleaned))
+    return spans[::-1]
+
+
+def _is_prose(text: str) -> bool:
+    """Whether ``text`` has two plain words in a row outside ``\\text{}`` ("per day")."""
+    return _PROSE.search(_TEXT_COMMAND.sub("", text)) is not None
+
+
+def _final_equation(text: str) -> tuple[Extraction, int] | None:
+    """Return the right-hand side of a ``x = ...`` that ends ``text`` after prose, and where
+    the equation starts ("Therefore x = \\sqrt{3}." gives ``\\sqrt{3}``)."""
+    text = text.rstrip()
+    line_start = max(text.rfind("\n") + 1, len(text) - _MAX_PHRASE_CHARS)
+    found = _FINAL_EQUATION.search(text, line_start)
+    if found is None:
+        return None
+    right = clean_answer(found.group(1))
+    if not right or _WORD.search(_TEXT_COMMAND.sub("", right)):
+        return None  # "x = 5 apples": words, not math
+    return Extraction(right, "final_equation"), found.start()
+
+
+def _is_whole_answer(text: str) -> bool:
+    """Whether ``text`` is one short line of math: no words (but "and", "or") outside ``\\text``."""
+    text = text.strip()
+    if not text or len(text) > _MAX_WHOLE_CHARS or "\n" in text or _BOX_OPEN.search(text):
+        return False
+    if _ONE_WORD.fullmatch(text):
+        return True  # "odd", "Even", "Yes"
+    return bool(clean_answer(text)) and _WORD.search(_TEXT_COMMAND.sub("", text)) is None
 
 
 def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:

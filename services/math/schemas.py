@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tribunal.core.envelope import ScoreItem
-from tribunal.math.verify import MathScore, ScoreMethod
+from tribunal.math.extract import ScoreMethod
+
+if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
+    from tribunal.math.verify import MathScore
 
 
 class MathOptions(BaseModel):
@@ -31,8 +36,10 @@ class MathItem(ScoreItem):
     """One completion to grade against a reference answer."""
 
     response: str = Field(
-        description="The completion; its final answer is the last \\boxed{}, a GSM8K "
-        "'#### N' line, 'The answer is ...', or its last number."
+        description="The completion; its final answer is its last \\boxed{} (adjacent boxes "
+        "as one list), a GSM8K '#### N' line, 'The answer is ...', its last $...$ / \\(...\\) "
+        "/ \\[...\\] math, the whole of a one-line answer, the right-hand side of a final "
+        "'x = ...', or its last number."
     )
     ground_truth: str = Field(
         min_length=1,
@@ -52,7 +59,7 @@ class MathDetails(BaseModel):
     extracted_ground_truth: str = Field(description="The ground truth as compared.")
     method: ScoreMethod = Field(
         description="How the answer was found: boxed, fbox, gsm8k_hash, answer_phrase, "
-        "last_number, or none."
+        "last_math, whole_response, final_equation, last_number, or none."
     )
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Settings of the math service (``TRIBUNAL_MATH_*`` plus the core's ``TRIBUNAL_*``)."""
+"""Settings of the math service: the core's ``TRIBUNAL_*`` plus ``TRIBUNAL_MATH_<FIELD>``."""
 
 from __future__ import annotations
 
@@ -10,26 +10,30 @@ from tribunal.core.settings import CoreSettings
 from tribunal.math.config import MathConfig
 
 
-class MathSettings(CoreSettings):
-    """The math service's settings."""
+def _cores() -> int:
+    return os.cpu_count() or 1
 
-    math_port: int = Field(default=8101, description="Port of the math API.")
-    math_timeout_s: float = Field(
+
+class MathServiceConfig(MathConfig):
+    """``TRIBUNAL_MATH_<FIELD>``: every field of ``MathConfig`` plus how the service runs it
+    (none of which can move a reward, so none is hashed)."""
+
+    port: int | None = Field(default=None, description="Port of the math API (default 8101).")
+    timeout_s: float = Field(
         default=5.0, gt=0, description="Hard deadline per item; the process is killed past it."
     )
-    math_processes: int = Field(
-        default_factory=lambda: os.cpu_count() or 1,
+    processes: int = Field(
+        default_factory=_cores,
         ge=1,
         description="Verification processes per worker (default: one per core).",
     )
-    math_float_rounding: int = Field(default=6, ge=0, le=15, description="See MathConfig.")
-    math_allow_last_number: bool = Field(
-        default=True,
-        description="Take a completion's last bare number when nothing else marks its answer.",
-    )
 
-    def to_config(self) -> MathConfig:
-        """The domain configuration these settings describe."""
-        return MathConfig(
-            float_rounding=self.math_float_rounding, allow_last_number=self.math_allow_last_number
-        )
+    def config(self) -> MathConfig:
+        """The verifier's configuration: the ``MathConfig`` fields of these settings."""
+        return MathConfig.model_validate(self.model_dump(include=set(MathConfig.model_fields)))
+
+
+class MathSettings(CoreSettings):
+    """The math service's settings."""
+
+    math: MathServiceConfig = Field(default_factory=MathServiceConfig)

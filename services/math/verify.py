@@ -31,6 +31,15 @@ is a thousands separator) while ``1,2`` is the set ``{1, 2}``; ``\\frac{1}{3}`` 
 ``0.333333`` but not ``0.33`` (``float_rounding=6``). The comparison is not symmetric:
 the ground truth goes first, as Math-Verify's ``verify(gold, target)`` requires.
 
+Decisions of Tribunal's own (issue 8; tested there and in ``tests/math/
+test_math_verify_cases.py``): a decimal comma is read by context (:func:`_readings`: an
+answer ``1,2`` is also ``1.2``; a ground truth ``-2,1`` stays a list); ``\\mathrm{e}`` is
+``e`` (Math-Verify's unit stripping otherwise cuts it off); two unequalities
+(``x \\neq 3``) are compared as their equations, and an unequality never equals anything
+else; a ground truth that is a worked solution is extracted as a completion would be; an
+answer joined from several boxes or spans, or a list whose items carry units, is the set
+of its items, each parsed on its own (a hedge never equals one of its items).
+
 Known issues:
     - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
       does not assume ``n > 0``).
@@ -50,14 +59,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from itertools import product
-from typing import Any, Literal
+from typing import Any
 
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from tribunal.core.errors import BadInput, InternalError
 from tribunal.math.config import MathConfig
-from tribunal.math.extract import ExtractionMethod, clean_answer, extract_answer, last_boxed
+from tribunal.math.extract import (
+    Extraction,
+    ScoreMethod,
+    clean_answer,
+    extract_answer,
+    last_boxed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,16 +86,30 @@ def _not_timeout_disabled(record: logging.LogRecord) -> bool:
 for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_not_timeout_disabled)
 
-ScoreMethod = ExtractionMethod | Literal["none"]
-
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
+# A currency sign after a number (``2,74 $``, ``1,000.99€``).
+_TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
 # "18 dollars", "$5 per hour": a number followed by plain words (3+ letters first, so that
 # "2 x" or "3 pi" stay expressions). Math-Verify reads the words as a product of symbols.
 _NUMBER_THEN_WORDS = re.compile(
     r"((?:\\\$|\$)?[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)[ \t]+[A-Za-z]{3}[A-Za-z \t]*"
 )
+# A unit or word in text mode, which Math-Verify's unit stripping cuts off with what follows.
+_UNIT_COMMAND = re.compile(r"\\(?:text|textbf|textnormal|mbox|mathrm)\s*\{")
+# Two plain words in a row ("the total"), not preceded by a backslash.
+_PROSE_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}[ \t]+[A-Za-z]{3,}")
+# ``$``, ``\\(`` or ``\\[`` left inside a ground truth once its outer ``$...$`` is stripped.
+_INNER_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[")
+# A constant written upright (``\\mathrm{e}``, ``\\text{e}``, ``\\mathrm{\\pi}``): Math-Verify's
+# unit stripping would cut ``\\text{e}`` at the end of an answer as if it were a unit.
+_UPRIGHT_CONSTANT = re.compile(r"\\(?:mathrm|text|rm|operatorname)\s*\{\s*(e|\\pi)\s*\}")
+# One number with spaces or thin spaces between thousands groups: ``1 000``, ``1\\,000``.
+_SPACED_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:(?:\\[,;!]|\{,\}|\\ |[ \t])\s*\d{3})+(?:\.\d+)?")
+# One number whose comma cannot separate thousands (``2,74``, ``1000,99``, ``0,111``): it
+# may be a decimal comma. The list reading (``1,22`` = {1, 22}) is kept beside it.
+_DECIMAL_COMMA = re.compile(r"([+-]?\d+)(?:,|\{,\})(\d+)")
 _PARSE_CACHE_SIZE = 1024
 # 20 significant digits: far below the 30 digits evaluated, far above any real tie.
 _EXACT_RTOL = sympy.Float(10, 30) ** -20
@@ -96,7 +125,8 @@ class MathScore:
         extracted_ground_truth: The ground truth as compared (``\\boxed{}`` and ``$``
             stripped).
         method: How the answer was found (``boxed``, ``fbox``, ``gsm8k_hash``,
-            ``answer_phrase``, ``last_number``), or ``none``.
+            ``answer_phrase``, ``last_math``, ``whole_response``, ``final_equation``,
+            ``last_number``), or ``none``.
     """
 
     reward: float
@@ -131,9 +161,9 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
         'gsm8k_hash'
     """
     config = config or MathConfig()
-    truth = _ground_truth_text(ground_truth)
+    truth, truth_parts = _ground_truth_text(ground_truth)
     truth_number = _plain_number(truth) if config.allow_fast_path else None
-    gold = None if truth_number is not None else _parse_gold(truth)
+    gold = None if truth_number is not None else _parse_gold(truth, truth_parts)
 
     extraction = extract_answer(response, allow_last_number=config.allow_last_number)
     if extraction is None:
@@ -141,8 +171,7 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     answer, method = extraction.text, extraction.method
     if len(answer) > config.max_answer_chars:
         return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
-    with_words = _NUMBER_THEN_WORDS.fullmatch(answer)
-    compared = with_words.group(1) if with_words is not None else answer
+    compared = _without_trailing_words(answer)
 
     if truth_number is not None:
         answer_number = _plain_number(compared)
@@ -150,19 +179,83 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
             same = _numbers_equal(truth_number, answer_number, config.float_rounding)
             if same is not None:
                 return MathScore(float(same), answer, truth, method)
-        gold = _parse_gold(truth)
+        gold = _parse_gold(truth, truth_parts)
     assert gold is not None  # parsed above unless the fast path could answer
-    same = _equivalent(gold, _parse_answer(compared), config)
+    same = _equivalent(gold, _parse_answer(compared, extraction.parts), config)
     return MathScore(1.0 if same else 0.0, answer, truth, method)
 
 
-def _ground_truth_text(ground_truth: str) -> str:
-    """Return the answer inside ``ground_truth`` (its last ``\\boxed{}``, ``$`` stripped)."""
-    boxed = last_boxed(ground_truth)
-    text = boxed.text if boxed is not None else clean_answer(ground_truth)
-    if not text:
+def verify_plain_numbers(
+    response: str, ground_truth: str, config: MathConfig | None = None
+) -> MathScore | None:
+    """Score ``response`` as :func:`verify_answer` would, when that needs no sympy.
+
+    The decision is :func:`verify_answer`'s own whenever this returns a score: the ground
+    truth and the extracted answer are both plain decimal numbers that the fast path can
+    compare (``MathConfig.allow_fast_path``), or the completion has no answer. It costs tens
+    of microseconds (GSM8K-shaped items), so a caller may run it in-process and send only
+    the rest to a killable worker process; extraction is linear in ``len(response)``.
+
+    Returns:
+        The score, or None when only the full comparison can decide.
+
+    Raises:
+        BadInput: ``ground_truth`` is empty.
+    """
+    config = config or MathConfig()
+    if not config.allow_fast_path:
+        return None
+    truth, _ = _ground_truth_text(ground_truth)
+    truth_number = _plain_number(truth)
+    if truth_number is None:
+        return None
+    extraction = extract_answer(response, allow_last_number=config.allow_last_number)
+    if extraction is None:
+        return MathScore(0.0, None, truth, "none")
+    answer = extraction.text
+    if len(answer) > config.max_answer_chars:
+        return None
+    answer_number = _plain_number(_without_trailing_words(answer))
+    if answer_number is None:
+        return None
+    same = _numbers_equal(truth_number, answer_number, config.float_rounding)
+    return None if same is None else MathScore(float(same), answer, truth, extraction.method)
+
+
+def _without_trailing_words(answer: str) -> str:
+    """``18 dollars`` -> ``18``: a number followed by words is compared as the number."""
+    with_words = _NUMBER_THEN_WORDS.fullmatch(answer)
+    return with_words.group(1) if with_words is not None else answer
+
+
+def _ground_truth_text(ground_truth: str) -> tuple[str, tuple[str, ...]]:
+    """Return the answer inside ``ground_truth``.
+
+    Its last ``\\boxed{}`` (several adjacent boxes as one list), else the text itself with
+    ``$`` stripped; a worked solution (see :func:`_is_worked_solution`) has its answer
+    extracted as a completion's would be.
+
+    Returns:
+        The answer text, and its parts when it was joined from several boxes or spans.
+    """
+    found = last_boxed(ground_truth)
+    if found is None and _is_worked_solution(clean_answer(ground_truth)):
+        found = extract_answer(ground_truth)
+    elif found is None:
+        found = Extraction(clean_answer(ground_truth), "whole_response")
+    if found is None or not found.text:
         raise BadInput("ground_truth is empty", field="ground_truth")
-    return text
+    return found.text, found.parts
+
+
+def _is_worked_solution(text: str) -> bool:
+    """Whether a ground truth is a solution rather than an answer: math delimiters inside,
+    a ``####`` line, or several lines of prose (a multi-line matrix is an answer)."""
+    return bool(
+        _INNER_DELIMITER.search(text)
+        or "####" in text
+        or ("\n" in text and _PROSE_WORDS.search(text))
+    )
 
 
 def _plain_number(text: str) -> Decimal | None:
@@ -194,14 +287,17 @@ def _numbers_equal(gold: Decimal, answer: Decimal, float_rounding: int) -> bool 
 
 
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _parse_gold(truth: str) -> tuple[Any, ...]:
+def _parse_gold(truth: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Parse a ground truth with Math-Verify; cached (a group shares its ground truth).
+
+    ``parts``: the answers a joined ground truth is made of (:func:`_parse_joined`).
 
     Raises:
         BadInput: Math-Verify finds nothing in it, or raises on it.
     """
     try:
-        parsed = _parse(truth)
+        parts = parts or _unit_list_parts(truth)
+        parsed = _parse_joined(parts, True) if parts else _parse(truth, is_ground_truth=True)
     except Exception as exc:  # Math-Verify and sympy raise anything
         raise BadInput(
             f"ground_truth could not be parsed: {type(exc).__name__}: {exc}",
@@ -216,25 +312,110 @@ def _parse_gold(truth: str) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
-def _parse_answer(answer: str) -> tuple[Any, ...]:
+def _parse_answer(answer: str, parts: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """Parse a completion's answer; an error is the completion's fault (empty: reward 0)."""
     try:
-        return _defined(_parse(answer))
+        parts = parts or _unit_list_parts(answer)
+        return _defined(_parse_joined(parts, False) if parts else _parse(answer))
     except Exception:  # Math-Verify and sympy raise anything on arbitrary model text
         logger.debug("answer could not be parsed: %.200r", answer, exc_info=True)
         return ()
 
 
-def _parse(text: str) -> tuple[Any, ...]:
-    """Run Math-Verify's ``parse`` on ``\\boxed{text}``, timeouts off, errors raised."""
-    latex = "\\boxed{" + _CURRENCY.sub("", text) + "}"
-    parsed = parse(
-        latex,
-        extraction_config=_EXTRACTION_CONFIG,
-        parsing_timeout=None,  # the caller's process has a deadline
-        raise_on_error=True,
-    )
+def _unit_list_parts(text: str) -> tuple[str, ...]:
+    """Split a list whose items carry units (``5.4 \\text{ cents}, 6.4 \\text{ cents}``) into
+    its items, or return ``()``.
+
+    Math-Verify's unit stripping keeps what comes before the first unit and drops the rest,
+    so such a list would read as its first item and equal it. The list is split at its
+    top-level commas (not inside brackets or braces, not between digits as in ``1,000``).
+    """
+    if _UNIT_COMMAND.search(text) is None:
+        return ()
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            between_digits = (
+                text[index - 1 : index].isdigit() and text[index + 1 : index + 2].isdigit()
+            )
+            if not between_digits:
+                parts.append(text[start:index].strip())
+                start = index + 1
+    parts.append(text[start:].strip())
+    return tuple(parts) if len(parts) > 1 and all(parts) else ()
+
+
+def _parse_joined(parts: tuple[str, ...], is_ground_truth: bool) -> tuple[Any, ...]:
+    """Parse an answer joined from several boxes or spans as the set of its parts.
+
+    Each part is parsed on its own, as Math-Verify does for boxes it joins (``extract_latex``
+    in its ``parser.py``): parsing the joined text would let its unit stripping keep only
+    the first part (``\\boxed{5.4 \\text{ cents}} or \\boxed{6.4 \\text{ cents}}`` read as
+    ``5.4``). A part that does not parse makes the whole answer unparsed.
+
+    Returns:
+        ``(FiniteSet of the parts' values, the joined text)``, or ``()``.
+    """
+    values: list[Any] = []
+    for part in parts:
+        parsed = [
+            v
+            for v in _defined(_parse(part, is_ground_truth=is_ground_truth))
+            if isinstance(v, sympy.Basic)
+        ]
+        if not parsed:
+            return ()
+        values.extend(parsed[0].args if isinstance(parsed[0], sympy.FiniteSet) else parsed[:1])
+    return (sympy.FiniteSet(*values), ", ".join(parts))
+
+
+def _parse(text: str, *, is_ground_truth: bool = False) -> tuple[Any, ...]:
+    """Parse ``text`` with Math-Verify, after reading the number forms it misreads.
+
+    Each reading of ``text`` (see :func:`_readings`) is given to Math-Verify's ``parse`` as
+    ``\\boxed{reading}``, timeouts off and errors raised; the candidates of all readings
+    are returned, the literal reading first.
+    """
+    parsed: list[Any] = []
+    text = _TRAILING_CURRENCY.sub("", _CURRENCY.sub("", text))
+    for reading in _readings(text, is_ground_truth=is_ground_truth):
+        parsed.extend(
+            parse(
+                "\\boxed{" + reading + "}",
+                extraction_config=_EXTRACTION_CONFIG,
+                parsing_timeout=None,  # the caller's process has a deadline
+                raise_on_error=True,
+            )
+        )
     return tuple(parsed)
+
+
+def _readings(text: str, *, is_ground_truth: bool) -> list[str]:
+    """Return the ways ``text`` can be read: itself, and a decimal one for a comma.
+
+    ``\\mathrm{e}`` becomes ``e`` (and ``\\mathrm{\\pi}`` ``\\pi``); one number with spaced
+    thousands groups (``1 000``, ``1\\,000``) loses its spaces. One number with a comma that
+    cannot separate thousands (not three digits after it, or an integer part 0) is also read
+    with a decimal point: an answer ``2,74``, ``2,5`` or ``0,111`` equals both the decimal and
+    the list (``\\{2, 5\\}``), whichever the ground truth is. A ground truth gets the decimal
+    reading only with two digits after the comma (``1,22``), or more after a 0 (``0,111``):
+    ``-2,1`` (a MATH-500 answer) stays the list ``\\{-2, 1\\}``, which ``-2.1`` does not
+    equal. ``1,000`` stays one thousand.
+    """
+    text = _UPRIGHT_CONSTANT.sub(r"\1", text).strip()
+    if _SPACED_THOUSANDS.fullmatch(text):
+        return [re.sub(r"\\[,;! ]|\{,\}|\s", "", text)]
+    comma = _DECIMAL_COMMA.fullmatch(text)
+    if comma is None:
+        return [text]
+    whole, fraction = comma.groups()
+    is_zero = whole.lstrip("+-") == "0"
+    if len(fraction) == 3 and not is_zero:
+        return [text]  # thousands
+    if is_ground_truth and not (len(fraction) == 2 or (is_zero and len(fraction) > 2)):
+        return [text]
+    return [text, f"{whole}.{fraction}"]
 
 
 def _defined(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -263,10 +444,12 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
     """
     failure: Exception | None = None
     for gold_value, answer_value in product(gold, answer):
+        if _is_unequality(gold_value) != _is_unequality(answer_value):
+            continue  # ``x \\neq 3`` is no value, equation or inequality but itself
         try:
             same = verify(
-                gold_value,
-                answer_value,
+                _as_equation(gold_value),
+                _as_equation(answer_value),
                 float_rounding=config.float_rounding,
                 numeric_precision=config.numeric_precision,
                 strict=config.strict,
@@ -285,6 +468,16 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
             f"{type(failure).__name__}: {failure}"
         ) from failure
     return False
+
+
+def _is_unequality(value: Any) -> bool:
+    return isinstance(value, sympy.Ne)
+
+
+def _as_equation(value: Any) -> Any:
+    """Return ``a = b`` for ``a \\neq b``: two unequalities are the same relation when their
+    equations are (Math-Verify's relation comparison raises ``KeyError`` on ``Ne``)."""
+    return sympy.Eq(*value.args, evaluate=False) if _is_unequality(value) else value
 
 
 def _exact_values_agree(gold: Any, answer: Any) -> bool:

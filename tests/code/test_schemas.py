@@ -60,3 +60,28 @@ def test_limits_are_clamped_and_defaulted() -> None:
         RunItem.model_validate(
             {"id": "r", "language": "python", "code": "", "limits": {"timeout_s": 0}}
         )
+
+
+def test_code_or_response_errors_name_the_field_in_a_batch() -> None:
+    # The request model the service validates with: a bad item becomes that item's bad_input.
+    from tribunal.code import CodeVerifier
+    from tribunal.core.scoring import InvalidItem, score_request_model
+
+    tests = {"kind": "stdio", "cases": [{"stdout": "1"}]}
+    request = score_request_model(CodeVerifier(CodeConfig())).model_validate(
+        {
+            "items": [
+                {"id": "a", "language": "python", "code": "print(1)", "tests": tests},
+                {"id": "b", "language": "python", "tests": tests},
+                {"id": "c", "language": "python", "code": "1", "response": "1", "tests": tests},
+            ]
+        }
+    )
+    good, neither, both = request.items  # type: ignore[attr-defined]
+    assert isinstance(good, CodeItem)
+    assert isinstance(neither, InvalidItem) and isinstance(both, InvalidItem)
+    missing, doubled = neither.bad_input(1), both.bad_input(2)
+    assert (
+        missing.field == "items.1.code" and "`code` or the policy's completion" in missing.message
+    )
+    assert doubled.field == "items.2.response" and "not both" in doubled.message

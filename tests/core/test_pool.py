@@ -10,8 +10,14 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from tests.core.pool_tasks import crash, raise_value_error, sleep_then_pid
-from tribunal.core.errors import InternalError, ScoringTimeout
+from tests.core.pool_tasks import (
+    LimitExceeded,
+    crash,
+    raise_tribunal_error,
+    raise_value_error,
+    sleep_then_pid,
+)
+from tribunal.core.errors import InternalError, QueueFull, ScoringTimeout
 from tribunal.core.pool import DeadlinePool
 
 
@@ -45,6 +51,20 @@ async def test_a_dead_process_is_an_internal_error_and_is_replaced(pool: Deadlin
 async def test_exceptions_of_the_task_come_back_as_they_are(pool: DeadlinePool) -> None:
     with pytest.raises(ValueError, match="inside the task"):
         await pool.run(raise_value_error, timeout_s=5)
+
+
+async def test_tribunal_errors_cross_the_pool_as_themselves(pool: DeadlinePool) -> None:
+    with pytest.raises(QueueFull) as full:
+        await pool.run(raise_tribunal_error, "queue_full", timeout_s=5)
+    error = full.value
+    assert type(error) is QueueFull
+    assert (error.message, error.field, error.retry_after_s) == ("queue is full", "items.3", 2.5)
+    assert error.retryable and error.code == "queue_full" and str(error) == "queue is full"
+    # A subclass with its own constructor arguments comes back whole, its own field included.
+    with pytest.raises(LimitExceeded) as limit:
+        await pool.run(raise_tribunal_error, "limit", timeout_s=5)
+    assert limit.value.limit == 7 and limit.value.retry_after_s == 1.5
+    assert limit.value.message == "over the limit of 7" and limit.value.field == "items"
 
 
 async def test_sigterm_to_the_pool_processes_does_not_kill_the_tasks(pool: DeadlinePool) -> None:

@@ -169,3 +169,12 @@ async def test_verifiers_have_separate_queues(queue: JobQueue) -> None:
     await queue.submit("v", items(1), total=1, prefilled={})
     assert await queue.claim("w", "c", 1, block_s=0.05) == []
     assert await queue.depth("w") == 0 and await queue.depth("v") == 1
+
+
+async def test_a_refusal_is_recorded_per_verifier_and_cleared(queue: JobQueue) -> None:
+    assert await queue.refusal("v") is None
+    await queue.set_refusal("v", "bubblewrap not found")
+    assert await queue.refusal("v") == "bubblewrap not found"
+    assert await queue.refusal("w") is None
+    await queue.set_refusal("v", None)
+    assert await queue.refusal("v") is None

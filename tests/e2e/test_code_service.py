@@ -10,8 +10,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 
 from tests.conftest import ROOT, RedisServer, RunningService
+from tribunal.core.supervisor import EXIT_REFUSED
 
 pytestmark = [
     pytest.mark.e2e,
@@ -64,7 +66,7 @@ def test_score_run_and_hostile_neighbours(
         }
         for i, code in enumerate(hacks)
     ]
-    with running.client(timeout_s=120) as client:
+    with running.http(timeout_s=120) as client:
         with ThreadPoolExecutor(4) as pool:
             responses = list(
                 pool.map(lambda item: client.post("/v1/code/score", json={"items": [item]}), items)
@@ -127,5 +129,12 @@ def test_the_service_refuses_to_start_when_it_cannot_isolate(
         text=True,
         timeout=60,
     )
-    assert worker.returncode == 2
+    assert worker.returncode == EXIT_REFUSED
     assert "refusing to start" in worker.stderr and "bubblewrap" in worker.stderr.lower()
+    # The refusal is left in the queue, for the API's /readyz and submissions.
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        for name in ("code", "code_run"):
+            assert "bubblewrap not found" in client.get(f"{key_prefix}:{name}:refusal")
+    finally:
+        client.close()

@@ -68,7 +68,7 @@ def test_ports_and_images_agree_with_the_services() -> None:
     from tribunal.core.registry import load_service
 
     services = compose()["services"]
-    for name in ("math", "code", "judge"):
+    for name in ("math", "code", "judge", "citation", "gateway"):
         container_port = services[name]["ports"][0].rsplit(":", 1)[1]
         assert int(container_port) == load_service(name).port
         assert services[name]["command"] == ["tribunal", "api", name]
@@ -77,6 +77,8 @@ def test_ports_and_images_agree_with_the_services() -> None:
 
 
 def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) -> None:
+    from tribunal.core.registry import load_service
+
     services = compose()["services"]
     redis_port, vllm_port = free_port(), free_port()
     hosts = {"redis:6379": f"127.0.0.1:{redis_port}", "vllm:8000": f"127.0.0.1:{vllm_port}"}
@@ -108,11 +110,13 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             }
             base = name.removesuffix("-worker")
             ports.setdefault(base, free_port())
+            # The gateway reaches the verifiers by host name: map those started so far.
+            hosts |= {f"{n}:{load_service(n).port}": f"127.0.0.1:{p}" for n, p in ports.items()}
             env[f"TRIBUNAL_{base.upper()}_PORT"] = str(ports[base])
             started.append(
                 start_process(tribunal_argv(service["command"]), env, tmp_path / f"{name}.log")
             )
-        for name in ("math", "code", "judge"):
+        for name in ("math", "code", "judge", "citation", "gateway"):
             wait_ready(f"http://127.0.0.1:{ports[name]}", 60, {})
             check = [interpolate(part) for part in services[name]["healthcheck"]["test"][1:]]
             env = {**os.environ, f"TRIBUNAL_{name.upper()}_PORT": str(ports[name])}
@@ -123,6 +127,12 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             f"http://127.0.0.1:{ports['math']}/v1/math/score", json=body, timeout=30
         )
         assert answer.json()["results"][0]["reward"] == 1.0
+        through = httpx.post(
+            f"http://127.0.0.1:{ports['gateway']}/v1/score",
+            json={"items": [{**body["items"][0], "spec": "rloo_math"}]},
+            timeout=30,
+        )
+        assert through.json()["results"][0]["reward"] == 1.0, through.text
         program = {
             "id": "c",
             "language": "python",

@@ -1,7 +1,7 @@
 """The judge service as real processes: ``tribunal api judge`` + ``tribunal worker judge`` + a
 real Redis, against a fake OpenAI-compatible judge served over real HTTP.
 
-The fake judge (``tribunal.judge.testing.FakeOpenAIServer``, in a thread of the test process)
+The fake judge (``tribunal.llm.testing.FakeOpenAIServer``, in a thread of the test process)
 stands in for vLLM, which needs a GPU and weights this machine does not have; it answers
 with scripted verdicts and log-probabilities. Everything on our side of its socket is real.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, RedisServer, RunningService, free_port
-from tribunal.judge.testing import FakeJudgeScript, FakeOpenAIServer
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +59,7 @@ def test_the_readme_curl_example_matches_a_hand_computation(
     key_prefix: str,
     openai_compat_server: FakeOpenAIServer,
 ) -> None:
-    openai_compat_server.script = FakeJudgeScript(
+    openai_compat_server.script = FakeScript(
         default_level=0,  # Wrong-Entity Confabulation (v3): flaw absent
         rules=[
             ("States 100 °C", 2),  # requirement met
@@ -90,7 +90,7 @@ def test_the_readme_curl_example_matches_a_hand_computation(
             "rubric_sets": [],
         }
     )
-    with running.client() as client:
+    with running.http() as client:
         response = client.post(
             "/v1/judge/score",
             content=json.dumps(body).encode(),
@@ -143,7 +143,7 @@ def test_backend_down_gives_item_errors_and_the_service_recovers(
     )
     running = service("judge", env=env)
     items = positive_items(3)
-    with running.client() as client:
+    with running.http() as client:
         job_id = client.post("/v1/jobs", json={"verifier": "judge", "items": items}).json()[
             "job_id"
         ]
@@ -164,7 +164,7 @@ def test_backend_down_gives_item_errors_and_the_service_recovers(
         assert [r["error"]["code"] for r in down.json()["results"]] == ["backend_unavailable"] * 3
         assert client.get("/healthz").status_code == 200
 
-        backend = FakeOpenAIServer(FakeJudgeScript(default_level=2))
+        backend = FakeOpenAIServer(FakeScript(default_level=2))
         backend.start(port=port)
         try:
             up = client.post("/v1/judge/score", json={"items": items})
@@ -189,7 +189,7 @@ def test_no_backend_configured_says_how_to_configure_one(
     env = env_for(redis_server, key_prefix)
     del env["TRIBUNAL_JUDGE_MODEL"]
     running = service("judge", env=env)
-    with running.client() as client:
+    with running.http() as client:
         assert client.get("/healthz").status_code == 200
         response = client.post(
             "/v1/judge/score",

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import DATA, RedisServer, RunningService, need_data
+from tribunal.client import SyncTribunalClient
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,7 @@ def test_the_readme_curl_example(
             }
         ]
     }
-    with running.client() as client:
+    with running.http() as client:
         response = client.post("/v1/math/score", json=body)
     assert response.status_code == 200
     [result] = response.json()["results"]
@@ -68,19 +69,16 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
     )
     running = service("math", workers=2, env=env)
     items = [{"id": f"q{i}", **item} for i, item in enumerate(math500(500) * 2)]
-    with running.client() as client:
-        job_id = client.post("/v1/jobs", json={"verifier": "math", "items": items}).json()["job_id"]
-        while client.get(f"/v1/jobs/{job_id}").json()["completed"] < 40:
+    with SyncTribunalClient(running.base_url) as client:
+        job_id = client.submit("math", items)
+        while client.job(job_id).completed < 40:
             time.sleep(0.02)
         victim = running.processes["worker0"]
         os.killpg(victim.pid, signal.SIGKILL)  # the worker and its verification processes
         victim.wait()
-        state = client.get(f"/v1/jobs/{job_id}", params={"wait": 60}).json()
-    assert state["status"] == "done", state["completed"]
-    assert [r["id"] for r in state["results"]] == [item["id"] for item in items]
-    assert all(r["reward"] == 1.0 for r in state["results"]), [
-        r for r in state["results"] if r["reward"] != 1.0
-    ][:3]
+        results = client.wait(job_id, timeout_s=60)
+    assert [r.id for r in results] == [item["id"] for item in items]
+    assert all(r.reward == 1.0 for r in results), [r for r in results if r.reward != 1.0][:3]
 
 
 def test_redis_down_gives_503_and_the_service_recovers(
@@ -88,7 +86,7 @@ def test_redis_down_gives_503_and_the_service_recovers(
 ) -> None:
     running = service("math", env=env_for(own_redis, key_prefix))
     body = {"items": [{"id": "q", "response": "#### 7", "ground_truth": "7"}]}
-    with running.client() as client:
+    with running.http() as client:
         assert client.post("/v1/math/score", json=body).json()["results"][0]["reward"] == 1.0
         own_redis.stop()
         down = client.post("/v1/math/score", json=body)
@@ -122,7 +120,7 @@ def test_one_pathological_item_does_not_hold_up_the_other_99(
         70, {"id": "huge", "response": "The answer is 42. " + "x" * 1_000_000, "ground_truth": "42"}
     )
     started = time.monotonic()
-    with running.client() as client:
+    with running.http() as client:
         response = client.post("/v1/math/score", json={"items": items})
     elapsed = time.monotonic() - started
     results = {r["id"]: r for r in response.json()["results"]}
@@ -138,7 +136,7 @@ def test_bad_input_is_named_over_real_http(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
     running = service("math", env=env_for(redis_server, key_prefix, TRIBUNAL_MAX_BATCH_ITEMS="5"))
-    with running.client() as client:
+    with running.http() as client:
         cases = [
             ({"items": [{"id": "q", "response": "1"}]}, 422, "items.0.ground_truth"),
             ({"items": [{"id": "q", "response": 1, "ground_truth": "1"}]}, 422, "items.0.response"),

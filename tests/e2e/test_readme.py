@@ -31,7 +31,7 @@ def curl_commands() -> list[str]:
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
-    ports = {"8101": str(free_port()), "8102": str(free_port()), "8103": str(free_port())}
+    ports = {port: str(free_port()) for port in ("8100", "8101", "8102", "8103", "8104")}
     # The embedded queue, as `make up` runs on a machine without Redis (a TRIBUNAL_REDIS_URL
     # that was set would be waited for, never replaced by it).
     env = {
@@ -39,6 +39,13 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         "TRIBUNAL_MATH_PORT": ports["8101"],
         "TRIBUNAL_CODE_PORT": ports["8102"],
         "TRIBUNAL_JUDGE_PORT": ports["8103"],
+        "TRIBUNAL_CITATION_PORT": ports["8104"],
+        "TRIBUNAL_GATEWAY_PORT": ports["8100"],
+        **{
+            f"TRIBUNAL_GATEWAY_{name}_URL": f"http://127.0.0.1:{ports[port]}"
+            for name, port in (("MATH", "8101"), ("CODE", "8102"), ("JUDGE", "8103"))
+        },
+        "TRIBUNAL_GATEWAY_CITATION_URL": f"http://127.0.0.1:{ports['8104']}",
         "TRIBUNAL_QUEUE": "memory",
         "TRIBUNAL_KEY_PREFIX": key_prefix,
     }
@@ -71,15 +78,33 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             answer = json.loads(run.stdout)
             job_id = answer.get("job_id", job_id)
             answers.append(answer)
-        math, job, polled, code, run, judge, error = answers
+        math, job, polled, code, run, raw, judge, citation, error, mixed, specs, openrlhf = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
         assert job["created"] is True
         assert polled["status"] == "done" and [r["reward"] for r in polled["results"]] == [1.0, 1.0]
         assert code["results"][0]["reward"] == 1.0 and code["results"][0]["details"]["all_passed"]
         assert run["stdout"] == "45\n" and run["exit_code"] == 0 and run["verdict"] == "accepted"
+        assert raw["results"][0]["reward"] == 1.0
+        assert (
+            raw["results"][0]["details"]["extracted_code"] == "def add(a, b):\n    return a + b\n"
+        )
         assert judge["results"][0]["error"]["code"] == "backend_unavailable"
         assert error["error"]["field"] == "items.0.ground_truth"
+        cited = citation["results"][0]
+        assert cited["reward"] == pytest.approx(5 / 6) and cited["details"]["precision"] == 0.75
+        direct, tcr, refiner = mixed["results"]
+        assert direct["reward"] == 1.0 and direct["verifier"]["name"] == "math"
+        assert tcr["reward"] == pytest.approx(-0.9)  # wrong after one tool call
+        assert tcr["details"]["sub_rewards"]["num_turns"]["details"]["tool_calls"] == 1
+        assert refiner["reward"] is None
+        assert refiner["error"]["code"] == "backend_unavailable"
+        assert "rloo_math" in {spec["name"] for spec in specs["specs"]}
+        assert openrlhf == {
+            "rewards": [1.0, 0.0],
+            "scores": [1.0, 0.0],
+            "extra_logs": {"math": [1.0, 0.0]},
+        }
     finally:
         stop_process(up)
         print((tmp_path / "up.log").read_text())

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tribunal.judge.config import BackendConfig, JudgeConfig
-from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.judge.config import JudgeConfig
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.config import BackendConfig
+from tribunal.llm.testing import FakeOpenAIServer
 
 VerifierFactory = Callable[..., JudgeVerifier]
 
@@ -30,7 +31,7 @@ def make_verifier(openai_compat_server: FakeOpenAIServer) -> VerifierFactory:
             "timeout_s": 5.0,
         }
         for name in list(overrides):
-            if name in BackendConfig.__dataclass_fields__:
+            if name in BackendConfig.model_fields:
                 backend_fields[name] = overrides.pop(name)
         return JudgeVerifier(JudgeConfig(backend=BackendConfig(**backend_fields), **overrides))
 

@@ -14,16 +14,17 @@ from tribunal.core.errors import (
     ConfigurationError,
     ScoringTimeout,
 )
-from tribunal.judge.backends import CompletionRequest, OpenAICompatBackend
-from tribunal.judge.config import BackendConfig
-from tribunal.judge.prompts import build_prompt, verdict_schema
+from tribunal.judge.prompts import build_prompt, build_request
 from tribunal.judge.rubrics import Rubric
-from tribunal.judge.testing import FakeOpenAIServer
+from tribunal.llm.base import CompletionRequest
+from tribunal.llm.config import BackendConfig
+from tribunal.llm.openai_compat import OpenAICompatBackend
+from tribunal.llm.testing import FakeOpenAIServer
 
 
 def _request(text: str = "criterion") -> CompletionRequest:
     prompt = build_prompt("Q", "R", [Rubric(text)])
-    return CompletionRequest(prompt, verdict_schema(prompt.keys, 300), max_tokens=64)
+    return build_request(prompt, 300, max_tokens=64)
 
 
 def _backend(url: str, **kw: object) -> OpenAICompatBackend:

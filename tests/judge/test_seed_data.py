@@ -8,9 +8,9 @@ import pytest
 
 from tests.conftest import DATA, need_data
 from tribunal.judge.prompts import build_prompt, fence_tag
-from tribunal.judge.testing import FakeOpenAIServer
 from tribunal.judge.testing.seed_data import drtulu_trace_records, scholarqa_records, seed_items
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.testing import FakeOpenAIServer
 
 ROOT = DATA / "research"
 

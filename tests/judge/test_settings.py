@@ -10,7 +10,7 @@ from tribunal.judge.settings import DEFAULT_OPENAI_MODEL, JudgeSettings
 def test_defaults_mean_no_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TRIBUNAL_JUDGE_BACKEND", "TRIBUNAL_JUDGE_BASE_URL", "TRIBUNAL_JUDGE_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    config = JudgeSettings().to_config()
+    config = JudgeSettings().judge.config()
     assert config.backend.kind == "none" and config.rubrics_per_call == 1
 
 
@@ -26,7 +26,7 @@ def test_env(monkeypatch: pytest.MonkeyPatch) -> None:
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    config = JudgeSettings().to_config()
+    config = JudgeSettings().judge.config()
     assert config.backend.kind == "openai" and config.backend.model == DEFAULT_OPENAI_MODEL
     assert config.backend.api_key == "sk-x" and config.backend.max_concurrency == 128
     assert config.backend.chat_template_kwargs == ()
@@ -38,5 +38,5 @@ def test_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRIBUNAL_JUDGE_BACKEND", "transformers")
     monkeypatch.setenv("TRIBUNAL_JUDGE_MODEL", "/models/tiny")
-    backend = JudgeSettings().to_config().backend
+    backend = JudgeSettings().judge.config().backend
     assert (backend.kind, backend.model, backend.device) == ("transformers", "/models/tiny", "cpu")

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from tribunal.judge.config import BackendConfig, JudgeConfig
+from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import SYSTEM_PROMPT
 from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.config import BackendConfig
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -124,9 +125,8 @@ async def test_context_overflow_is_bad_input(tiny_qwen3: Path) -> None:
 
 def test_judge_import_does_not_load_torch() -> None:
     code = (
-        "import sys, tribunal.judge, tribunal.judge.verifier, tribunal.judge.backends;"
-        "from tribunal.judge.backends import create_backend;"
-        "from tribunal.judge.config import BackendConfig;"
+        "import sys, tribunal.judge, tribunal.judge.verifier, tribunal.llm;"
+        "from tribunal.llm import BackendConfig, create_backend;"
         "create_backend(BackendConfig(kind='transformers', model='/nonexistent'));"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from tribunal.core.errors import ParseError, Refusal
-from tribunal.judge.backends.base import Completion, TokenLogprob
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
+from tribunal.llm.base import Completion, TokenLogprob
 
 
 def _tok(text: str, top: dict[str, float] | None = None) -> TokenLogprob:

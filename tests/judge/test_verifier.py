@@ -14,8 +14,8 @@ from tribunal.core.verifier import Verifier
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.rubric_sets import load_rubric_set
 from tribunal.judge.schemas import JudgeItem
-from tribunal.judge.testing import FakeOpenAIServer
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.testing import FakeOpenAIServer
 
 VerifierFactory = Callable[..., JudgeVerifier]
 

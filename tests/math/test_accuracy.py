@@ -1,15 +1,17 @@
 """Accuracy on real data: GSM8K and MATH-500 gold solutions against their own answers.
 
-Data: /work/shared/data/math/ (see /work/shared/data/SOURCES.md): GSM8K test (openai/
-grade-school-math @3101c7d, 1319 rows) and MATH-500 (openai/prm800k test split, 500 rows).
-Nothing is copied into the repository. Items are scored in a 2-process pool, as the service
-does; the whole module takes a few seconds.
+Data: ``$TRIBUNAL_DATA_DIR/math/`` (default ``../shared/data`` beside the repository; see
+its SOURCES.md): GSM8K test (openai/grade-school-math @3101c7d, 1319 rows) and MATH-500
+(openai/prm800k test split, 500 rows). Nothing is copied into the repository. Without the
+data the module is skipped with one line, except under ``CI=true``, where it fails. Items
+are scored in a 2-process pool, as the service does; the whole module takes a few seconds.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -17,15 +19,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DATA as SHARED_DATA
 from tribunal.math import MathScore, verify_answer
 
-DATA = Path("/work/shared/data/math")
+DATA = SHARED_DATA / "math"
 GSM8K = DATA / "gsm8k_test.jsonl"
 MATH500 = DATA / "math500_test.jsonl"
 
-pytestmark = pytest.mark.skipif(
-    not (GSM8K.exists() and MATH500.exists()), reason="shared math data not present"
-)
+if not (GSM8K.exists() and MATH500.exists()):
+    _MISSING = f"no GSM8K / MATH-500 data under {DATA} (set TRIBUNAL_DATA_DIR)"
+    if os.environ.get("CI") == "true":
+        raise FileNotFoundError(_MISSING)  # CI must run the accuracy tests, not skip them
+    pytest.skip(_MISSING, allow_module_level=True)
 
 # MATH-500 gold solutions whose last \boxed{} does not verify against the `answer` field,
 # by unique_id, with the cause. Asserted exactly: a regression and an improvement both fail.
@@ -116,3 +121,48 @@ def test_math500_wrong_sign_answers_are_rejected(pool: ProcessPoolExecutor) -> N
     assert len(truths) == 493
     scores = _score(pool, [f"\\boxed{{{f}}}" for f in flipped], truths)
     assert [s.extracted_answer for s in scores if s.reward != 0.0] == []
+
+
+def test_math500_wrong_answers_in_every_form_are_rejected(pool: ProcessPoolExecutor) -> None:
+    # The off-by-one answer written without a box, and hedged: the right answer beside the
+    # wrong one, as two boxes or two math spans. A hedge is a list, which never equals one
+    # value: each part is parsed on its own, so Math-Verify's unit stripping cannot keep
+    # only the first part ("\boxed{5.4 \text{ cents}} or \boxed{6.4 \text{ cents}}").
+    truths, responses = [], []
+    for row in _rows(MATH500):
+        answer = str(row["answer"])
+        digits = re.search(r"\d+", answer)
+        if digits is None:
+            continue
+        wrong = answer[: digits.start()] + str(int(digits.group()) + 1) + answer[digits.end() :]
+        forms = [
+            f"So we get ${wrong}$.",
+            wrong,
+            f"Therefore x = {wrong}.",
+            f"The roots are ${answer}$ and ${wrong}$.",
+            f"\\boxed{{{answer}}} or \\boxed{{{wrong}}}",
+        ]
+        truths += [answer] * len(forms)
+        responses += forms
+    assert len(responses) == 5 * 489
+    scores = _score(pool, responses, truths)
+    assert [s.extracted_answer for s in scores if s.reward != 0.0] == []
+
+
+def test_plain_number_path_decides_as_the_full_comparison_does() -> None:
+    """The in-process shortcut (``verify_plain_numbers``) never disagrees with
+    ``verify_answer``: on GSM8K golds, their off-by-ones and MATH-500 golds it either
+    abstains or gives the same score, and it decides every GSM8K item (what it is for)."""
+    from tribunal.math.verify import verify_plain_numbers
+
+    gsm8k = [str(row["answer"]) for row in _rows(GSM8K)]
+    cases = [(solution, _gsm8k_answer(solution)) for solution in gsm8k]
+    cases += [(solution, str(int(float(t.replace(",", ""))) + 1)) for solution, t in cases]
+    cases += [(str(row["solution"]), str(row["answer"])) for row in _rows(MATH500)]
+    decided = 0
+    for response, ground_truth in cases:
+        fast = verify_plain_numbers(response, ground_truth)
+        if fast is not None:
+            decided += 1
+            assert fast == verify_answer(response, ground_truth), (response[-200:], ground_truth)
+    assert decided >= 2 * len(gsm8k)

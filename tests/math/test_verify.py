@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import FrozenInstanceError
 
 import pytest
 import sympy
 from math_verify import parse, verify
+from pydantic import ValidationError
 
 import tribunal.math
 from tribunal.core.errors import BadInput, InternalError
@@ -59,6 +59,23 @@ EQUIVALENT = [
     pytest.param("90^\\circ", "90", id="degrees"),
     pytest.param("\\text{(C)}", "C", id="choice-letter"),
     pytest.param("18", "\\$18.00", id="currency"),
+    pytest.param("x >= 5", "x \\geq 5", id="relation-geq"),
+    pytest.param("x < 3", "x \\lt 3", id="relation-lt"),
+    pytest.param("x \\leq 2", "x <= 2", id="relation-leq"),
+    pytest.param("x \\neq 3", "x != 3", id="relation-neq"),
+    pytest.param("x \\neq 3", "3 \\neq x", id="relation-neq-flipped"),
+    pytest.param("2.74", "2,74", id="decimal-comma"),
+    pytest.param("0.111", "0,111", id="decimal-comma-zero"),
+    pytest.param("0,111", "0.111", id="decimal-comma-gold"),
+    pytest.param("1,22", "1.22", id="decimal-comma-gold-two-digits"),
+    pytest.param("2.5", "2,5", id="decimal-comma-one-digit"),
+    pytest.param("0, 5", "0,5", id="decimal-comma-or-list"),
+    pytest.param("-2,1", "1, -2", id="gold-list-stays-a-list"),
+    pytest.param("1000", "1 000", id="thousands-space"),
+    pytest.param("1000", "1\\,000", id="thousands-thin-space"),
+    pytest.param("2.74", "2,74 \\$", id="trailing-currency"),
+    pytest.param("1 - \\frac{1}{\\mathrm{e}}", "1 - e^{-1}", id="upright-e-gold"),
+    pytest.param("2\\pi", "2\\mathrm{\\pi}", id="upright-pi"),
 ]
 
 
@@ -83,6 +100,13 @@ NOT_EQUIVALENT = [
     pytest.param("(1, 2)", "1 < x < 2", id="predicted-relation-vs-gold-interval"),
     pytest.param("x + 1", "y + 1", id="strict-variables"),
     pytest.param("-3", "3", id="sign"),
+    pytest.param("x \\neq 3", "x \\neq 4", id="relation-neq-other"),
+    pytest.param("x \\neq 3", "3", id="relation-neq-vs-value"),
+    pytest.param("x > 5", "x \\geq 5", id="relation-strictness"),
+    pytest.param("1", "1,000", id="thousands-not-decimal"),
+    pytest.param("-2,1", "-2.1", id="gold-list-not-decimal-math500"),
+    pytest.param("0,5", "0.5", id="gold-list-with-zero-not-decimal"),
+    pytest.param("1 - \\frac{1}{\\mathrm{e}}", "1 + \\frac{1}{e}", id="upright-e-sign"),
 ]
 
 
@@ -114,6 +138,57 @@ def test_score_reports_what_was_compared() -> None:
 def test_gsm8k_style_completions(response: str, ground_truth: str, method: str) -> None:
     score = verify_answer(response, ground_truth)
     assert (score.reward, score.method) == (1.0, method)
+
+
+# The ways a model states its answer without \\boxed{} (issue 8), each against its ground truth.
+WRITTEN_ANSWERS = [
+    pytest.param("So we get $\\frac{1}{3}$.", "\\frac{1}{3}", "last_math", id="inline-math"),
+    pytest.param("Therefore $x = \\sqrt{3}$", "\\sqrt{3}", "last_math", id="assignment"),
+    pytest.param("\\boxed{1}, \\boxed{2}", "\\{1, 2\\}", "boxed", id="several-boxes-set"),
+    pytest.param(
+        "\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}",
+        "(2, 2), (6, 2)",
+        "boxed",
+        id="several-boxes-tuples",
+    ),
+    pytest.param("$x \\geq 5$", "x >= 5", "last_math", id="relation"),
+    pytest.param("We find that $x \\neq 3$.", "x \\neq 3", "last_math", id="unequality"),
+    pytest.param("Final Answer: The largest $n$ is 34.", "34", "answer_phrase", id="subject-is"),
+    pytest.param("Soucis : 2,74 $ a..", "2.74", "last_number", id="decimal-comma-prose"),
+    pytest.param("0,111", "0.111", "whole_response", id="decimal-comma-bare"),
+    pytest.param("x \\in [-2, 7]", "x \\in [-2,7]", "whole_response", id="bare-latex"),
+]
+
+
+@pytest.mark.parametrize(("response", "ground_truth", "method"), WRITTEN_ANSWERS)
+def test_answers_written_without_a_box(response: str, ground_truth: str, method: str) -> None:
+    score = verify_answer(response, ground_truth)
+    assert (score.reward, score.method) == (1.0, method), score
+
+
+def test_ground_truth_with_an_upright_constant_is_parsed() -> None:
+    score = verify_answer("$1 - \\frac{1}{e}$", "1 - \\frac{1}{\\mathrm{e}}")
+    assert score.reward == 1.0
+
+
+def test_worked_solution_as_ground_truth_gives_its_answer() -> None:
+    truth = "Final Answer: The final answer is $28 \\%$. I hope it is correct."
+    assert verify_answer("$\\boxed{28\\%}$", truth).extracted_ground_truth == "28 \\%"
+    two_boxes = "$$\\boxed{2}, \\boxed{3}, \\boxed{5}$$"
+    assert verify_answer("$\\{2, 3, 5\\}$", two_boxes).reward == 1.0
+    assert verify_answer("\\boxed{18}", "She pays 9 * 2 = 18.\n#### 18").reward == 1.0
+
+
+def test_a_list_with_units_equals_the_same_list() -> None:
+    truth = "5 \\text{ cm}, 6 \\text{ cm}"
+    assert verify_answer("\\boxed{6 \\text{ cm}, 5 \\text{ cm}}", truth).reward == 1.0
+    assert verify_answer("\\boxed{1,000 \\text{ cm}}", "1000").reward == 1.0  # not a list
+
+
+def test_multi_line_matrix_ground_truth_is_an_answer_not_a_solution() -> None:
+    truth = "\\begin{pmatrix}\n1 \\\\ 2\n\\end{pmatrix}"
+    score = verify_answer("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", truth)
+    assert (score.reward, score.extracted_ground_truth) == (1.0, truth)
 
 
 # Math-Verify's known false positives (anchors-services.md §8, Math-Verify issue #14, #41,
@@ -260,7 +335,7 @@ def test_fast_path_agrees_with_math_verify() -> None:
 def test_config_is_frozen_hashable_and_validated() -> None:
     config = MathConfig()
     assert hash(config) == hash(MathConfig())
-    with pytest.raises(FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         config.strict = False  # type: ignore[misc]
     with pytest.raises(ValueError, match="float_rounding"):
         MathConfig(float_rounding=16)
@@ -280,3 +355,19 @@ def test_public_surface() -> None:
     ]
     for name in tribunal.math.__all__:
         assert getattr(tribunal.math, name) is not None
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "\\boxed{5.4 \\text{ cents}} or \\boxed{6.4 \\text{ cents}}",
+        "The price is $5.4 \\text{ cents}$ or $6.4 \\text{ cents}$.",
+        "\\boxed{3} or \\boxed{4}",
+        "\\boxed{5.4 \\text{ cents}, 6.4 \\text{ cents}}",  # one box, a list with units
+    ],
+)
+def test_a_hedge_of_several_answers_is_a_list_not_its_first_part(response: str) -> None:
+    # Parsed whole, "5.4 \text{ cents}, 6.4 \text{ cents}" is 5.4 (Math-Verify's unit
+    # stripping drops the rest); each part is parsed on its own instead.
+    gold = "3" if "\\boxed{3}" in response else "5.4 \\text{ cents}"
+    assert verify_answer(response, gold).reward == 0.0

@@ -166,6 +166,15 @@ class JobQueue(Protocol):
         """Count workers of ``verifier`` that sent a heartbeat within ``within_s``."""
         ...
 
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record why a worker of ``verifier`` refused to start, or clear it (``None``) once
+        one starts; ``/readyz`` and submissions report it while no worker is live."""
+        ...
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the recorded refusal of ``verifier``'s workers, if any."""
+        ...
+
     async def depth(self, verifier: str) -> int:
         """Entries queued or in flight for ``verifier``."""
         ...

@@ -35,6 +35,10 @@ class Keys:
         """Sorted set: worker consumer name -> time of its last heartbeat (unix s)."""
         return f"{self.prefix}:{verifier}:workers"
 
+    def refusal(self, verifier: str) -> str:
+        """String: why the last worker of ``verifier`` refused to start (deleted on a start)."""
+        return f"{self.prefix}:{verifier}:refusal"
+
     def stats(self, verifier: str) -> str:
         """Hash of cluster-wide counters (items scored by outcome, cache hits)."""
         return f"{self.prefix}:{verifier}:stats"

@@ -34,6 +34,7 @@ class _Stream:
     dead: list[tuple[Delivery, str]] = field(default_factory=list)
     workers: dict[str, float] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    refusal: str | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -254,6 +255,14 @@ class MemoryQueue:
         """Count heartbeats newer than ``within_s``."""
         cutoff = time.time() - within_s
         return sum(1 for t in self._stream(verifier).workers.values() if t >= cutoff)
+
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record or clear the refusal."""
+        self._stream(verifier).refusal = reason
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the refusal."""
+        return self._stream(verifier).refusal
 
     async def depth(self, verifier: str) -> int:
         """Ready plus in-flight entries."""

@@ -33,6 +33,9 @@ from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 
 logger = logging.getLogger(__name__)
 
+_REFUSAL_TTL_S = 7 * 86400
+"""A worker's refusal to start is forgotten after a week (or as soon as one starts)."""
+
 _SUBMIT = """
 local stream, meta, results, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local max_queue, ttl, job_id, verifier = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -441,6 +444,21 @@ class RedisStreamsQueue:
             pipe.zcount(key, now - within_s, "+inf")
             _, live = await pipe.execute()
         return int(live)
+
+    async def set_refusal(self, verifier: str, reason: str | None) -> None:
+        """Record or clear the refusal (kept a week at most: it describes one deployment)."""
+        key = self.keys.refusal(verifier)
+        async with self._unavailable_as_503():
+            if reason is None:
+                await self.redis.delete(key)
+            else:
+                await self.redis.set(key, reason, ex=_REFUSAL_TTL_S)
+
+    async def refusal(self, verifier: str) -> str | None:
+        """Return the refusal."""
+        async with self._unavailable_as_503():
+            value = await self.redis.get(self.keys.refusal(verifier))
+        return value.decode() if isinstance(value, bytes) else value
 
     async def depth(self, verifier: str) -> int:
         """XLEN of the stream: acknowledged entries are deleted, so this is the backlog."""

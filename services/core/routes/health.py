@@ -23,7 +23,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready."}})
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
-    """Readiness: the queue answers and every verifier has at least one live worker."""
+    """Readiness: the queue answers and every verifier has at least one live worker. A
+    verifier without one whose workers refused to start says why (`refused.<verifier>`)."""
     checks: dict[str, Any] = {"queue": runtime.queue.kind}
     ready = True
     try:
@@ -32,6 +33,9 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
             live = await runtime.queue.live_workers(name, runtime.metrics.worker_window_s)
             checks[f"workers.{name}"] = live
             ready = ready and live > 0
+            refusal = await runtime.queue.refusal(name) if live == 0 else None
+            if refusal is not None:
+                checks[f"refused.{name}"] = refusal
     except QueueUnavailable as exc:
         checks["error"] = exc.message
         ready = False

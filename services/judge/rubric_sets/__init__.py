@@ -13,8 +13,6 @@ import importlib.resources
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from tribunal.judge.rubrics import Polarity, Rubric
 
 __all__ = ["RubricSet", "available_rubric_sets", "load_rubric_set", "rubric_sets_digest"]
@@ -46,6 +44,8 @@ def available_rubric_sets() -> tuple[str, ...]:
 
 @functools.cache
 def _load(name: str) -> RubricSet:
+    import yaml  # here, not at the top: the item schema (pydantic alone) imports this module
+
     text = importlib.resources.files(__name__).joinpath(f"{name}.yaml").read_text("utf-8")
     raw: dict[str, Any] = yaml.safe_load(text)
     if raw.get("name") != name:

@@ -1,41 +1,55 @@
-"""The judge backend protocol: one chat completion in, text and verdict log-probabilities out.
+"""The LLM backend protocol: one chat completion in, text and verdict log-probabilities out.
 
-A backend knows nothing about rubrics: it sends a :class:`CompletionRequest` (messages, a
-JSON schema, a token budget) and returns a :class:`Completion`; ``tribunal.judge.verdict``
-reads verdicts from it. Backends raise the ``TribunalError`` classes, never bare
-exceptions:
+A backend knows nothing about its caller (the judge's rubrics, the citation scorer's
+claims): it sends a :class:`CompletionRequest` (chat messages, a JSON schema, a token
+budget, the verdict tokens whose log-probabilities matter) and returns a
+:class:`Completion`; the caller reads its verdicts from it. Backends raise the
+``TribunalError`` classes, never bare exceptions:
 
 - ``BackendUnavailable`` (retryable): unreachable, 429 or 5xx after retries, not configured.
 - ``ScoringTimeout`` (retryable): every attempt overran its deadline.
 - ``Refusal``: the model or its provider refused (content filter, ``refusal`` field).
-- ``BadInput``: the prompt does not fit the judge model's context.
+- ``BadInput``: the prompt does not fit the model's context.
 - ``ConfigurationError``: the server rejects the request itself (wrong key, model, params).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from tribunal.core.errors import BackendUnavailable
-from tribunal.judge.prompts import JudgePrompt
+
+JSON_TOKEN_PUNCTUATION = ' \t\n\r":,{}'
+"""What may surround a verdict value inside one token (' 2', ':2', '"2'): stripped to find it."""
 
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One judge call.
+    """One model call.
 
     Attributes:
-        prompt: Messages and verdict keys.
-        schema: JSON schema of the answer (``tribunal.judge.prompts.verdict_schema``).
+        messages: OpenAI chat ``messages`` (``{"role", "content"}`` each), in order.
+        schema: JSON schema of the answer: an object whose properties are the verdict keys,
+            each an object with one ``enum`` property (the verdict) and string properties
+            (reasons). The openai backend sends it as ``response_format``; the transformers
+            backend writes that JSON itself and lets the model choose only the verdicts.
         max_tokens: Completion budget, tokens.
+        verdict_tokens: The verdict values as written in the answer (``("0", "1", "2")``):
+            the tokens whose log-probabilities matter. The openai backend keeps a token's
+            alternatives only where the token is one of them; the transformers backend
+            restricts the next-token distribution to them (each must be one token).
+        schema_name: Name of the schema in ``response_format`` (OpenAI requires one).
         temperature: Overrides the backend's temperature (retries use a small positive one).
         seed: Overrides the backend's seed.
     """
 
-    prompt: JudgePrompt
-    schema: dict[str, Any]
+    messages: Sequence[Mapping[str, str]]
+    schema: Mapping[str, Any]
     max_tokens: int
+    verdict_tokens: tuple[str, ...] = ()
+    schema_name: str = "verdicts"
     temperature: float | None = None
     seed: int | None = None
 
@@ -71,8 +85,8 @@ class Completion:
 
 
 @runtime_checkable
-class JudgeBackend(Protocol):
-    """A source of judge completions with its own concurrency limit."""
+class LLMBackend(Protocol):
+    """A source of chat completions with its own concurrency limit."""
 
     kind: str
     model: str
@@ -90,23 +104,34 @@ class JudgeBackend(Protocol):
         ...
 
 
-NOT_CONFIGURED_HINT = (
-    "no judge backend is configured: set TRIBUNAL_JUDGE_BACKEND=openai with "
-    "TRIBUNAL_JUDGE_BASE_URL (e.g. http://127.0.0.1:8000/v1) and TRIBUNAL_JUDGE_MODEL, or "
-    "TRIBUNAL_JUDGE_BACKEND=transformers with TRIBUNAL_JUDGE_MODEL=<local model path>"
-)
+def not_configured_hint(env_prefix: str) -> str:
+    """Return the message of a backend with nothing configured, naming the settings to set.
+
+    Args:
+        env_prefix: The service's variable prefix for its backend, e.g. ``TRIBUNAL_JUDGE_``.
+    """
+    p = env_prefix
+    return (
+        f"no LLM backend is configured: set {p}BACKEND=openai with {p}BASE_URL "
+        f"(e.g. http://127.0.0.1:8000/v1) and {p}MODEL, or "
+        f"{p}BACKEND=transformers with {p}MODEL=<local model path>"
+    )
 
 
 class NullBackend:
-    """The backend of a judge with nothing configured: every call is ``backend_unavailable``.
+    """The backend of a service with nothing configured: every call is ``backend_unavailable``.
 
     The service still starts (health checks, OpenAPI, other endpoints work); each item
     comes back with an error whose message says how to configure a backend.
+
+    Args:
+        model: Model name to report.
+        reason: The error message of every call (see :func:`not_configured_hint`).
     """
 
     kind = "none"
 
-    def __init__(self, model: str = "", reason: str = NOT_CONFIGURED_HINT) -> None:
+    def __init__(self, model: str, reason: str) -> None:
         self.model = model
         self.reason = reason
 

@@ -1,13 +1,14 @@
-"""In-process judge on a Hugging Face ``transformers`` causal LM (CPU use, tests, laptops).
+"""In-process LLM backend on a Hugging Face ``transformers`` causal LM (CPU use, tests, laptops).
 
-Constrained decoding by construction: the backend writes the verdict JSON itself and lets
-the model choose only the verdict digits. For each key it feeds
-``{"rK": {"reason": "", "verdict": `` after the chat-templated prompt, restricts the
-next-token distribution to the tokens ``0``, ``1``, ``2`` (log-softmax over those three
-logits), takes the most likely level and feeds it, reusing the KV cache across keys. The
-returned :class:`Completion` carries those restricted log-probabilities on the verdict
-tokens, so ``tribunal.judge.verdict`` computes the same expected score as for a vLLM
-answer. Even a random model gives a valid score in [0, 1]. No reason is generated (free
+Constrained decoding by construction: the backend writes the answer JSON itself, following
+the request's schema, and lets the model choose only the verdicts. For each key of the
+schema (its top-level properties, in order) it feeds ``{"K": {"reason": "", "verdict": ``
+(the entry's string properties empty, up to its one ``enum`` property) after the
+chat-templated prompt, restricts the next-token distribution to the request's
+``verdict_tokens`` (log-softmax over those logits), takes the most likely one and feeds it,
+reusing the KV cache across keys. The returned :class:`Completion` carries those restricted
+log-probabilities on the verdict tokens, so a caller computes the same expected score as
+for a vLLM answer. Even a random model gives a valid verdict. No reason is generated (free
 text from a small CPU model costs seconds and says little).
 
 torch and transformers are imported in :meth:`TransformersBackend.start` only: importing
@@ -25,13 +26,12 @@ import threading
 from typing import Any
 
 from tribunal.core.errors import BadInput, ConfigurationError
-from tribunal.judge.backends.base import Completion, CompletionRequest, TokenLogprob
-from tribunal.judge.config import BackendConfig
-from tribunal.judge.prompts import VERDICT_LEVELS
+from tribunal.llm.base import Completion, CompletionRequest, TokenLogprob
+from tribunal.llm.config import BackendConfig
 
 
 class TransformersBackend:
-    """A local causal LM as the judge.
+    """A local causal LM as the backend.
 
     Args:
         config: ``model`` is a local directory (or a cached hub id); ``device`` a torch device.
@@ -44,7 +44,7 @@ class TransformersBackend:
         self.model = config.model
         self._lm: Any = None
         self._tokenizer: Any = None
-        self._digit_ids: list[int] = []
+        self._token_ids: dict[str, int] = {}
         self._max_positions: int | None = None
         self._lock = threading.Lock()
 
@@ -52,8 +52,7 @@ class TransformersBackend:
         """Load tokenizer and weights (in a thread; this can take seconds).
 
         Raises:
-            ConfigurationError: torch / transformers missing, the model cannot be loaded, or
-                the tokenizer does not have single tokens for the verdict digits.
+            ConfigurationError: torch / transformers missing or the model cannot be loaded.
         """
         if self._lm is None:
             await asyncio.to_thread(self._load)
@@ -64,7 +63,7 @@ class TransformersBackend:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
             raise ConfigurationError(
-                "the transformers judge backend needs torch and transformers "
+                "the transformers LLM backend needs torch and transformers "
                 "(pip install 'tribunal[judge-local]')"
             ) from exc
         try:
@@ -73,16 +72,9 @@ class TransformersBackend:
                 self.model, local_files_only=True, dtype=torch.float32
             )
         except (OSError, ValueError) as exc:
-            raise ConfigurationError(f"cannot load judge model {self.model!r}: {exc}") from exc
-        digit_ids = []
-        for level in VERDICT_LEVELS:
-            ids = tokenizer.encode(str(level), add_special_tokens=False)
-            if len(ids) != 1:
-                raise ConfigurationError(f"verdict {level} is not one token for {self.model!r}")
-            digit_ids.append(int(ids[0]))
+            raise ConfigurationError(f"cannot load model {self.model!r}: {exc}") from exc
         self._tokenizer = tokenizer
         self._lm = lm.to(self.config.device).eval()
-        self._digit_ids = digit_ids
         self._max_positions = getattr(lm.config, "max_position_embeddings", None)
 
     async def aclose(self) -> None:
@@ -91,10 +83,12 @@ class TransformersBackend:
         self._tokenizer = None
 
     async def complete(self, request: CompletionRequest) -> Completion:
-        """Judge one call (in a worker thread; one call at a time).
+        """Answer one call (in a worker thread; one call at a time).
 
         Raises:
             BadInput: The prompt is longer than the model's context.
+            ConfigurationError: A verdict token is not one token of this tokenizer, or the
+                schema has no verdict keys.
         """
         if self._lm is None:
             await self.start()
@@ -103,6 +97,19 @@ class TransformersBackend:
     def _complete_locked(self, request: CompletionRequest) -> Completion:
         with self._lock:
             return self._complete(request)
+
+    def _verdict_ids(self, verdict_tokens: tuple[str, ...]) -> list[int]:
+        ids = []
+        for token in verdict_tokens:
+            if token not in self._token_ids:
+                encoded = self._tokenizer.encode(token, add_special_tokens=False)
+                if len(encoded) != 1:
+                    raise ConfigurationError(
+                        f"verdict {token!r} is not one token for {self.model!r}"
+                    )
+                self._token_ids[token] = int(encoded[0])
+            ids.append(self._token_ids[token])
+        return ids
 
     def _encode(self, text: str) -> Any:
         return self._tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids.to(
@@ -113,37 +120,39 @@ class TransformersBackend:
         import torch
 
         prompt = self._tokenizer.apply_chat_template(
-            request.prompt.messages(),
+            [dict(m) for m in request.messages],
             tokenize=False,
             add_generation_prompt=True,
             **dict(self.config.chat_template_kwargs),
         )
         prompt_ids = self._encode(prompt)
         n_prompt = int(prompt_ids.shape[1])
-        keys = request.prompt.keys
-        if self._max_positions and n_prompt + 16 * len(keys) > self._max_positions:
+        heads = _entry_heads(request.schema)
+        verdicts = request.verdict_tokens
+        if not heads or not verdicts:
+            raise ConfigurationError("the transformers backend needs verdict keys and tokens")
+        verdict_ids = self._verdict_ids(verdicts)
+        if self._max_positions and n_prompt + 16 * len(heads) > self._max_positions:
             raise BadInput(
-                f"the prompt has {n_prompt} tokens; the judge model takes {self._max_positions}"
+                f"the prompt has {n_prompt} tokens; the model takes {self._max_positions}"
             )
         pieces: list[TokenLogprob] = []
         n_completion = 0
         with torch.inference_mode():
             out = self._lm(input_ids=prompt_ids, use_cache=True)
             past = out.past_key_values
-            for n, key in enumerate(keys):
-                segment = ("{" if n == 0 else "}, ") + f'"{key}": {{"reason": "", "verdict": '
+            for n, head in enumerate(heads):
+                segment = ("{" if n == 0 else "}, ") + head
                 segment_ids = self._encode(segment)
                 out = self._lm(input_ids=segment_ids, past_key_values=past, use_cache=True)
                 past = out.past_key_values
-                logits = out.logits[0, -1, self._digit_ids].float()
+                logits = out.logits[0, -1, verdict_ids].float()
                 logprobs = torch.log_softmax(logits, dim=-1).tolist()
                 level = max(range(len(logprobs)), key=lambda i: logprobs[i])
                 pieces.append(TokenLogprob(segment, 0.0))
-                top = tuple(
-                    (str(lvl), lp) for lvl, lp in zip(VERDICT_LEVELS, logprobs, strict=True)
-                )
-                pieces.append(TokenLogprob(str(VERDICT_LEVELS[level]), logprobs[level], top))
-                chosen = torch.tensor([[self._digit_ids[level]]], device=self.config.device)
+                top = tuple(zip(verdicts, logprobs, strict=True))
+                pieces.append(TokenLogprob(verdicts[level], logprobs[level], top))
+                chosen = torch.tensor([[verdict_ids[level]]], device=self.config.device)
                 out = self._lm(input_ids=chosen, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 n_completion += int(segment_ids.shape[1]) + 1
@@ -155,3 +164,21 @@ class TransformersBackend:
             prompt_tokens=n_prompt,
             completion_tokens=n_completion + 1,
         )
+
+
+def _entry_heads(schema: Any) -> list[str]:
+    """The text before each verdict: ``"K": {"reason": "", "verdict": `` per schema key.
+
+    Each top-level property of ``schema`` is one entry; its string properties before the
+    (first) ``enum`` property are written empty, the ``enum`` property's value is the verdict.
+    """
+    heads = []
+    for key, entry in (schema.get("properties") or {}).items():
+        fields = []
+        for name, prop in (entry.get("properties") or {}).items():
+            if "enum" in prop:
+                fields.append(f'"{name}": ')
+                break
+            fields.append(f'"{name}": "", ')
+        heads.append(f'"{key}": {{' + "".join(fields))
+    return heads

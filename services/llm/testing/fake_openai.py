@@ -1,16 +1,18 @@
-"""A scripted OpenAI-compatible judge server: fixed latency, a concurrency cap, records.
+"""A scripted OpenAI-compatible server: fixed latency, a concurrency cap, records.
 
-It answers ``POST /v1/chat/completions`` the way vLLM answers the judge's calls: it reads
-the verdict keys from the request's JSON schema (or the prompt), picks a level per
-criterion from a :class:`FakeJudgeScript`, and returns the JSON verdicts with per-token
-log-probabilities where the verdict digit is its own token. It records every request body,
+It answers ``POST /v1/chat/completions`` the way vLLM answers a verdict call under guided
+decoding: it reads the verdict keys from the request's JSON schema (or, without one, from
+criteria in the last user message written as a line ``[KEY] ...`` followed by the
+criterion's text), picks a level 0, 1 or 2 per key from a :class:`FakeScript` (rules match
+the criterion's text), and returns ``{KEY: {"reason": ..., "verdict": level}}`` with
+per-token log-probabilities where the verdict digit is its own token. It records every request body,
 the most requests it ever held at once and when it answered first, and can inject faults
 (429, 500, 400, timeouts, unreadable answers, refusals) for the next requests.
 
 Use it in-process (``FakeOpenAIServer(...).start()`` runs it in a thread with its own event
 loop; tests) or as a process for benchmarks::
 
-    python -m tribunal.judge.testing.fake_openai --port 8911 --latency-ms 200 --cap 128
+    python -m tribunal.llm.testing.fake_openai --port 8911 --latency-ms 200 --cap 128
 
 ``GET /stats`` returns the counters; ``POST /reset`` clears them.
 """
@@ -34,17 +36,14 @@ from typing import Any
 
 from aiohttp import web
 
-_CRITERION = re.compile(
-    r"^\[(r\d+)\] (requirement|flaw)\. [^\n]*\n(.*?)(?=\n\[r\d+\] |\n\nReply with only)",
-    re.MULTILINE | re.DOTALL,
-)
+_CRITERION = re.compile(r"^\[(\w+)\] [^\n]*\n(.*?)(?=\n\[\w+\] |\n\n|\Z)", re.MULTILINE | re.DOTALL)
 FAULTS = ("429", "500", "400", "context", "timeout", "garbage", "bad_verdict", "refusal")
-"""Faults :attr:`FakeJudgeScript.faults` can hold, each applied to one request."""
+"""Faults :attr:`FakeScript.faults` can hold, each applied to one request."""
 
 
 @dataclass
-class FakeJudgeScript:
-    """How the fake judge answers.
+class FakeScript:
+    """How the fake server answers.
 
     Attributes:
         default_level: Level for criteria no rule matches (0, 1 or 2).
@@ -116,12 +115,12 @@ class FakeOpenAIServer:
 
     def __init__(
         self,
-        script: FakeJudgeScript | None = None,
+        script: FakeScript | None = None,
         latency_s: float = 0.0,
         cap: int = 1024,
         record_bodies: bool = True,
     ) -> None:
-        self.script = script or FakeJudgeScript()
+        self.script = script or FakeScript()
         self.latency_s = latency_s
         self.cap = cap
         self.record_bodies = record_bodies
@@ -210,7 +209,7 @@ class FakeOpenAIServer:
     # -- handlers ----------------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "fake-judge"}]})
+        return web.json_response({"object": "list", "data": [{"id": "fake-llm"}]})
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.as_dict())
@@ -268,8 +267,8 @@ class FakeOpenAIServer:
         if fault == "context":
             too_long = "This model's maximum context length is 4096 tokens"
             return web.json_response({"error": {"message": too_long}}, status=400)
-        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
-        criteria = {key: text for key, _, text in _CRITERION.findall(user)}
+        user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        criteria = dict(_CRITERION.findall(user))
         keys = _schema_keys(body) or list(criteria)
         levels = {key: self.script.level_for(criteria.get(key, "")) for key in keys}
         pieces = _content_pieces(keys, levels, self.script.reason, fault)
@@ -340,7 +339,7 @@ def _content_pieces(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the fake judge as a process until interrupted (for benchmarks)."""
+    """Run the fake server as a process until interrupted (for benchmarks)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)

@@ -1,10 +1,10 @@
-"""Judge backend for any OpenAI-compatible chat-completions server (vLLM, SGLang, hosted).
+"""LLM backend for any OpenAI-compatible chat-completions server (vLLM, SGLang, hosted).
 
 Request (``POST {base_url}/chat/completions``)::
 
     model, messages, max_tokens, temperature, seed, n=1,
     response_format = {"type": "json_schema",
-                       "json_schema": {"name": "rubric_verdicts", "schema": ...}}
+                       "json_schema": {"name": schema_name, "schema": ...}}
                       (or {"type": "json_object"}, or absent: ``structured_output``),
     logprobs = true, top_logprobs = K        (when ``logprobs`` is on),
     chat_template_kwargs = {...}             (when set; vLLM / SGLang only)
@@ -38,9 +38,8 @@ from tribunal.core.errors import (
     ScoringTimeout,
     TribunalError,
 )
-from tribunal.judge.backends.base import Completion, CompletionRequest, TokenLogprob
-from tribunal.judge.config import BackendConfig
-from tribunal.judge.prompts import VERDICT_TOKEN_PUNCTUATION
+from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
+from tribunal.llm.config import BackendConfig
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +104,7 @@ class OpenAICompatBackend:
         cfg = self.config
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": request.prompt.messages(),
+            "messages": [dict(m) for m in request.messages],
             "max_tokens": request.max_tokens,
             "temperature": cfg.temperature if request.temperature is None else request.temperature,
             "n": 1,
@@ -116,7 +115,7 @@ class OpenAICompatBackend:
         if cfg.structured_output == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "rubric_verdicts", "schema": request.schema},
+                "json_schema": {"name": request.schema_name, "schema": dict(request.schema)},
             }
         elif cfg.structured_output == "json_object":
             body["response_format"] = {"type": "json_object"}
@@ -146,10 +145,10 @@ class OpenAICompatBackend:
             if attempt:
                 await asyncio.sleep(self._backoff_s(attempt, last))
             try:
-                return await self._attempt(body)
+                return await self._attempt(body, request.verdict_tokens)
             except _Retryable as exc:
                 last = exc
-                logger.debug("judge call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
+                logger.debug("LLM call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
         assert last is not None
         error = last.error
         note = f" (after {attempts} attempt{'s' if attempts > 1 else ''})"
@@ -162,7 +161,7 @@ class OpenAICompatBackend:
             delay = max(delay, min(last.retry_after_s, _RETRY_AFTER_CAP_S))
         return delay
 
-    async def _attempt(self, body: dict[str, Any]) -> Completion:
+    async def _attempt(self, body: dict[str, Any], verdict_tokens: tuple[str, ...]) -> Completion:
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
         async with self._semaphore:
@@ -171,20 +170,20 @@ class OpenAICompatBackend:
                 async with self._session.post(self.url, json=body, timeout=timeout) as resp:
                     if resp.status == 200:
                         data = await resp.json(content_type=None)
-                        return _completion_from(data)
+                        return _completion_from(data, verdict_tokens)
                     text = (await resp.text())[:500]
                     _raise_for_status(resp.status, text, resp.headers.get("Retry-After"))
                     raise AssertionError("unreachable")  # pragma: no cover
             except TimeoutError:
                 raise _Retryable(
-                    ScoringTimeout(f"judge call exceeded {self.config.timeout_s:g} s")
+                    ScoringTimeout(f"LLM call exceeded {self.config.timeout_s:g} s")
                 ) from None
             except aiohttp.ClientError as exc:
                 raise _Retryable(
-                    BackendUnavailable(f"judge backend at {self.url} unreachable: {exc!r}"[:500])
+                    BackendUnavailable(f"LLM backend at {self.url} unreachable: {exc!r}"[:500])
                 ) from None
             except ValueError as exc:  # a 200 whose body is not JSON
-                raise ParseError(f"judge backend answered a non-JSON body: {exc}") from None
+                raise ParseError(f"LLM backend answered a non-JSON body: {exc}") from None
             finally:
                 self.in_flight -= 1
 
@@ -193,15 +192,13 @@ def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
     if status == 429 or status >= 500:
         delay = _seconds(retry_after)
         raise _Retryable(
-            BackendUnavailable(
-                f"judge backend answered HTTP {status}: {text}", retry_after_s=delay
-            ),
+            BackendUnavailable(f"LLM backend answered HTTP {status}: {text}", retry_after_s=delay),
             delay,
         )
     lowered = text.lower()
     if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
-        raise BadInput(f"the prompt does not fit the judge model's context: {text}")
-    raise ConfigurationError(f"judge backend rejected the request with HTTP {status}: {text}")
+        raise BadInput(f"the prompt does not fit the model's context: {text}")
+    raise ConfigurationError(f"LLM backend rejected the request with HTTP {status}: {text}")
 
 
 def _seconds(value: str | None) -> float | None:
@@ -211,13 +208,13 @@ def _seconds(value: str | None) -> float | None:
         return None  # an HTTP-date Retry-After: fall back to our own backoff
 
 
-def _completion_from(data: Any) -> Completion:
+def _completion_from(data: Any, verdict_tokens: tuple[str, ...]) -> Completion:
     try:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         usage = data.get("usage") or {}
         content = message.get("content") or ""
-        tokens = _tokens_from((choice.get("logprobs") or {}).get("content"))
+        tokens = _tokens_from((choice.get("logprobs") or {}).get("content"), verdict_tokens)
         return Completion(
             text=content,
             finish_reason=choice.get("finish_reason"),
@@ -227,22 +224,20 @@ def _completion_from(data: Any) -> Completion:
             refusal=message.get("refusal"),
         )
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ParseError(
-            f"judge backend answered a body that is not a completion: {exc!r}"
-        ) from None
+        raise ParseError(f"LLM backend answered a body that is not a completion: {exc!r}") from None
 
 
-def _tokens_from(content: Any) -> tuple[TokenLogprob, ...] | None:
-    """Per-token log-probabilities; alternatives are kept only where a verdict digit could be
-    (a reason of 60 tokens x 5 alternatives is otherwise parsed for nothing)."""
+def _tokens_from(content: Any, verdict_tokens: tuple[str, ...]) -> tuple[TokenLogprob, ...] | None:
+    """Per-token log-probabilities; alternatives are kept only on tokens that are a verdict
+    (once JSON punctuation is stripped): a reason of 60 tokens x 5 alternatives is otherwise
+    parsed for nothing."""
     if not content:
         return None
     out = []
     for t in content:
         text = str(t["token"])
-        core = text.strip(VERDICT_TOKEN_PUNCTUATION)
         top: tuple[tuple[str, float], ...] = ()
-        if len(core) == 1 and core.isdigit():
+        if text.strip(JSON_TOKEN_PUNCTUATION) in verdict_tokens:
             top = tuple((str(a["token"]), float(a["logprob"])) for a in t.get("top_logprobs") or ())
         out.append(TokenLogprob(token=text, logprob=float(t["logprob"]), top=top))
     return tuple(out)

@@ -1,0 +1,188 @@
+"""Math reward fidelity: agreement with labelled cases, ours beside Math-Verify's defaults.
+
+Run: ``python bench/math_fidelity.py`` (prints one JSON object). Two parts:
+
+- ``table``: Math-Verify's own public test cases (``tests/math/cases/math_verify.jsonl``,
+  ported from huggingface/Math-Verify 0.9.0 ``tests/``), each prediction written in up to
+  three forms (``boxed``, ``inline``, ``plain``; a whole worked solution is the form
+  ``solution``). Per form: how often ``tribunal.math.verify_answer`` and Math-Verify's
+  ``verify(parse(gold), parse(response))`` (default extraction configs, the case's
+  ``float_rounding`` / ``strict`` / ``allow_set_relation_comp``) agree with the table's
+  expected label. An error result (``bad_input``, ``internal_error``) counts as a
+  disagreement. Both are also scored against the upstream label alone.
+- ``gold_solutions``: GSM8K test (1,319) and MATH-500 (500) gold solutions against their own
+  answers (data under ``$TRIBUNAL_DATA_DIR/math``, default ``../shared/data`` beside the
+  repository; left out, with a note, when absent).
+
+Everything runs in this process, one case at a time, under a 10 s guard per case.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import DATA, ROOT  # DATA: $TRIBUNAL_DATA_DIR, default ../shared/data
+
+CASES = ROOT / "tests" / "math" / "cases" / "math_verify.jsonl"
+GUARD_S = 10
+FORMS = ("boxed", "inline", "plain", "solution")
+
+
+class CaseTimeout(BaseException):
+    """A case ran past its guard (a BaseException, so that no ``except Exception`` eats it)."""
+
+
+@contextmanager
+def guard(seconds: int) -> Iterator[None]:
+    """Raise ``CaseTimeout`` in the main thread after ``seconds``."""
+
+    def _raise(signum: int, frame: object) -> None:
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def ours(response: str, ground_truth: str, options: dict[str, Any]) -> bool | str:
+    """Tribunal's verdict: True / False, or the error code."""
+    from tribunal.core.errors import TribunalError
+    from tribunal.math import MathConfig, verify_answer
+
+    try:
+        with guard(GUARD_S):
+            return bool(verify_answer(response, ground_truth, MathConfig(**options)).reward == 1.0)
+    except TribunalError as exc:
+        return str(exc.code)
+    except CaseTimeout:
+        return "timeout"
+
+
+def math_verify(response: str, ground_truth: str, options: dict[str, Any]) -> bool | str:
+    """Math-Verify's verdict with its defaults (it catches its own errors and timeouts)."""
+    from math_verify import parse, verify
+
+    try:
+        with guard(GUARD_S):
+            return bool(verify(parse(ground_truth), parse(response), **options))
+    except CaseTimeout:
+        return "timeout"
+
+
+def _rate(hits: int, total: int) -> float:
+    return round(hits / total, 4) if total else 0.0
+
+
+def table() -> dict[str, Any]:
+    """Agreement per form with the expected labels, ours and Math-Verify's."""
+    cases = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines()]
+    counts = {f: {"n": 0, "ours": 0, "math_verify": 0, "ours_up": 0, "mv_up": 0} for f in FORMS}
+    disagreements: list[dict[str, Any]] = []
+    for case in cases:
+        for form, entry in case["forms"].items():
+            row = counts[form]
+            verdicts = {
+                "ours": ours(entry["response"], case["ground_truth"], case["options"]),
+                "math_verify": math_verify(
+                    entry["response"], case["ground_truth"], case["options"]
+                ),
+            }
+            row["n"] += 1
+            for name, verdict in verdicts.items():
+                row[name] += verdict == entry["expected"]
+            row["ours_up"] += verdicts["ours"] == case["upstream_expected"]
+            row["mv_up"] += verdicts["math_verify"] == case["upstream_expected"]
+            if verdicts["ours"] != entry["expected"]:
+                disagreements.append({"id": case["id"], "form": form, **verdicts})
+    per_form = {
+        form: {
+            "cases": row["n"],
+            "ours": _rate(row["ours"], row["n"]),
+            "math_verify": _rate(row["math_verify"], row["n"]),
+            "ours_vs_upstream_label": _rate(row["ours_up"], row["n"]),
+            "math_verify_vs_upstream_label": _rate(row["mv_up"], row["n"]),
+        }
+        for form, row in counts.items()
+    }
+    return {"per_form": per_form, "ours_disagreements": disagreements}
+
+
+def _gold_rate(
+    pairs: list[tuple[str, str]], judge: Callable[[str, str, dict[str, Any]], Any]
+) -> dict[str, Any]:
+    start = time.perf_counter()
+    hits = sum(judge(response, truth, {}) is True for response, truth in pairs)
+    return {
+        "correct": hits,
+        "total": len(pairs),
+        "rate": _rate(hits, len(pairs)),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def unbox(solution: str) -> str:
+    """Replace the last ``\\boxed{X}`` of ``solution`` by ``X`` (a solution without its box)."""
+    start = solution.rfind("\\boxed{")
+    depth = 0
+    for end in range(start + len("\\boxed"), len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[end], 0)
+        if depth == 0:
+            return solution[:start] + solution[start + len("\\boxed{") : end] + solution[end + 1 :]
+    return solution
+
+
+def gold_solutions() -> dict[str, Any]:
+    """GSM8K and MATH-500 gold solutions against their answers, ours and Math-Verify's.
+
+    As written (``gsm8k``, ``math500``), and without what marks the answer: GSM8K without
+    its ``#### N`` line and ``<<...>>`` calculator notes, MATH-500 with its last
+    ``\\boxed{X}`` replaced by ``X``, as a model that does not box its answer writes.
+    """
+    math_dir = DATA / "math"
+    gsm8k_path, math500_path = math_dir / "gsm8k_test.jsonl", math_dir / "math500_test.jsonl"
+    if not (gsm8k_path.exists() and math500_path.exists()):
+        return {"skipped": f"no GSM8K / MATH-500 data under {math_dir} (set TRIBUNAL_DATA_DIR)"}
+    gsm8k = [json.loads(line)["answer"] for line in gsm8k_path.read_text().splitlines()]
+    math500 = [json.loads(line) for line in math500_path.read_text().splitlines()]
+    gsm8k_pairs = [(a, a.rsplit("####", 1)[1].strip()) for a in gsm8k]
+    sets = {
+        "gsm8k": gsm8k_pairs,
+        "math500": [(r["solution"], r["answer"]) for r in math500],
+        "gsm8k_without_hash_line": [
+            (re.sub(r"<<[^>]*>>", "", solution.rsplit("####", 1)[0]), truth)
+            for solution, truth in gsm8k_pairs
+        ],
+        "math500_without_box": [(unbox(r["solution"]), r["answer"]) for r in math500],
+    }
+    return {
+        name: {"ours": _gold_rate(pairs, ours), "math_verify": _gold_rate(pairs, math_verify)}
+        for name, pairs in sets.items()
+    }
+
+
+def main() -> None:
+    """Print the figures as one JSON object."""
+    result = {
+        "command": "python bench/math_fidelity.py",
+        "table": table(),
+        "gold_solutions": gold_solutions(),
+    }
+    sys.stdout.write(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""Citation verifier library: claim-level citation precision, recall and F1.
+
+``parse_answer`` reads the claims of an answer's final ``<answer>`` block, ``gather_evidence``
+the snippets it may cite; ``tribunal.citation.gates`` checks format and ids before any model
+call; ``tribunal.citation.scorer`` holds the reward formula (DR Tulu's preset and ours).
+"""
+
+from tribunal.citation.evidence import gather_evidence, harvest_snippets
+from tribunal.citation.parse import Claim, ParsedAnswer, parse_answer
+from tribunal.citation.scorer import PRESETS, Preset
+
+__all__ = [
+    "PRESETS",
+    "Claim",
+    "ParsedAnswer",
+    "Preset",
+    "gather_evidence",
+    "harvest_snippets",
+    "parse_answer",
+]

@@ -1,0 +1,74 @@
+"""Support modes: who decides whether cited snippets support a claim.
+
+Every mode takes the claims of one answer that passed the deterministic gates
+(``tribunal.citation.gates``) as :class:`~tribunal.citation.verdicts.ClaimTask` s and returns
+one :class:`~tribunal.citation.verdicts.ClaimJudgment` per task, in order:
+
+- ``lexical`` (:class:`LexicalSupport`): token overlap, no model (``tribunal.citation.lexical``);
+- ``judge``: an LLM through ``tribunal.llm`` (``tribunal.citation.judge``);
+- ``none``: nothing is judged; the verifier does not call a mode at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tribunal.citation.lexical import LexicalThresholds, judge_lexically, stem_evidence
+from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
+
+
+@dataclass
+class SupportOutcome:
+    """Judgments of one answer's claims, and what they cost.
+
+    Attributes:
+        judgments: One per task, in task order.
+        calls: Model calls made (0 for lexical, and for claims served from the cache).
+        prompt_tokens: Prompt tokens billed.
+        completion_tokens: Completion tokens billed.
+    """
+
+    judgments: list[ClaimJudgment] = field(default_factory=list)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ClaimJudge(Protocol):
+    """A support mode: judges the claims of one answer."""
+
+    async def judge(
+        self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]
+    ) -> SupportOutcome:
+        """Return one judgment per task, in order.
+
+        Args:
+            question: The item's question ('' when absent).
+            tasks: The claims to judge (cited ones with their valid snippets; uncited ones).
+            evidence: All snippets of the item, ``{id: text}``.
+
+        Raises:
+            TribunalError: The mode could not judge (backend errors, unreadable verdicts);
+                the item then gets an error, never a reward of 0.
+        """
+        ...
+
+
+class LexicalSupport:
+    """The ``lexical`` mode: deterministic, CPU only, no I/O.
+
+    Args:
+        thresholds: Coverage thresholds.
+    """
+
+    def __init__(self, thresholds: LexicalThresholds) -> None:
+        self.thresholds = thresholds
+
+    async def judge(
+        self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]
+    ) -> SupportOutcome:
+        """Judge every task by token overlap (see ``tribunal.citation.lexical``)."""
+        stems = stem_evidence(evidence)
+        return SupportOutcome([judge_lexically(t, stems, self.thresholds) for t in tasks])

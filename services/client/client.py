@@ -1,0 +1,376 @@
+"""``TribunalClient``: the async client of every Tribunal service (httpx).
+
+One client talks to one service URL (``http://127.0.0.1:8101`` for math). It sends batches
+synchronously (``score``) or as jobs (``submit``, then ``wait`` or ``iter_results``), and
+returns the envelope's typed :class:`~tribunal.core.envelope.ItemResult` models.
+
+Load and failure handling:
+
+- At most ``max_concurrency`` requests are in flight: an ``asyncio.Semaphore`` sits in front
+  of the connection pool, which is sized to the same number, so requests wait in the
+  semaphore and never in the pool.
+- One timeout per phase (``httpx.Timeout``: connect, read, write, pool). A long-poll adds
+  its wait to the read timeout of that request.
+- Retries with jittered exponential backoff: connection errors and timeouts, 429
+  (queue full) and 503 (queue or backend unavailable), honouring a longer ``Retry-After``.
+  Other statuses are never retried: a 4xx is the request's fault, a 504 means the batch
+  stays queued (poll it as a job), a 500 is a bug. A retried ``submit`` with an
+  idempotency key can never create a second job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from tribunal.client.errors import (
+    APIError,
+    JobNotFoundError,
+    JobTimeout,
+    Overloaded,
+    RequestRejected,
+    ServerError,
+    TransportError,
+)
+from tribunal.core.envelope import ItemResult, JobCreated, JobState, ScoreResponse
+
+Item = Mapping[str, Any] | BaseModel
+"""An item to score: a dict in the verifier's item schema, or its wire model (``MathItem``)."""
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=330.0, write=60.0, pool=10.0)
+"""Per phase, seconds. The read timeout outlasts the services' synchronous deadline
+(``TRIBUNAL_SYNC_TIMEOUT_S``, 300 s by default)."""
+
+_RETRY_STATUSES = frozenset({429, 503})
+_MAX_WAIT_PER_POLL_S = 60.0
+"""Longest single long-poll asked for (the services cap it at ``TRIBUNAL_MAX_WAIT_S``)."""
+
+
+def rewards(results: Sequence[ItemResult]) -> list[float | None]:
+    """Return each result's reward: a float, or None for an item that has an error.
+
+    A failed item is never 0: a trainer decides what an unscored item means (drop it, mask
+    its group ...).
+    """
+    return [None if r.error is not None else r.reward for r in results]
+
+
+def item_json(item: Item) -> Mapping[str, Any]:
+    """Return an item as JSON-ready data (a wire model is dumped without unset fields, so the
+    service applies its own defaults)."""
+    if isinstance(item, BaseModel):
+        return item.model_dump(mode="json", exclude_unset=True)
+    if isinstance(item, Mapping):
+        return item
+    raise TypeError(f"an item is a dict or a pydantic model, not {type(item).__name__}")
+
+
+class TribunalClient:
+    """Async client of one Tribunal service.
+
+    Args:
+        base_url: The service root, e.g. ``http://127.0.0.1:8101``.
+        api_key: Bearer token when the service sets ``TRIBUNAL_API_KEY``.
+        timeout: Seconds for every phase, or an ``httpx.Timeout`` (see
+            :data:`DEFAULT_TIMEOUT`).
+        max_concurrency: Requests in flight at once; the connection pool holds as many.
+        max_retries: Extra attempts after a retryable failure.
+        backoff_s: First backoff, seconds; doubles per attempt with jitter.
+        backoff_max_s: Longest backoff, seconds (a longer ``Retry-After`` wins, up to
+            ``retry_after_max_s``).
+        retry_after_max_s: Longest ``Retry-After`` honoured, seconds.
+        transport: An httpx transport (tests: ``httpx.ASGITransport(app)``).
+
+    Examples:
+        >>> async with TribunalClient("http://127.0.0.1:8101") as client:  # doctest: +SKIP
+        ...     results = await client.score("math", [{"id": "a", "response": "#### 18",
+        ...                                            "ground_truth": "18"}])
+        ...     rewards(results)
+        [1.0]
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        max_concurrency: int = 16,
+        max_retries: int = 6,
+        backoff_s: float = 0.25,
+        backoff_max_s: float = 10.0,
+        retry_after_max_s: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.retry_after_max_s = retry_after_max_s
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=self.timeout,
+            limits=httpx.Limits(
+                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+            ),
+            transport=transport,
+        )
+        self._semaphore = asyncio.Semaphore(max_concurrency)
+
+    async def __aenter__(self) -> TribunalClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    # -- endpoints ----------------------------------------------------------------------------
+
+    async def score(self, verifier: str, items: Sequence[Item]) -> list[ItemResult]:
+        """Score a batch synchronously (``POST /v1/<verifier>/score``).
+
+        Args:
+            verifier: ``math``, ``code``, ``judge`` ...
+            items: Dicts or wire models; each needs an ``id``.
+
+        Returns:
+            One result per item, in order; failed items have ``reward=None`` and an error.
+
+        Raises:
+            RequestRejected: 4xx (no valid item, too many items, auth).
+            ServerError: 504 (not scored within the service's deadline) or 500.
+            Overloaded, TransportError: After every retry.
+        """
+        body = {"items": [item_json(item) for item in items]}
+        response = await self._request("POST", f"/v1/{verifier}/score", body=body)
+        return ScoreResponse.model_validate_json(response.content).results
+
+    async def submit(
+        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+    ) -> str:
+        """Queue a batch as a job (``POST /v1/jobs``) and return its id at once.
+
+        Args:
+            verifier: Which verifier scores the items.
+            items: Dicts or wire models.
+            idempotency_key: The same key with the same batch returns the same job (scored
+                once), e.g. after a crash; with another batch it is a 409.
+
+        Raises:
+            RequestRejected: 4xx (409 idempotency_conflict, 413, 422 ...).
+            Overloaded, TransportError: After every retry.
+        """
+        body: dict[str, Any] = {
+            "verifier": verifier,
+            "items": [item_json(item) for item in items],
+        }
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        response = await self._request("POST", "/v1/jobs", body=body)
+        return JobCreated.model_validate_json(response.content).job_id
+
+    async def job(self, job_id: str, *, wait_s: float = 0.0) -> JobState:
+        """Read a job (``GET /v1/jobs/{id}``), long-polling up to ``wait_s`` for it to finish.
+
+        Returns:
+            Its state: ``status``, ``completed`` / ``total`` and the results so far (None for
+            pending items), in item order.
+
+        Raises:
+            JobNotFoundError: Unknown id, or its results expired.
+        """
+        params = {"wait": f"{wait_s:g}"} if wait_s > 0 else None
+        response = await self._request("GET", f"/v1/jobs/{job_id}", params=params, wait_s=wait_s)
+        return JobState.model_validate_json(response.content)
+
+    async def wait(self, job_id: str, *, timeout_s: float | None = None) -> list[ItemResult]:
+        """Long-poll a job until every item has its result.
+
+        Args:
+            job_id: From :meth:`submit`.
+            timeout_s: Give up after this many seconds (None: wait as long as it takes).
+
+        Returns:
+            One result per item, in item order.
+
+        Raises:
+            JobTimeout: Not done within ``timeout_s`` (the job stays queued).
+            JobNotFoundError: Unknown id, or its results expired.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            remaining = _MAX_WAIT_PER_POLL_S if deadline is None else deadline - time.monotonic()
+            state = await self.job(job_id, wait_s=max(0.0, min(_MAX_WAIT_PER_POLL_S, remaining)))
+            if state.status == "done":
+                return _complete(state)
+            if deadline is not None and time.monotonic() >= deadline:
+                assert timeout_s is not None
+                raise JobTimeout(job_id, state.completed, state.total, timeout_s)
+
+    async def iter_results(
+        self,
+        job_id: str,
+        *,
+        timeout_s: float | None = None,
+        poll_min_s: float = 0.05,
+        poll_max_s: float = 1.0,
+    ) -> AsyncIterator[tuple[int, ItemResult]]:
+        """Yield ``(index, result)`` for each item of a job as soon as it is scored.
+
+        A trainer can use a finished group while the rest of the job is scored. Each poll is
+        a long-poll of ``poll`` seconds (it returns at once when the job is done); the
+        interval starts at ``poll_min_s`` and doubles up to ``poll_max_s`` while nothing new
+        arrives.
+
+        Args:
+            job_id: From :meth:`submit`.
+            timeout_s: Give up after this many seconds (None: no limit).
+            poll_min_s: Shortest interval between reads, seconds.
+            poll_max_s: Longest interval between reads, seconds.
+
+        Raises:
+            JobTimeout: Not done within ``timeout_s``.
+            JobNotFoundError: Unknown id, or its results expired.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        seen: set[int] = set()
+        poll_s = poll_min_s
+        while True:
+            state = await self.job(job_id, wait_s=poll_s)
+            fresh = [(i, r) for i, r in enumerate(state.results) if r is not None and i not in seen]
+            for index, result in fresh:
+                seen.add(index)
+                yield index, result
+            if state.status == "done":
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                assert timeout_s is not None
+                raise JobTimeout(job_id, state.completed, state.total, timeout_s)
+            poll_s = poll_min_s if fresh else min(poll_max_s, poll_s * 2)
+
+    async def ready(self) -> bool:
+        """Return True when ``GET /readyz`` answers 200 (one attempt, no retries)."""
+        try:
+            response = await self._http.get("/readyz")
+        except httpx.TransportError:
+            return False
+        return response.status_code == 200
+
+    # -- transport ----------------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        wait_s: float = 0.0,
+    ) -> httpx.Response:
+        """Send one request with retries; return a 2xx response or raise."""
+        content = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        timeout = self.timeout
+        if wait_s > 0 and timeout.read is not None:
+            timeout = httpx.Timeout(
+                connect=timeout.connect,
+                read=timeout.read + wait_s,
+                write=timeout.write,
+                pool=timeout.pool,
+            )
+        attempt = 0
+        while True:
+            failure: TransportError | APIError
+            try:
+                async with self._semaphore:
+                    response = await self._http.request(
+                        method,
+                        path,
+                        content=content,
+                        headers=headers,
+                        params=params,
+                        timeout=timeout,
+                    )
+            except httpx.TransportError as exc:
+                failure = TransportError(f"{method} {self.base_url}{path}: {exc!r}")
+                retry_after_s = None
+            else:
+                if response.status_code < 400:
+                    return response
+                failure = _api_error(response)
+                if response.status_code not in _RETRY_STATUSES:
+                    raise failure
+                retry_after_s = failure.retry_after_s
+            if attempt >= self.max_retries:
+                raise failure
+            attempt += 1
+            await asyncio.sleep(self._backoff_s(attempt, retry_after_s))
+
+    def _backoff_s(self, attempt: int, retry_after_s: float | None) -> float:
+        base = min(self.backoff_max_s, self.backoff_s * 2.0 ** (attempt - 1))
+        delay = base * (0.5 + random.random() / 2)  # jitter: a burst does not retry together
+        if retry_after_s is not None:
+            delay = max(delay, min(retry_after_s, self.retry_after_max_s))
+        return delay
+
+
+def _complete(state: JobState) -> list[ItemResult]:
+    results = [r for r in state.results if r is not None]
+    if len(results) != state.total:  # pragma: no cover - a done job has every result
+        raise ServerError(500, "internal_error", f"job {state.job_id} is done but incomplete")
+    return results
+
+
+def _api_error(response: httpx.Response) -> APIError:
+    """Map an error answer to the client's tree (Tribunal's body, or any other server's)."""
+    status = response.status_code
+    try:
+        error = response.json()["error"]
+        code, message = str(error["code"]), str(error["message"])
+        field, retryable = error.get("field"), bool(error.get("retryable", False))
+    except (ValueError, KeyError, TypeError):
+        code, message, field, retryable = f"http_{status}", response.text[:500], None, False
+    retry_after_s = _retry_after_s(response.headers.get("Retry-After"))
+    kind: type[APIError]
+    if status in _RETRY_STATUSES:
+        kind = Overloaded
+    elif status == 404 and code == "job_not_found":
+        kind = JobNotFoundError
+    elif status < 500:
+        kind = RequestRejected
+    else:
+        kind = ServerError
+    return kind(
+        status, code, message, field=field, retryable=retryable, retry_after_s=retry_after_s
+    )
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """``Retry-After`` in seconds: delta-seconds or an HTTP date (RFC 9110, 10.2.3)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

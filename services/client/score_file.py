@@ -1,0 +1,215 @@
+"""Score a JSONL file of items through a service, resumably (what ``tribunal score`` runs).
+
+Input: one item per line in the verifier's item schema (an item without ``id`` gets its
+0-based line number among the items). Output: one ``ItemResult`` per line, in input order.
+
+Chunks of ``chunk_size`` items are submitted as jobs, ``concurrency`` at a time, each with
+the idempotency key ``tribunal-score:<verifier>:<sha256 of the input>:<chunk_size>:<k>``.
+Results are appended chunk by chunk in input order and flushed. After an interruption
+(Ctrl-C, a killed process), running the same command again:
+
+- keeps every complete line already in the output (a torn last line is cut off) and checks
+  that their ids are the input's first ids (else it refuses: another input wrote it);
+- submits the chunk holding the first missing item again under the same key: the service
+  answers with the job it already has (scored, or still being scored), so nothing is scored
+  twice while the job's results are kept (``TRIBUNAL_RESULT_TTL_S``, an hour by default);
+- submits the chunks after it as new jobs.
+
+``restart=True`` (``tribunal score --restart``) discards the output and starts over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tribunal.client.client import TribunalClient
+from tribunal.core.envelope import ItemResult
+
+
+@dataclass
+class ScoreSummary:
+    """What one run did.
+
+    Attributes:
+        items: Items in the input.
+        kept: Results already in the output from an earlier run (not sent again).
+        scored: Results received in this run.
+        rewards: Results with a reward, all of the output.
+        reward_sum: Sum of those rewards.
+        errors: Items with an error, by error code.
+        elapsed_s: Wall time of this run's scoring, seconds.
+    """
+
+    items: int = 0
+    kept: int = 0
+    scored: int = 0
+    rewards: int = 0
+    reward_sum: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+    elapsed_s: float = 0.0
+
+    @property
+    def mean_reward(self) -> float | None:
+        """Mean over the items that have a reward (None when none has)."""
+        return self.reward_sum / self.rewards if self.rewards else None
+
+    @property
+    def items_per_s(self) -> float:
+        """Results received in this run per second."""
+        return self.scored / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def add(self, reward: float | None, error_code: str | None) -> None:
+        """Count one result."""
+        if error_code is not None:
+            self.errors[error_code] += 1
+        elif reward is not None:
+            self.rewards += 1
+            self.reward_sum += reward
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "items": self.items,
+            "kept": self.kept,
+            "scored": self.scored,
+            "mean_reward": self.mean_reward,
+            "errors": dict(self.errors),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "items_per_s": round(self.items_per_s, 1),
+        }
+
+
+def read_items(data: bytes) -> list[dict[str, Any]]:
+    """Parse JSONL items (blank lines skipped); give an item without ``id`` its index.
+
+    Raises:
+        ValueError: A line is not a JSON object (the message names the line).
+    """
+    items: list[dict[str, Any]] = []
+    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise ValueError(f"line {number}: an item is a JSON object")
+        item.setdefault("id", str(len(items)))
+        items.append(item)
+    return items
+
+
+def idempotency_key(verifier: str, digest: str, chunk_size: int, index: int) -> str:
+    """The key of chunk ``index`` of an input whose sha256 is ``digest``."""
+    return f"tribunal-score:{verifier}:{digest[:32]}:{chunk_size}:{index}"
+
+
+def kept_results(path: Path, items: Sequence[dict[str, Any]], summary: ScoreSummary) -> int:
+    """Cut ``path`` after its last complete result line and count the results it keeps.
+
+    Raises:
+        ValueError: A kept result's id is not the id of the input item at its position.
+    """
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    kept = 0
+    for line in data[:end].splitlines():
+        result = json.loads(line)
+        if kept >= len(items) or result.get("id") != items[kept]["id"]:
+            raise ValueError(
+                f"{path}: line {kept + 1} is not the result of input item {kept} "
+                "(another input wrote it); use --restart to score again from the start"
+            )
+        error = result.get("error")
+        summary.add(result.get("reward"), error.get("code") if error else None)
+        kept += 1
+    if end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(end)
+    return kept
+
+
+async def score_items(
+    client: TribunalClient,
+    verifier: str,
+    items: Sequence[dict[str, Any]],
+    out: IO[str],
+    *,
+    digest: str,
+    start: int = 0,
+    chunk_size: int = 256,
+    concurrency: int = 8,
+    summary: ScoreSummary | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> ScoreSummary:
+    """Score ``items[start:]`` as jobs and write their results to ``out`` in input order.
+
+    Args:
+        client: Client of the service.
+        verifier: Verifier name.
+        items: Every item of the input (keys are per chunk of the whole input).
+        out: Text stream the result lines are appended to (flushed per chunk).
+        digest: sha256 hex of the input, for the idempotency keys.
+        start: Items before this index already have their results in ``out``.
+        chunk_size: Items per job.
+        concurrency: Jobs in flight.
+        summary: Counts to add to (a new one by default).
+        on_progress: Called with the number of results written each time some are.
+
+    Raises:
+        tribunal.client.ClientError: A job could not be submitted or read (after retries).
+    """
+    summary = summary or ScoreSummary(items=len(items))
+    first_chunk = start // chunk_size
+    n_chunks = (len(items) + chunk_size - 1) // chunk_size if start < len(items) else 0
+    chunks = range(first_chunk, n_chunks)
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def run(k: int) -> tuple[int, list[ItemResult]]:
+        async with semaphore:
+            batch = items[k * chunk_size : (k + 1) * chunk_size]
+            key = idempotency_key(verifier, digest, chunk_size, k)
+            job_id = await client.submit(verifier, batch, idempotency_key=key)
+            return k, await client.wait(job_id)
+
+    started = time.perf_counter()
+    done: dict[int, list[ItemResult]] = {}
+    next_chunk = first_chunk
+    tasks = [asyncio.create_task(run(k)) for k in chunks]
+    try:
+        for finished in asyncio.as_completed(tasks):
+            k, results = await finished
+            done[k] = results
+            while next_chunk in done:
+                skip = start - next_chunk * chunk_size if next_chunk == first_chunk else 0
+                written = done.pop(next_chunk)[max(0, skip) :]
+                out.write("".join(r.model_dump_json() + "\n" for r in written))
+                out.flush()
+                for r in written:
+                    summary.add(r.reward, r.error.code if r.error else None)
+                summary.scored += len(written)
+                next_chunk += 1
+                if on_progress is not None:
+                    on_progress(len(written))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        summary.elapsed_s += time.perf_counter() - started
+    return summary
+
+
+def input_digest(data: bytes) -> str:
+    """sha256 hex of the input bytes."""
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,187 @@
+"""The gateway's routes: ``POST /v1/score``, ``GET /v1/specs``, OpenRLHF's ``/get_reward``."""
+
+# No ``from __future__ import annotations``: FastAPI reads the route annotations at run time.
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
+from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse
+from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
+from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.core.scoring import InvalidItem
+from tribunal.core.worker import result_json
+from tribunal.gateway.openrlhf import (
+    GetRewardRequest,
+    GetRewardResponse,
+    check_spec,
+    to_items,
+    to_response,
+)
+from tribunal.gateway.settings import GatewaySettings
+from tribunal.gateway.verifier import GatewayVerifier
+
+router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)])
+
+
+class GatewayScoreRequest(BaseModel):
+    """A batch of mixed items: each names a `verifier` (math, code, judge, citation) with
+    that verifier's fields, or a reward `spec` with the rollout fields the spec reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[dict[str, Any]] = Field(
+        min_length=1,
+        description='Items: {"id", "verifier": "math", "response", "ground_truth"} or '
+        '{"id", "spec": "rloo_math", "response", "ground_truth"}, ...',
+    )
+
+
+async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
+    """Score a batch in this process and return the ``ScoreResponse`` JSON text.
+
+    The synchronous routes fan out from the API process itself rather than through the
+    gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
+    the gateway worker, the result write and its notification), measured in
+    bench/gateway_overhead.py. Jobs (``/v1/jobs``) still go through the queue and the
+    gateway worker, with their idempotency and at-least-once delivery.
+
+    Raises:
+        PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
+        BadInput: No item of the batch is valid.
+        ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
+    """
+    service = runtime.services["gateway"]
+    items = service.parse_items(raw_items)
+    if len(items) > service.max_batch_items:
+        raise PayloadTooLarge(
+            f"items: {len(items)} items in one request; the limit is {service.max_batch_items} "
+            "(TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use /v1/jobs",
+            field="items",
+        )
+    valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
+    if not valid:
+        first = items[0]
+        assert isinstance(first, InvalidItem)
+        raise first.bad_input(0)
+    timeout_s = runtime.settings.sync_timeout_s
+    try:
+        outcomes = await asyncio.wait_for(
+            service.verifier.score([item for _, item in valid]), timeout_s
+        )
+    except TimeoutError:
+        raise ScoringTimeout(
+            f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
+            "(POST /v1/jobs)"
+        ) from None
+    texts: list[str] = [""] * len(items)
+    for (index, item), outcome in zip(valid, outcomes, strict=True):
+        texts[index] = result_json(item.id, outcome, service.info)
+    for index, invalid in enumerate(items):
+        if isinstance(invalid, InvalidItem):
+            failed = ItemOutcome.failed(invalid.bad_input(index))
+            texts[index] = result_json(invalid.item_id(index), failed, service.info)
+    return '{"results":[' + ",".join(texts) + "]}"
+
+
+def _settings(request: Request) -> GatewaySettings:
+    settings: GatewaySettings = request.app.state.settings
+    return settings
+
+
+async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
+    started = time.perf_counter()
+    text = await score_here(runtime, body.items)
+    runtime.metrics.request_latency.labels("gateway", "score").observe(
+        time.perf_counter() - started
+    )
+    return Response(text, media_type="application/json")
+
+
+@router.post(
+    "/v1/score",
+    response_model=ScoreResponse,
+    operation_id="gateway_score",
+    summary="Score mixed items across verifiers and reward specs",
+    responses=ERROR_RESPONSES,
+)
+async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
+    """Score every item (each on its verifier, or its spec's components on theirs) and answer
+    in request order. Spec results carry ``details.sub_rewards`` and ``details.spec``."""
+    return await _score(body, runtime)
+
+
+@router.post(
+    "/v1/gateway/score",
+    response_model=ScoreResponse,
+    operation_id="gateway_score_named",
+    summary="The same as POST /v1/score, at the path every service has",
+    responses=ERROR_RESPONSES,
+)
+async def score_named(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
+    """``POST /v1/score`` at ``/v1/<service>/score``, for clients that address services
+    by name."""
+    return await _score(body, runtime)
+
+
+@router.get("/v1/specs", operation_id="list_specs")
+async def list_specs(runtime: RuntimeDep) -> dict[str, Any]:
+    """The reward specs served here: name, version, hash, description and components."""
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    return {
+        "specs": [
+            {
+                **loaded.info(),
+                "description": loaded.spec.description,
+                "components": {
+                    name: {"weight": c.weight, "sources": [s.kind for s in c.one_of]}
+                    for name, c in loaded.spec.components.items()
+                },
+                "combine": loaded.spec.formula or loaded.spec.combine,
+                "on_error": loaded.spec.on_error,
+            }
+            for loaded in verifier.specs.values()
+        ]
+    }
+
+
+async def _get_reward(body: GetRewardRequest, spec: str, runtime: RuntimeDep) -> GetRewardResponse:
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    check_spec(spec, verifier.specs)
+    text = await score_here(runtime, to_items(body, spec))
+    return to_response(ScoreResponse.model_validate_json(text).results)
+
+
+@router.post(
+    "/get_reward",
+    response_model=GetRewardResponse,
+    operation_id="openrlhf_get_reward",
+    tags=["openrlhf"],
+    responses=ERROR_RESPONSES,
+)
+async def get_reward(
+    body: GetRewardRequest, request: Request, runtime: RuntimeDep
+) -> GetRewardResponse:
+    """OpenRLHF ``--remote_rm_url``: rewards of the spec ``TRIBUNAL_GATEWAY_OPENRLHF_SPEC``."""
+    return await _get_reward(body, _settings(request).gateway.openrlhf_spec, runtime)
+
+
+@router.post(
+    "/get_reward/{spec}",
+    response_model=GetRewardResponse,
+    operation_id="openrlhf_get_reward_spec",
+    tags=["openrlhf"],
+    responses=ERROR_RESPONSES,
+)
+async def get_reward_spec(
+    spec: str, body: GetRewardRequest, runtime: RuntimeDep
+) -> GetRewardResponse:
+    """OpenRLHF ``--remote_rm_url http://host:8100/get_reward/<spec>``: rewards of ``spec``."""
+    return await _get_reward(body, spec, runtime)

@@ -1,0 +1,84 @@
+"""``GatewaySettings``: the core's ``TRIBUNAL_*`` plus ``TRIBUNAL_GATEWAY_<FIELD>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tribunal.core.settings import CoreSettings
+from tribunal.gateway.specs import SHIPPED_DIR, LoadedSpec, load_specs
+
+
+class GatewayConfig(BaseModel):
+    """``TRIBUNAL_GATEWAY_<FIELD>``: where the verifiers are, which specs, how to call them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int | None = Field(default=None, description="Port of the gateway API (default 8100).")
+    math_url: str = Field(
+        default="http://127.0.0.1:8101", description="Base URL of the math service."
+    )
+    code_url: str = Field(
+        default="http://127.0.0.1:8102", description="Base URL of the code service."
+    )
+    judge_url: str = Field(
+        default="http://127.0.0.1:8103", description="Base URL of the judge service."
+    )
+    citation_url: str = Field(
+        default="http://127.0.0.1:8104", description="Base URL of the citation service."
+    )
+    specs_dir: str | None = Field(
+        default=None,
+        description="A directory of more reward specs (*.yaml) beside the shipped ones.",
+    )
+    timeout_s: float = Field(
+        default=600.0, gt=0, description="How long one request to a verifier may take."
+    )
+    retries: int = Field(
+        default=2,
+        ge=0,
+        description="Retries of a verifier request that failed for a retryable reason "
+        "(429, 503, no answer); then its items get the error.",
+    )
+    openrlhf_spec: str = Field(
+        default="rloo_math",
+        description="Reward spec of POST /get_reward (OpenRLHF); /get_reward/<spec> picks one.",
+    )
+
+    def config(self) -> GatewayConfig:
+        """The gateway's configuration: these settings themselves (every service group
+        answers ``config()``; the gateway has no separate verifier configuration)."""
+        return self
+
+    def verifier_urls(self) -> dict[str, str]:
+        """Verifier name -> base URL."""
+        return {
+            "math": self.math_url,
+            "code": self.code_url,
+            "judge": self.judge_url,
+            "citation": self.citation_url,
+        }
+
+    def load_specs(self) -> dict[str, LoadedSpec]:
+        """The shipped specs plus those of ``specs_dir``.
+
+        Raises:
+            SpecError: A spec is malformed or defined twice.
+        """
+        return load_specs([SHIPPED_DIR] + ([Path(self.specs_dir)] if self.specs_dir else []))
+
+
+class GatewaySettings(CoreSettings):
+    """The gateway's settings.
+
+    Its worker waits on the network, not on a CPU: it claims larger batches and more of them
+    at once than a verifier's worker (``worker_batch_size`` and ``worker_concurrency``
+    default higher here; ``TRIBUNAL_WORKER_BATCH_SIZE`` / ``_CONCURRENCY`` override them).
+    """
+
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    worker_batch_size: int = Field(default=512, ge=1, description="Items a worker pulls per read.")
+    worker_concurrency: int = Field(
+        default=16, ge=1, description="Batches one gateway worker scores at once."
+    )

@@ -1,0 +1,298 @@
+"""Reward specs: named, versioned compositions of verifiers, loaded from YAML.
+
+A spec names its **components**, each computed by a verifier (``math``, ``code``, ``judge``,
+``citation``: a remote call) or by a small built-in rule evaluated in the gateway
+(``num_turns``, ``overlong_penalty``, ``contains``). A component says how a rollout's fields
+map onto the verifier's inputs; it may list alternatives (``one_of``), the first whose
+``when`` field the rollout carries being used (a coding row goes to ``code``, the others to
+``math``), and a ``default`` reward for rollouts none applies to.
+
+The spec then says how the components combine: ``weighted_sum`` (the default), ``product``,
+``min``, or a ``formula`` over component names (``tribunal.gateway.expression``); which
+components are **gates** (a gate below its threshold sets the reward to the gate's own value
+and the other components are not computed); and the **error policy**: ``fail`` (any component
+error makes the item an error; the default) or ``renormalize`` (an errored component is
+dropped and the remaining weights are scaled to the same total; reported in the details).
+
+Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
+(``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tribunal.core.hashing import config_hash
+from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
+
+VerifierName = Literal["math", "code", "judge", "citation"]
+BuiltinName = Literal["num_turns", "overlong_penalty", "contains"]
+VERIFIERS: tuple[str, ...] = ("math", "code", "judge", "citation")
+SHIPPED_DIR = Path(__file__).parent / "specs"
+
+_NAME = r"^[a-z][a-z0-9_]{0,63}$"
+
+
+class SpecError(ValueError):
+    """A spec file is malformed; the message names the file and the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputMapping(_Model):
+    """Where one verifier input comes from: a rollout field, or a constant.
+
+    In YAML a bare string is a field name (``response: response``); a mapping gives
+    ``field`` (with an optional ``default`` for rollouts that lack it and an optional
+    ``extract``) or ``value`` (a constant).
+    """
+
+    field: str | None = Field(default=None, description="Rollout field to read.")
+    value: Any = Field(default=None, description="Constant input (when `field` is not given).")
+    default: Any = Field(default=None, description="Used when the rollout lacks `field`.")
+    extract: Literal["last_code_block"] | None = Field(
+        default=None,
+        description="last_code_block: the last ```-fenced block of the text (empty if none).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"field": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputMapping:
+        if (self.field is None) == (self.value is None):
+            raise ValueError("give exactly one of `field` and `value`")
+        return self
+
+
+class Source(_Model):
+    """One way to compute a component: a verifier call or a built-in rule."""
+
+    when: str | None = Field(
+        default=None, description="Use this source only if the rollout carries this field."
+    )
+    verifier: VerifierName | None = None
+    builtin: BuiltinName | None = None
+    inputs: dict[str, InputMapping] = Field(
+        default_factory=dict, description="Verifier input -> where it comes from."
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Built-in parameters.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Source:
+        if (self.verifier is None) == (self.builtin is None):
+            raise ValueError("give exactly one of `verifier` and `builtin`")
+        if self.builtin is not None:
+            check_builtin_params(self.builtin, self.params)
+        elif self.params:
+            raise ValueError("`params` belong to built-ins; a verifier takes `inputs`")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """``math`` / ``code`` / ... or ``builtin:<name>``."""
+        return self.verifier if self.verifier else f"builtin:{self.builtin}"
+
+
+class Gate(_Model):
+    """A gate: below ``threshold`` the item's reward is ``reward`` and nothing else counts."""
+
+    threshold: float = Field(default=1.0, description="The gate is open at or above this.")
+    reward: float = Field(default=0.0, description="The item's reward when the gate is closed.")
+
+
+class Component(_Model):
+    """A named term of the reward."""
+
+    description: str = ""
+    weight: float = Field(default=1.0, description="Weight in `weighted_sum`.")
+    one_of: tuple[Source, ...] = Field(min_length=1, description="Sources, first match wins.")
+    default: float | None = Field(
+        default=None,
+        description="Reward when no source applies (else the item is bad_input).",
+    )
+    gate: Gate | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inline_source(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "one_of" in data:
+            return data
+        own = {"description", "weight", "default", "gate"}
+        source = {k: v for k, v in data.items() if k not in own}
+        return {**{k: v for k, v in data.items() if k in own}, "one_of": [source]}
+
+    @model_validator(mode="after")
+    def _finite(self) -> Component:
+        for value in (self.weight, self.default):
+            if value is not None and not math.isfinite(value):
+                raise ValueError("weights and defaults must be finite numbers")
+        return self
+
+
+class RewardSpec(_Model):
+    """A reward spec as written in YAML (see the module docstring)."""
+
+    name: str = Field(pattern=_NAME)
+    version: str = Field(min_length=1, max_length=32)
+    description: str = ""
+    sources: tuple[str, ...] = Field(default=(), description="Papers and code it follows.")
+    components: dict[str, Component] = Field(min_length=1)
+    combine: Literal["weighted_sum", "product", "min"] = "weighted_sum"
+    formula: str | None = Field(default=None, description="Overrides `combine` when given.")
+    on_error: Literal["fail", "renormalize"] = "fail"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RewardSpec:
+        for name in self.components:
+            if not re.match(_NAME, name) or name in FUNCTIONS:
+                raise ValueError(f"component name {name!r}: lowercase identifier, not a function")
+        terms = [c for c in self.components.values() if c.gate is None]
+        if not terms and self.formula is None:
+            raise ValueError("every component is a gate: nothing to combine")
+        if self.formula is not None:
+            parse_formula(self.formula, set(self.components))  # raises FormulaError
+            if self.on_error == "renormalize":
+                raise ValueError("on_error: renormalize needs weighted_sum, not a formula")
+        elif self.combine != "weighted_sum":
+            if any(c.weight != 1.0 for c in terms):
+                raise ValueError(f"combine: {self.combine} ignores weights; leave them at 1")
+            if self.on_error == "renormalize":
+                raise ValueError(f"on_error: renormalize needs weighted_sum, not {self.combine}")
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec with its parsed formula and hash.
+
+    Attributes:
+        spec: The spec.
+        hash: 16 hex digits of the sha256 of everything that moves a reward (not the
+            description or sources).
+        formula: The parsed formula, or None for ``combine``.
+        origin: The file it came from.
+    """
+
+    spec: RewardSpec
+    hash: str
+    formula: Formula | None
+    origin: str
+
+    @property
+    def name(self) -> str:
+        """The spec's name."""
+        return self.spec.name
+
+    @property
+    def version(self) -> str:
+        """The spec's version."""
+        return self.spec.version
+
+    def info(self) -> dict[str, str]:
+        """``{"name", "version", "hash"}`` for results."""
+        return {"name": self.name, "version": self.version, "hash": self.hash}
+
+    def verifiers(self) -> set[str]:
+        """Verifiers any component may call."""
+        return {s.verifier for c in self.spec.components.values() for s in c.one_of if s.verifier}
+
+
+def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
+    """Parse and validate one spec from YAML text.
+
+    Raises:
+        SpecError: Not YAML, not a mapping, a field is wrong (named), or the formula is
+            outside the safe grammar.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{origin}: not YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{origin}: a spec is a mapping with name, version and components")
+    try:
+        spec = RewardSpec.model_validate(data)
+        formula = parse_formula(spec.formula, set(spec.components)) if spec.formula else None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise SpecError(f"{origin}: {where}: {first['msg']}") from None
+    except FormulaError as exc:
+        raise SpecError(f"{origin}: formula: {exc}") from None
+    payload = spec.model_dump(mode="json", exclude={"description", "sources"})
+    for component in payload["components"].values():
+        component.pop("description", None)
+    return LoadedSpec(spec=spec, hash=config_hash(payload), formula=formula, origin=origin)
+
+
+def load_specs(directories: Iterable[Path]) -> dict[str, LoadedSpec]:
+    """Load every ``*.yaml`` spec of ``directories`` (later directories may not redefine one).
+
+    Raises:
+        SpecError: A file is malformed, or two files define the same name.
+    """
+    specs: dict[str, LoadedSpec] = {}
+    for directory in directories:
+        if not directory.is_dir():
+            raise SpecError(f"{directory}: no such directory of reward specs")
+        for path in sorted(directory.glob("*.yaml")):
+            loaded = load_spec_text(path.read_text(), str(path))
+            if loaded.name in specs:
+                earlier = specs[loaded.name].origin
+                raise SpecError(f"{path}: spec {loaded.name!r} is already defined by {earlier}")
+            specs[loaded.name] = loaded
+    return specs
+
+
+def shipped_specs() -> dict[str, LoadedSpec]:
+    """The specs shipped in the package."""
+    return load_specs([SHIPPED_DIR])
+
+
+def check_builtin_params(name: str, params: dict[str, Any]) -> None:
+    """Refuse unknown or missing parameters of a built-in (at spec load).
+
+    Raises:
+        ValueError: The parameters do not fit the built-in.
+    """
+    expected: dict[str, set[str]] = {
+        "num_turns": set(),
+        "overlong_penalty": {"max_length", "buffer", "factor"},
+        "contains": {"field", "all_of"},
+    }
+    required: dict[str, set[str]] = {
+        "num_turns": set(),
+        "overlong_penalty": {"max_length", "buffer"},
+        "contains": {"all_of"},
+    }
+    unknown = set(params) - expected[name]
+    missing = required[name] - set(params)
+    if unknown or missing:
+        raise ValueError(
+            f"builtin {name}: unknown params {sorted(unknown)}, missing {sorted(missing)}"
+        )
+    if name == "overlong_penalty":
+        max_length, buffer = params["max_length"], params["buffer"]
+        if not (
+            isinstance(max_length, int) and isinstance(buffer, int) and 0 < buffer < max_length
+        ):
+            raise ValueError("overlong_penalty: integers with 0 < buffer < max_length")
+    if name == "contains" and not (
+        isinstance(params["all_of"], list)
+        and params["all_of"]
+        and all(isinstance(s, str) and s for s in params["all_of"])
+    ):
+        raise ValueError("contains: all_of is a non-empty list of non-empty strings")

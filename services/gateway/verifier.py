@@ -1,0 +1,360 @@
+"""``GatewayVerifier``: mixed items and reward specs, fanned out to the verifiers.
+
+The gateway is a core ``Verifier`` whose scoring is remote calls (run by the API process for
+``POST /v1/score`` and ``/get_reward``, by the gateway's queue worker for jobs): it takes a
+batch of items, each naming a ``verifier`` (passed through) or a reward ``spec`` (split into
+its components), sends **one request per verifier per phase** through ``tribunal.client``,
+and joins the results back in request order. Phase 1 scores the direct items and every spec's
+gates; phase 2 scores the other components of the items whose gates are open, so a closed
+format gate costs no judge call.
+
+Failure policy: a request to a verifier that fails as a whole (unreachable, 503, timeout)
+gives every item of it that verifier's error (``backend_unavailable``: retryable); a spec
+then applies its ``on_error`` policy. Nothing becomes a reward of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem
+from tribunal.core.errors import BadInput, InternalError, TribunalError
+from tribunal.core.hashing import config_hash
+from tribunal.gateway.builtins import BUILTINS
+from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
+from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
+from tribunal.gateway.specs import VERIFIERS, LoadedSpec, Source
+
+_ITEM_MODELS = {
+    "math": "tribunal.math.schemas:MathItem",
+    "code": "tribunal.code.schemas:CodeItem",
+    "judge": "tribunal.judge.schemas:JudgeItem",
+    "citation": "tribunal.citation.schemas:CitationItem",
+}
+_FIELD_PREFIX = re.compile(r"^items\.\d+\.?")
+
+
+class VerifierClient(Protocol):
+    """What the gateway needs from ``tribunal.client``: score a batch on one verifier.
+
+    ``score`` returns one ``ItemResult`` per item in order, and raises a
+    ``TribunalError`` when the request fails as a whole.
+    """
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
+        """Score ``items`` with ``verifier``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close connections."""
+        ...
+
+
+@cache
+def item_model(verifier: str) -> type[BaseModel] | None:
+    """The verifier's item model when its package is installed here, else None (its items
+    are then checked by the verifier itself)."""
+    module, _, name = _ITEM_MODELS[verifier].partition(":")
+    try:
+        model: type[BaseModel] = getattr(importlib.import_module(module), name)
+    except ImportError:
+        return None
+    return model
+
+
+def _validation_message(exc: ValidationError) -> tuple[str, str]:
+    first = exc.errors()[0]
+    path = ".".join(str(p) for p in first["loc"])
+    return path, f"{path}: {first['msg']}" if path else str(first["msg"])
+
+
+class GatewayItem(ScoreItem):
+    """One item for the gateway: a ``verifier`` item or a rollout for a reward ``spec``.
+
+    Besides ``id``, ``group_id`` and exactly one of ``verifier`` and ``spec``, the item
+    carries that verifier's fields (``response``, ``ground_truth``, ``tests``, ``rubrics``,
+    ``evidence`` ...) or the rollout fields the spec reads.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    verifier: str | None = Field(
+        default=None, description="Score with this verifier: math, code, judge or citation."
+    )
+    spec: str | None = Field(default=None, description="Score with this reward spec.")
+
+    def fields(self) -> dict[str, Any]:
+        """The item's own fields (everything but ``verifier`` and ``spec``)."""
+        # Built by hand: model_dump() was a tenth of the gateway's CPU per item.
+        fields: dict[str, Any] = {"id": self.id}
+        if self.group_id is not None:
+            fields["group_id"] = self.group_id
+        fields.update(self.__pydantic_extra__ or {})
+        return fields
+
+
+def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
+    """``GatewayItem`` that also checks that its spec or verifier exists.
+
+    A verifier item's own fields are checked by that verifier (its API validates every item
+    anyway); checking them here too cost a fifth of the gateway's CPU per item.
+    """
+
+    class BoundGatewayItem(GatewayItem):
+        @model_validator(mode="after")
+        def _known(self) -> BoundGatewayItem:
+            if (self.verifier is None) == (self.spec is None):
+                raise ValueError("give exactly one of `verifier` and `spec`")
+            if self.spec is not None and self.spec not in specs:
+                raise ValueError(f"spec: unknown spec {self.spec!r}; known: {', '.join(specs)}")
+            if self.verifier is not None and self.verifier not in VERIFIERS:
+                raise ValueError(f"verifier: one of {', '.join(VERIFIERS)}")
+            return self
+
+    BoundGatewayItem.__name__ = BoundGatewayItem.__qualname__ = "GatewayItem"
+    return BoundGatewayItem
+
+
+@dataclass
+class _Calls:
+    """Downstream items of one phase, grouped by verifier, each with where its result goes."""
+
+    items: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    sinks: dict[str, list[Callable[[ItemResult | ItemError], None]]] = field(default_factory=dict)
+
+    def add(
+        self, verifier: str, item: dict[str, Any], sink: Callable[[ItemResult | ItemError], None]
+    ) -> None:
+        self.items.setdefault(verifier, []).append(item)
+        self.sinks.setdefault(verifier, []).append(sink)
+
+    async def run(self, client: VerifierClient) -> None:
+        await asyncio.gather(*(self._one(client, v) for v in self.items))
+
+    async def _one(self, client: VerifierClient, verifier: str) -> None:
+        sinks = self.sinks[verifier]
+        try:
+            results = await client.score(verifier, self.items[verifier])
+            if len(results) != len(sinks):
+                raise InternalError(f"{verifier} answered {len(results)} results for {len(sinks)}")
+        except BadInput as exc:
+            # The verifier refuses a batch whole only when no item of it is valid: give each
+            # item its own reason where its schema is known here.
+            for item, sink in zip(self.items[verifier], sinks, strict=True):
+                sink(_own_error(verifier, item, exc))
+            return
+        except TribunalError as exc:
+            error = ItemError.from_exception(exc)
+            error.message = f"{verifier}: {error.message}"
+            for sink in sinks:
+                sink(error)
+            return
+        for sink, result in zip(sinks, results, strict=True):
+            sink(result)
+
+
+def _own_error(verifier: str, item: dict[str, Any], exc: BadInput) -> ItemError:
+    """The error of one item of a batch the verifier refused whole."""
+    model = item_model(verifier)
+    if model is not None:
+        try:
+            model.model_validate(item)
+        except ValidationError as own:
+            path, message = _validation_message(own)
+            return ItemError.from_exception(BadInput(message, field=path or None))
+    return _rebase_error(ItemError.from_exception(exc)) or ItemError.from_exception(exc)
+
+
+def _rebase_error(error: ItemError | None) -> ItemError | None:
+    """A downstream error without its ``items.<k>.`` prefix (``k`` is the item's position
+    in the gateway's request to that verifier, which means nothing to the caller)."""
+    if error is None or error.field is None:
+        return error
+    field = _FIELD_PREFIX.sub("", error.field) or None
+    message = error.message
+    if message.startswith(f"{error.field}: "):
+        message = f"{field}: " + message[len(error.field) + 2 :] if field else message
+    return error.model_copy(update={"field": field, "message": message})
+
+
+def _passthrough(result: ItemResult | ItemError) -> ItemOutcome:
+    if isinstance(result, ItemError):
+        return ItemOutcome(reward=None, error=result)
+    return ItemOutcome(
+        reward=result.reward,
+        error=_rebase_error(result.error),
+        details=result.details,
+        verifier=result.verifier,
+        cached=result.cached,
+    )
+
+
+@dataclass
+class _SpecItem:
+    """A spec item being scored: its rollout and the component results so far."""
+
+    item: GatewayItem
+    loaded: LoadedSpec
+    rollout: dict[str, Any]
+    results: dict[str, ComponentResult] = field(default_factory=dict)
+
+
+class GatewayVerifier:
+    """Scores mixed verifier items and reward-spec rollouts through the verifiers' APIs.
+
+    Args:
+        specs: The reward specs it serves, by name.
+        client_factory: Builds the client to the verifiers (called by ``start``).
+    """
+
+    name = "gateway"
+    version = "1"
+
+    def __init__(
+        self, specs: Mapping[str, LoadedSpec], client_factory: Callable[[], VerifierClient]
+    ) -> None:
+        self.specs = dict(specs)
+        self.item_model: type[ScoreItem] = bind_item_model(self.specs)
+        self._client_factory = client_factory
+        self.client: VerifierClient | None = None
+        self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
+
+    def config_hash(self) -> str:
+        """Hash of the served specs (downstream results carry their verifiers' own)."""
+        return self._hash
+
+    def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
+        """Never cached here: the verifiers cache their own results, and a spec result
+        depends on their versions, which the gateway learns only by asking."""
+        return None
+
+    async def start(self) -> None:
+        """Build the client to the verifiers."""
+        if self.client is None:
+            self.client = self._client_factory()
+
+    async def aclose(self) -> None:
+        """Close the client."""
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        """Score a batch; one outcome per item, in request order."""
+        if self.client is None:
+            await self.start()
+        assert self.client is not None
+        outcomes: list[ItemOutcome | None] = [None] * len(items)
+        spec_items: dict[int, _SpecItem] = {}
+        first = _Calls()
+        for index, item in enumerate(items):
+            assert isinstance(item, GatewayItem)
+            if item.verifier is not None:
+                first.add(item.verifier, item.fields(), self._direct_sink(outcomes, index))
+                continue
+            assert item.spec is not None
+            state = _SpecItem(item, self.specs[item.spec], item.fields())
+            spec_items[index] = state
+            # Gates first; a spec without gates is scored in one phase.
+            has_gates = any(c.gate for c in state.loaded.spec.components.values())
+            for name, component in state.loaded.spec.components.items():
+                if component.gate is not None or not has_gates:
+                    self._schedule(state, name, first)
+        await first.run(self.client)
+        second = _Calls()
+        for state in spec_items.values():
+            gates = [n for n, c in state.loaded.spec.components.items() if c.gate]
+            if not gates or gate_closed(state.loaded, state.results):
+                continue
+            if any(state.results[n].error for n in gates):
+                continue
+            for name, component in state.loaded.spec.components.items():
+                if component.gate is None:
+                    self._schedule(state, name, second)
+        await second.run(self.client)
+        for index, state in spec_items.items():
+            outcomes[index] = combine(state.loaded, state.results)
+        assert all(o is not None for o in outcomes)
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _direct_sink(
+        outcomes: list[ItemOutcome | None], index: int
+    ) -> Callable[[ItemResult | ItemError], None]:
+        def sink(result: ItemResult | ItemError) -> None:
+            outcomes[index] = _passthrough(result)
+
+        return sink
+
+    def _schedule(self, state: _SpecItem, name: str, calls: _Calls) -> None:
+        """Compute a local component now, or queue a verifier component on ``calls``."""
+        component = state.loaded.spec.components[name]
+        source = resolve_source(component, state.rollout)
+        if source is None:
+            if component.default is not None:
+                state.results[name] = ComponentResult(reward=component.default, status="default")
+                return
+            fields = ", ".join(s.when for s in component.one_of if s.when)
+            error = BadInput(f"{name}: the rollout has none of the fields {fields}", field=name)
+            state.results[name] = _error_result(error)
+            return
+        try:
+            if source.builtin is not None:
+                reward, details = BUILTINS[source.builtin](state.rollout, source.params)
+                state.results[name] = ComponentResult(reward, details=details, source=source.kind)
+                return
+            item = self._component_item(state, name, source)
+        except TribunalError as exc:
+            state.results[name] = _error_result(exc, source.kind)
+            return
+        assert source.verifier is not None
+        calls.add(source.verifier, item, self._component_sink(state, name, source.kind))
+
+    @staticmethod
+    def _component_item(state: _SpecItem, name: str, source: Source) -> dict[str, Any]:
+        """The downstream item of one component. Its schema is checked by its verifier
+        (whose per-item ``bad_input`` names the field), not here as well."""
+        return {
+            "id": component_item_id(state.item.id, name),
+            **({"group_id": state.item.group_id} if state.item.group_id else {}),
+            **build_inputs(source, state.rollout),
+        }
+
+    @staticmethod
+    def _component_sink(
+        state: _SpecItem, name: str, kind: str
+    ) -> Callable[[ItemResult | ItemError], None]:
+        def sink(result: ItemResult | ItemError) -> None:
+            if isinstance(result, ItemError):
+                state.results[name] = ComponentResult(
+                    None, error=result, source=kind, status="error"
+                )
+                return
+            if result.reward is None and result.error is None:
+                error = InternalError(f"{kind} answered neither a reward nor an error")
+                state.results[name] = _error_result(error, kind)
+                return
+            state.results[name] = ComponentResult(
+                reward=result.reward,
+                error=_rebase_error(result.error),
+                details=result.details,
+                source=kind,
+                verifier=result.verifier,
+                status="error" if result.error else "scored",
+            )
+
+        return sink
+
+
+def _error_result(exc: TribunalError, source: str | None = None) -> ComponentResult:
+    return ComponentResult(
+        reward=None, error=ItemError.from_exception(exc), source=source, status="error"
+    )

@@ -1,0 +1,115 @@
+"""Reward functions for TRL's ``GRPOTrainer`` that score on the gateway.
+
+Example::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from tribunal.integrations.trl import remote_reward
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[remote_reward("rloo_math")],   # dataset column `ground_truth`
+        train_dataset=dataset,
+        args=GRPOConfig(...),
+    )
+
+Each call sends the whole batch (every completion of the step on this process) in **one**
+request to ``POST /v1/score``, concurrently with TRL's other async reward functions. The
+completion is the rollout's ``response``, the prompt its ``question``, and every dataset
+column (``ground_truth``, ``tests``, ``positive_rubrics``, ``evidence``, ``num_turns`` ...) a
+rollout field of the same name (``columns`` renames them). An item the gateway could not
+score is ``None``, which TRL treats as missing (NaN, left out of the group baseline), never 0;
+if the gateway cannot be reached at all, every reward of the batch is ``None`` and the error
+is logged. Each spec component's mean is logged as the metric ``<name>/<component>``.
+
+TRL's reward functions are described in its docs ("Using a custom reward function",
+GRPOTrainer): ``f(prompts, completions, completion_ids, **columns) -> list[float | None]``;
+an ``async def`` function runs on the trainer's event-loop thread (trl >= 0.2x, tested with
+trl 1.16.0).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from tribunal.client import ClientError
+from tribunal.integrations._gateway import score_on_gateway
+from tribunal.integrations.rollouts import message_text, rewards_of, rollout_item, sub_reward_means
+
+logger = logging.getLogger(__name__)
+
+RewardFunc = Callable[..., Awaitable[list[float | None]]]
+
+_TRAINER_KWARGS = frozenset(
+    {"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"}
+)
+DEFAULT_URL = "http://127.0.0.1:8100"
+
+
+def remote_reward(
+    spec: str | None = None,
+    *,
+    verifier: str | None = None,
+    url: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 600.0,
+    max_retries: int = 6,
+    name: str | None = None,
+) -> RewardFunc:
+    """Return an async TRL reward function scoring with a reward ``spec`` or a ``verifier``.
+
+    Args:
+        spec: A reward spec served by the gateway (``rloo_math``, ``tcr_agent`` ...).
+        verifier: Or a verifier (``math``, ``code``, ``judge``, ``citation``) directly.
+        url: The gateway (default ``TRIBUNAL_GATEWAY_URL`` or http://127.0.0.1:8100).
+        columns: Dataset column -> rollout field renames (``{"answer": "ground_truth"}``).
+        api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
+        timeout_s: Deadline of one batch.
+        max_retries: Retries of a batch the gateway could not take (429, 503, no answer),
+            with backoff; then every reward of the batch is None.
+        name: The function's name in TRL's logs (default ``tribunal_<spec or verifier>``).
+
+    Returns:
+        ``async f(prompts, completions, **columns) -> list[float | None]``.
+
+    Raises:
+        ValueError: Not exactly one of ``spec`` and ``verifier``.
+    """
+    if (spec is None) == (verifier is None):
+        raise ValueError("give exactly one of spec and verifier")
+    target = {"spec": spec} if spec is not None else {"verifier": str(verifier)}
+    base_url = url or os.environ.get("TRIBUNAL_GATEWAY_URL", DEFAULT_URL)
+    key = api_key or os.environ.get("TRIBUNAL_API_KEY") or None
+    renames = dict(columns or {})
+    label = name or f"tribunal_{spec or verifier}"
+
+    async def reward(
+        prompts: list[Any], completions: list[Any], **kwargs: Any
+    ) -> list[float | None]:
+        fields = {k: v for k, v in kwargs.items() if k not in _TRAINER_KWARGS}
+        items = [
+            rollout_item(
+                index,
+                target,
+                message_text(completion, "assistant"),
+                message_text(prompt, "user"),
+                {renames.get(k, k): values[index] for k, values in fields.items()},
+            )
+            for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
+        ]
+        try:
+            results = await score_on_gateway(base_url, items, key, timeout_s, max_retries)
+        except ClientError as exc:
+            logger.error("%s: the gateway at %s failed: %s; rewards are None", label, base_url, exc)
+            return [None] * len(items)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            for component, mean in sub_reward_means(results).items():
+                log_metric(f"{label}/{component}", mean)
+        return rewards_of(results)
+
+    reward.__name__ = reward.__qualname__ = label
+    return reward

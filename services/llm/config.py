@@ -1,0 +1,112 @@
+"""``BackendConfig``: which LLM answers and how it is called (kind, model, server, retries).
+
+A frozen pydantic model, hashable, defaults and descriptions written here only: the service
+that owns a backend nests it in its settings (the judge reads it from ``TRIBUNAL_JUDGE_*``).
+:meth:`BackendConfig.hash_payload` lists what can move an answer, for the caller's
+``config_hash``; secrets and capacity knobs are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+BackendKind = Literal["openai", "transformers", "none"]
+"""Which backend answers: any OpenAI-compatible server, an in-process transformers model, or
+``none`` (not configured: every call fails with ``backend_unavailable``)."""
+
+StructuredOutput = Literal["json_schema", "json_object", "none"]
+"""How the openai backend constrains the answer: a JSON schema (``response_format`` of type
+``json_schema``, guided decoding on vLLM / SGLang), JSON mode only, or nothing (prompt only)."""
+
+
+class BackendConfig(BaseModel):
+    """Which model answers and how calls to it are made (frozen, hashable)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: BackendKind = Field(
+        default="none",
+        description="openai (any OpenAI-compatible chat-completions server), transformers (an "
+        "in-process Hugging Face model, CPU) or none (every call fails: backend_unavailable).",
+    )
+    model: str = Field(
+        default="", description="Served model name (openai) or local path / hub id (transformers)."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="Server root including /v1 (openai), e.g. http://vllm:8000/v1.",
+    )
+    api_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="Bearer token of the server, or None. Never hashed, never logged.",
+    )
+    max_concurrency: int = Field(
+        default=64,
+        ge=1,
+        description="Most calls in flight to this backend at once (a semaphore in front of the "
+        "HTTP client; queued calls wait in the semaphore, never in the connection pool).",
+    )
+    timeout_s: float = Field(default=60.0, gt=0, description="Deadline of one HTTP attempt (s).")
+    max_retries: int = Field(
+        default=3,
+        ge=0,
+        description="Extra attempts after a retryable failure (429, 5xx, timeout, connection "
+        "error); other 4xx are never retried.",
+    )
+    backoff_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="First backoff (s); doubles per attempt, with jitter, capped by "
+        "backoff_max_s. A Retry-After header from the server wins when it is longer.",
+    )
+    backoff_max_s: float = Field(default=8.0, ge=0, description="Longest single backoff (s).")
+    structured_output: StructuredOutput = Field(
+        default="json_schema", description="json_schema | json_object | none (StructuredOutput)."
+    )
+    logprobs: bool = Field(
+        default=True, description="Ask for the log-probabilities of the verdict token."
+    )
+    top_logprobs: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Alternatives per token to ask for (a caller with k verdict levels needs at "
+        "least k).",
+    )
+    temperature: float = Field(
+        default=0.0, ge=0, description="Sampling temperature of the verdict call (0 = greedy)."
+    )
+    seed: int | None = Field(
+        default=0, description="Sampling seed sent with each call (vLLM honours it), or null."
+    )
+    chat_template_kwargs: tuple[tuple[str, Any], ...] = Field(
+        default=(("enable_thinking", False),),
+        description="Sent as chat_template_kwargs (vLLM / SGLang extension; a JSON object, e.g. "
+        '{"enable_thinking": false} for Qwen3 judges); {}: not sent (hosted APIs).',
+    )
+    device: str = Field(default="cpu", description="Torch device of the transformers backend.")
+
+    @field_validator("chat_template_kwargs", mode="before")
+    @classmethod
+    def _object_to_pairs(cls, value: Any) -> Any:
+        """Accept a JSON object (the environment's form) and keep it as sorted pairs, so that
+        the config stays hashable."""
+        if isinstance(value, str):  # a flat environment variable that no one decoded
+            value = json.loads(value)
+        return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+    def hash_payload(self) -> dict[str, Any]:
+        """Return the fields that can move a verdict (no secrets, no capacity knobs)."""
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "structured_output": self.structured_output,
+            "logprobs": self.logprobs,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "chat_template_kwargs": dict(self.chat_template_kwargs),
+        }

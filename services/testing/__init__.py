@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks of Tribunal services (``stack``: Redis and processes)."""

@@ -1,0 +1,96 @@
+"""The judge support mode on CPU with the transformers backend and a tiny random Qwen3.
+
+A random model's verdicts mean nothing; what is tested is the path: the citation prompt
+through a chat template, verdicts restricted to the tokens 0 / 1 / 2, one judgment per claim.
+Nothing is downloaded: the model is built from a config and the tokenizer trained here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tribunal.citation.config import CitationConfig
+from tribunal.citation.judge import SYSTEM_PROMPT, JudgeSettings, LLMSupport
+from tribunal.citation.schemas import CitationItem
+from tribunal.citation.verifier import CitationVerifier
+from tribunal.llm import BackendConfig, create_backend
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Save a tiny random Qwen3 and a byte-level tokenizer trained on the spot."""
+    path = tmp_path_factory.mktemp("tiny-qwen3-citation")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=500,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator([SYSTEM_PROMPT, '{"c0": {"reason": "", "verdict": 2}}'] * 20, trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    config = transformers.Qwen3Config(
+        vocab_size=len(fast),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    transformers.Qwen3ForCausalLM(config).save_pretrained(path)
+    return path
+
+
+async def test_judge_mode_on_cpu(tiny_qwen3: Path) -> None:
+    backend = create_backend(BackendConfig(kind="transformers", model=str(tiny_qwen3)))
+    verifier = CitationVerifier(
+        CitationConfig(support="judge"), LLMSupport(backend, JudgeSettings(claims_per_call=4))
+    )
+    item = CitationItem(
+        id="t",
+        question="How tall is it?",
+        response="<answer><cite id=S1,S2>It is 330 m tall.</cite> It was built in 1889.</answer>",
+        evidence={"S1": "The tower is 330 metres tall.", "S2": "Bananas are yellow."},
+    )
+    await verifier.start()
+    try:
+        [outcome] = await verifier.score([item])
+    finally:
+        await verifier.aclose()
+    assert outcome.error is None, outcome.error
+    assert outcome.reward is not None and 0.0 <= outcome.reward <= 1.0
+    cited, uncited = outcome.details["claims"]
+    assert cited["support"] in {"supported", "partial", "unsupported"}
+    assert set(cited["relevance"]) == {"S1", "S2"} and uncited["needs_citation"] in {True, False}
+    assert outcome.details["usage"]["calls"] == 1
+
+
+def test_citation_import_loads_neither_torch_nor_aiohttp() -> None:
+    code = (
+        "import sys, tribunal.citation.api;"
+        "assert 'torch' not in sys.modules and 'aiohttp' not in sys.modules, "
+        "[m for m in ('torch', 'aiohttp') if m in sys.modules]"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -1,0 +1,152 @@
+"""Citation hacking and the deterministic gates, through the verifier in the lexical mode.
+
+The lexical mode needs no model, so every rule that does not depend on an LLM's judgment is
+checked here with hand-written answers; ``test_judge.py`` repeats the ones that involve
+support verdicts against a scripted OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tribunal.citation.config import CitationConfig
+from tribunal.citation.schemas import CitationItem
+from tribunal.citation.verifier import CitationVerifier
+from tribunal.core.envelope import ItemOutcome
+
+EVIDENCE = {
+    "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%) "
+    "treated with anti-PD-1 or anti-PD-L1 therapy.",
+    "S2": "Tumour growth rate at least doubled in patients with hyperprogression.",
+    "S3": "Bananas are rich in potassium and grow in tropical climates.",
+    "S4": "The Eiffel Tower is 330 metres tall and stands in Paris.",
+}
+QUESTION = "How often does hyperprogressive disease occur under anti-PD-1 therapy?"
+HONEST = (
+    "<answer><cite id=S1>Hyperprogressive disease occurred in 12 of 131 patients (9%) "
+    "treated with anti-PD-1.</cite></answer>"
+)
+
+
+async def score(response: str, **fields: Any) -> ItemOutcome:
+    fields.setdefault("evidence", EVIDENCE)
+    fields.setdefault("question", QUESTION)
+    item = CitationItem(id="x", response=response, **fields)
+    [outcome] = await CitationVerifier(CitationConfig(support="lexical")).score([item])
+    return outcome
+
+
+async def test_an_honest_citation_scores_full_marks() -> None:
+    outcome = await score(HONEST)
+    [claim] = outcome.details["claims"]
+    assert (claim["support"], claim["relevance"]) == ("supported", {"S1": "relevant"})
+    assert outcome.reward == 1.0 and outcome.details["precision"] == 1.0
+
+
+async def test_citing_every_id_lowers_precision_and_reward() -> None:
+    padded = HONEST.replace("<cite id=S1>", "<cite id=S1,S2,S3,S4>")
+    outcome = await score(padded)
+    [claim] = outcome.details["claims"]
+    assert claim["ids"] == ["S1", "S2", "S3", "S4"]
+    assert claim["precision"] <= 0.5 and claim["recall"] == 1.0
+    assert outcome.reward is not None and outcome.reward < (await score(HONEST)).reward  # type: ignore[operator]
+
+
+async def test_invented_ids_score_zero_without_being_judged() -> None:
+    outcome = await score(HONEST.replace("id=S1", "id=S9"))
+    [claim] = outcome.details["claims"]
+    assert claim["gate"] == "invalid_ids" and claim["support"] is None
+    assert (claim["precision"], claim["recall"]) == (0.0, 0.0)
+    assert outcome.details["invalid_ids"] == ["S9"] and outcome.details["valid_id_share"] == 0.0
+    assert outcome.reward == 0.0
+
+
+async def test_an_invented_id_beside_a_real_one_halves_precision() -> None:
+    outcome = await score(HONEST.replace("id=S1", "id=S1,S9"))
+    [claim] = outcome.details["claims"]
+    assert claim["precision"] == 0.5 and claim["invalid_ids"] == ["S9"]
+
+
+async def test_citations_outside_the_answer_block_do_not_count() -> None:
+    outside = HONEST.replace("<answer>", "").replace("</answer>", "") + "<answer></answer>"
+    outcome = await score(outside)
+    assert outcome.reward == 0.0 and outcome.details["cited_ids"] == []
+
+
+@pytest.mark.parametrize("response", ["<answer></answer>", "<answer>  \n </answer>", "", "Yes."])
+async def test_an_empty_or_missing_answer_scores_zero(response: str) -> None:
+    for preset in ("tribunal", "dr_tulu"):
+        outcome = await score(response, options={"preset": preset})
+        assert outcome.reward == 0.0 and outcome.error is None
+
+
+async def test_a_claim_that_only_repeats_the_question_earns_nothing() -> None:
+    echo = f"<answer><cite id=S1>{QUESTION}</cite></answer>"
+    outcome = await score(echo)
+    [claim] = outcome.details["claims"]
+    assert claim["gate"] == "restates_question" and outcome.reward == 0.0
+    # Without the question, token overlap alone would have called it supported.
+    assert (await score(echo, question=None)).reward > 0  # type: ignore[operator]
+
+
+async def test_uncited_filler_does_not_raise_the_reward() -> None:
+    filler = HONEST.replace(
+        "</answer>", " This is an important topic for many people. Further work is needed.</answer>"
+    )
+    honest, padded = await score(HONEST), await score(filler)
+    assert padded.reward == honest.reward
+    assert [c["counted"] for c in padded.details["claims"]] == [True, False, False]
+
+
+async def test_an_uncited_fact_from_the_evidence_counts_against_recall() -> None:
+    missing = HONEST.replace(
+        "</answer>",
+        " Tumour growth rate at least doubled in patients with hyperprogression.</answer>",
+    )
+    outcome = await score(missing)
+    assert outcome.details["claims"][1]["needs_citation"] is True
+    assert outcome.details["recall"] == 0.5 and outcome.reward == 0.5
+
+
+async def test_a_malformed_answer_gets_a_format_report_and_no_reward() -> None:
+    broken = HONEST.replace("</answer>", " </cite></answer>")  # a stray closing tag
+    outcome = await score(broken)
+    assert outcome.details["format"]["valid"] is False
+    assert [p.split("@")[0] for p in outcome.details["format"]["tag_problems"]] == ["unopened"]
+    assert outcome.reward == 0.0 and outcome.details["gate_passed"] is False
+    dr_tulu = await score(broken, options={"preset": "dr_tulu"})
+    assert dr_tulu.reward is not None and dr_tulu.reward > 0  # DR Tulu has no format gate
+
+
+async def test_two_answer_blocks_fail_the_format_gate() -> None:
+    outcome = await score(HONEST + HONEST)
+    assert outcome.details["format"]["answer_blocks"] == 2 and outcome.reward == 0.0
+
+
+async def test_mode_none_checks_format_and_ids_only() -> None:
+    outcome = await score(HONEST.replace("id=S1", "id=S1,S9"), options={"support": "none"})
+    assert outcome.reward == 0.5 and outcome.details["precision"] is None
+    assert all(c["support"] is None for c in outcome.details["claims"])
+
+
+async def test_judge_mode_without_a_backend_is_an_error_not_a_zero() -> None:
+    outcome = await score(HONEST, options={"support": "judge"})
+    assert outcome.reward is None and outcome.error is not None
+    assert outcome.error.code == "backend_unavailable"
+
+
+async def test_evidence_from_the_response_tool_outputs() -> None:
+    response = "<tool_output><snippet id=S1>" + EVIDENCE["S1"] + "</snippet></tool_output>" + HONEST
+    outcome = await score(response, evidence=None)
+    assert outcome.reward == 1.0 and outcome.details["evidence_ids"] == 1
+
+
+async def test_an_answer_of_uncited_filler_earns_nothing_under_tribunal_only() -> None:
+    filler = (
+        "<answer>This is an important topic for many people. More work is needed here.</answer>"
+    )
+    assert (await score(filler)).reward == 0.0
+    # DR Tulu counts sentences that need no citation as F1 = 1: 0.6 · 1 + 0.4 · 0.
+    assert (await score(filler, options={"preset": "dr_tulu"})).reward == pytest.approx(0.6)

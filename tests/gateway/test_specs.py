@@ -1,0 +1,429 @@
+"""Reward specs: each shipped recipe recomputed by hand, error policies, gates, NaN.
+
+The verifiers are stood in for by a scripted in-process client (hand-made component
+results, as the arithmetic needs); the real services are exercised in
+tests/e2e/test_gateway_service.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
+from tribunal.core.errors import BackendUnavailable, BadInput
+from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text, shipped_specs
+from tribunal.gateway.builtins import overlong_penalty
+from tribunal.gateway.settings import GatewaySettings
+
+Answer = Callable[[dict[str, Any]], tuple[float | None, ItemError | None]]
+
+
+class ScriptedClient:
+    """Answers each verifier with a function of the item; records every request."""
+
+    def __init__(
+        self,
+        answers: dict[str, Answer],
+        down: set[str] | None = None,
+        refuse: set[str] | None = None,
+    ) -> None:
+        self.answers = answers
+        self.down = down or set()
+        self.refuse = refuse or set()
+        self.requests: list[tuple[str, list[dict[str, Any]]]] = []
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
+        self.requests.append((verifier, list(items)))
+        if verifier in self.down:
+            raise BackendUnavailable(f"{verifier} is down")
+        if verifier in self.refuse:
+            # What a verifier's API does when no item of a batch is valid: 422, first error.
+            raise BadInput("items.0.ground_truth: Field required", field="items.0.ground_truth")
+        results = []
+        for item in items:
+            reward, error = self.answers[verifier](item)
+            results.append(
+                ItemResult(
+                    id=item["id"],
+                    reward=reward,
+                    error=error,
+                    details={"seen": sorted(item)},
+                    verifier=VerifierInfo(name=verifier, version="1", config_hash="0" * 16),
+                )
+            )
+        return results
+
+    async def aclose(self) -> None:
+        pass
+
+
+def const(reward: float) -> Answer:
+    return lambda item: (reward, None)
+
+
+def gateway(client: ScriptedClient, extra_spec: str | None = None) -> GatewayVerifier:
+    specs = shipped_specs()
+    if extra_spec:
+        loaded = load_spec_text(extra_spec)
+        specs[loaded.name] = loaded
+    return GatewayVerifier(specs, lambda: client)
+
+
+async def score_one(verifier: GatewayVerifier, **fields: Any) -> ItemOutcome:
+    item = verifier.item_model.model_validate({"id": "r1", **fields})
+    [outcome] = await verifier.score([item])
+    return outcome
+
+
+REFINER = {
+    "question": "What is the dosage?",
+    "response": "<answer><snippet id=a1>Take 5 mg.</snippet></answer>",
+    "positive_rubrics": ["states the dosage"],
+    "negative_rubrics": ["invents a study"],
+    "evidence": {"a1": "The dosage is 5 mg."},
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "citation_weight"), [("refiner_rubric_citation", 0.2), ("refiner_balanced", 0.5)]
+)
+async def test_refiner_recipes_by_hand(spec: str, citation_weight: float) -> None:
+    client = ScriptedClient({"judge": const(0.75), "citation": const(0.4)})
+    outcome = await score_one(gateway(client), spec=spec, **REFINER)
+    assert outcome.error is None
+    assert outcome.reward == pytest.approx(10 * 0.75 + citation_weight * 0.4)
+    subs = outcome.details["sub_rewards"]
+    assert subs["judge"]["reward"] == 0.75 and subs["judge"]["weight"] == 10
+    assert subs["citation"]["reward"] == 0.4 and subs["citation"]["weight"] == citation_weight
+    assert outcome.verifier is not None and outcome.verifier.name == f"spec:{spec}"
+    assert outcome.details["spec"]["hash"] == outcome.verifier.config_hash
+    # One request per verifier; the judge gets the item's own rubrics plus the static v3 set.
+    by_verifier = dict(client.requests)
+    assert set(by_verifier) == {"judge", "citation"}
+    [judge_item] = by_verifier["judge"]
+    assert judge_item["rubric_sets"] == ["v3"]
+    assert judge_item["positive_rubrics"] == ["states the dosage"]
+    assert judge_item["id"] == "r1/judge"
+    [citation_item] = by_verifier["citation"]
+    assert citation_item["evidence"] == {"a1": "The dosage is 5 mg."}
+    assert "positive_rubrics" not in citation_item
+
+
+async def test_static_sets_can_be_dropped() -> None:
+    client = ScriptedClient({"judge": const(1.0), "citation": const(1.0)})
+    outcome = await score_one(gateway(client), spec="refiner_instance_rubrics", **REFINER)
+    assert outcome.reward == pytest.approx(10.2)
+    assert dict(client.requests)["judge"][0]["rubric_sets"] == []
+    # Per rollout, with the default recipe: `rubric_sets: []` overrides the default [v3].
+    client = ScriptedClient({"judge": const(1.0), "citation": const(1.0)})
+    await score_one(gateway(client), spec="refiner_rubric_citation", rubric_sets=[], **REFINER)
+    assert dict(client.requests)["judge"][0]["rubric_sets"] == []
+
+
+def tool_calls(n: int) -> str:
+    call = '<tool_call>{"name": "python", "arguments": {"code": "1+1"}}</tool_call>'
+    return "Let me compute.\n" + "\n<tool_response>2</tool_response>\n".join([call] * n)
+
+
+@pytest.mark.parametrize(
+    ("correct", "fields", "expected"),
+    [
+        (1.0, {"num_turns": 8}, 1.0),  # right: +1 whatever the turns
+        (0.0, {"num_turns": 2}, -1.0),  # wrong, no tool call: -1
+        (0.0, {"num_turns": 6}, -0.8),  # wrong after 2 tool calls: -1 + 0.05 * 4
+        (0.0, {"num_turns": 12}, -0.6),  # capped at -0.6: min(-0.6, -0.5)
+        (0.0, {"num_turns": 0}, -1.1),  # verl's num_turns=0 (DemyAgent's "original")
+        (0.0, {"response_extra": 3}, -0.7),  # 3 <tool_call> blocks counted: 2 + 6 turns
+    ],
+)
+async def test_tcr_agent_by_hand(correct: float, fields: dict[str, Any], expected: float) -> None:
+    client = ScriptedClient({"math": const(correct)})
+    calls = fields.pop("response_extra", 0)
+    outcome = await score_one(
+        gateway(client),
+        spec="tcr_agent",
+        response=tool_calls(calls) + "\nSo \\boxed{4}",
+        ground_truth="4",
+        **fields,
+    )
+    outcome_sign = 2 * correct - 1
+    turns = fields.get("num_turns", 2 + 2 * calls)
+    by_hand = 1.0 if correct else min(-0.6, outcome_sign + 0.05 * (turns - 2))
+    assert by_hand == pytest.approx(expected)
+    assert outcome.reward == pytest.approx(expected)
+    assert outcome.details["sub_rewards"]["overlong"]["status"] == "default"
+    assert outcome.details["sub_rewards"]["num_turns"]["reward"] == turns
+
+
+async def test_tcr_agent_coding_row_goes_to_code_with_the_last_code_block() -> None:
+    client = ScriptedClient({"code": const(0.0)})
+    response = "First try:\n```python\nprint(1)\n```\nFixed:\n```python\nprint(input())\n```"
+    tests = {"kind": "stdio", "cases": [{"stdin": "3\n", "stdout": "3\n"}]}
+    outcome = await score_one(
+        gateway(client), spec="tcr_agent", response=response, tests=tests, num_turns=4
+    )
+    assert outcome.reward == pytest.approx(min(-0.6, -1 + 0.05 * 2))
+    [(verifier, [item])] = client.requests
+    assert verifier == "code"
+    assert item["code"] == "print(input())\n"
+    assert item["language"] == "python"
+    assert item["options"] == {"all_or_nothing": True}
+
+
+@pytest.mark.parametrize(
+    ("length", "expected_penalty"),
+    [(16384, 0.0), (16385, -1 / 4096), (18432, -0.5), (20480, -1.0), (30000, -1.0)],
+)
+async def test_tcr_agent_overlong_penalty_by_hand(length: int, expected_penalty: float) -> None:
+    # DAPO Eq. 13 with L_max = 20480, L_cache = 4096: 0 up to 16384, linear to -1 at 20480.
+    assert overlong_penalty({"response_length": length}, {"max_length": 20480, "buffer": 4096}) == (
+        pytest.approx(expected_penalty),
+        {"response_length": length, "max_length": 20480, "buffer": 4096},
+    )
+    client = ScriptedClient({"math": const(1.0)})
+    outcome = await score_one(
+        gateway(client),
+        spec="tcr_agent",
+        response="\\boxed{4}",
+        ground_truth="4",
+        response_length=length,
+    )
+    assert outcome.reward == pytest.approx(1.0 + expected_penalty)
+
+
+@pytest.mark.parametrize(("correct", "expected"), [(1.0, 1.0), (0.0, 0.0)])
+async def test_rloo_math_by_hand(correct: float, expected: float) -> None:
+    client = ScriptedClient({"math": const(correct)})
+    outcome = await score_one(gateway(client), spec="rloo_math", response="7", ground_truth="7")
+    assert outcome.reward == expected
+    assert dict(client.requests)["math"] == [
+        {"id": "r1/math", "response": "7", "ground_truth": "7"}
+    ]
+
+
+async def test_component_error_fails_the_item_by_default() -> None:
+    client = ScriptedClient({"judge": const(0.75)}, down={"citation"})
+    outcome = await score_one(gateway(client), spec="refiner_rubric_citation", **REFINER)
+    assert outcome.reward is None
+    assert outcome.error is not None
+    assert outcome.error.code == "backend_unavailable" and outcome.error.retryable
+    assert "citation" in outcome.error.message
+    subs = outcome.details["sub_rewards"]
+    assert subs["judge"]["reward"] == 0.75  # kept for debugging, not turned into a reward
+    assert subs["citation"]["status"] == "error"
+
+
+RENORMALIZE = """
+name: refiner_renorm
+version: "1"
+components:
+  judge:
+    weight: 10
+    verifier: judge
+    inputs: {question: question, response: response, positive_rubrics: positive_rubrics}
+  citation:
+    weight: 0.2
+    verifier: citation
+    inputs: {response: response, evidence: evidence}
+on_error: renormalize
+"""
+
+
+async def test_component_error_renormalizes_when_the_spec_says_so() -> None:
+    client = ScriptedClient({"judge": const(0.75)}, down={"citation"})
+    outcome = await score_one(gateway(client, RENORMALIZE), spec="refiner_renorm", **REFINER)
+    assert outcome.error is None
+    # Citation dropped: the judge's weight is scaled to the whole 10.2.
+    assert outcome.reward == pytest.approx(0.75 * 10 * (10.2 / 10))
+    assert outcome.details["dropped"] == ["citation"]
+    assert outcome.details["weight_scale"] == pytest.approx(1.02)
+    assert outcome.details["sub_rewards"]["citation"]["status"] == "dropped"
+    # Every component failing is still an error.
+    client = ScriptedClient({}, down={"citation", "judge"})
+    outcome = await score_one(gateway(client, RENORMALIZE), spec="refiner_renorm", **REFINER)
+    assert outcome.reward is None and outcome.error is not None
+
+
+GATED = """
+name: gated_judge
+version: "1"
+components:
+  format:
+    builtin: contains
+    params: {all_of: ["<answer>", "</answer>"]}
+    gate: {threshold: 1, reward: -1}
+  judge:
+    verifier: judge
+    inputs: {question: question, response: response, positive_rubrics: positive_rubrics}
+"""
+
+
+async def test_a_closed_gate_decides_the_reward_and_saves_the_calls() -> None:
+    client = ScriptedClient({"judge": const(0.5)})
+    verifier = gateway(client, GATED)
+    outcome = await score_one(verifier, spec="gated_judge", **{**REFINER, "response": "no tags"})
+    assert outcome.reward == -1.0
+    assert outcome.details["closed_gate"] == "format"
+    assert outcome.details["sub_rewards"]["judge"]["status"] == "skipped"
+    assert client.requests == []  # the judge was never asked
+    outcome = await score_one(verifier, spec="gated_judge", **REFINER)
+    assert outcome.reward == 0.5
+    assert [v for v, _ in client.requests] == ["judge"]
+
+
+NAN_FORMULA = """
+name: ratio
+version: "1"
+components:
+  judge:
+    verifier: judge
+    inputs: {question: question, response: response, positive_rubrics: positive_rubrics}
+  citation: {verifier: citation, inputs: {response: response}}
+formula: "judge / citation"
+"""
+
+
+@pytest.mark.parametrize(
+    ("judge", "citation", "code"),
+    [
+        (1.0, 0.0, "configuration_error"),
+        (float("nan"), 1.0, "internal_error"),
+        (float("inf"), 1.0, "internal_error"),
+    ],
+)
+async def test_non_finite_values_are_errors_never_rewards(
+    judge: float, citation: float, code: str
+) -> None:
+    client = ScriptedClient({"judge": const(judge), "citation": const(citation)})
+    outcome = await score_one(gateway(client, NAN_FORMULA), spec="ratio", **REFINER)
+    assert outcome.reward is None
+    assert outcome.error is not None and outcome.error.code == code
+
+
+async def test_direct_items_pass_through_in_order() -> None:
+    client = ScriptedClient(
+        {
+            "math": lambda item: (float(item["response"] == item["ground_truth"]), None),
+            "judge": const(0.5),
+        }
+    )
+    verifier = gateway(client)
+    items = [
+        verifier.item_model.model_validate(raw)
+        for raw in [
+            {"id": "a", "verifier": "math", "response": "1", "ground_truth": "1"},
+            {
+                "id": "b",
+                "verifier": "judge",
+                "question": "q",
+                "response": "r",
+                "rubric_sets": ["v3"],
+            },
+            {"id": "c", "verifier": "math", "response": "2", "ground_truth": "1"},
+            {"id": "d", "spec": "rloo_math", "response": "1", "ground_truth": "1"},
+        ]
+    ]
+    outcomes = await verifier.score(items)
+    assert [o.reward for o in outcomes] == [1.0, 0.5, 0.0, 1.0]
+    assert [o.verifier.name for o in outcomes if o.verifier] == [
+        "math",
+        "judge",
+        "math",
+        "spec:rloo_math",
+    ]
+    math_items = [items for v, items in client.requests if v == "math"]
+    assert len(math_items) == 1 and [i["id"] for i in math_items[0]] == ["a", "c", "d/math"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        ({"id": "x"}, "exactly one of `verifier` and `spec`"),
+        ({"id": "x", "verifier": "math", "spec": "rloo_math"}, "exactly one"),
+        ({"id": "x", "spec": "nope"}, "unknown spec 'nope'"),
+        ({"id": "x", "verifier": "poetry"}, "verifier: one of"),
+    ],
+)
+def test_bad_items_name_the_field(raw: dict[str, Any], needle: str) -> None:
+    verifier = gateway(ScriptedClient({}))
+    with pytest.raises(ValueError) as caught:
+        verifier.item_model.model_validate(raw)
+    assert needle in str(caught.value)
+
+
+HEAD = "name: x\nversion: '1'\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("name: x\nversion: '1'\ncomponents: {a: {verifier: math}}\nformula: a.real", "Attribute"),
+        (
+            "name: x\nversion: '1'\ncomponents: {a: {verifier: poetry}}",
+            "components.a.one_of.0.verifier",
+        ),
+        (
+            "name: x\nversion: '1'\ncomponents: {a: {verifier: math, weight: 2}}\ncombine: min",
+            "ignores weights",
+        ),
+        (
+            HEAD + "components: {a: {verifier: math}}\nformula: a\non_error: renormalize",
+            "renormalize",
+        ),
+        ("name: x\nversion: '1'\ncomponents: {min: {verifier: math}}", "not a function"),
+        (
+            HEAD + "components: {a: {builtin: overlong_penalty, params: {max_length: 10}}}",
+            "missing ['buffer']",
+        ),
+        ("name: X!\nversion: '1'\ncomponents: {a: {verifier: math}}", "name"),
+        ("- a list", "a mapping"),
+    ],
+)
+def test_malformed_specs_are_refused_at_load(text: str, needle: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text)
+    assert needle in str(caught.value)
+
+
+def test_the_hash_moves_with_the_rule_not_the_prose() -> None:
+    base = (
+        "name: x\nversion: '1'\ncomponents: {a: {verifier: math, weight: 2}, b: {verifier: math}}\n"
+    )
+    h = load_spec_text(base).hash
+    assert load_spec_text(base + "description: other words\n").hash == h
+    assert load_spec_text(base.replace("weight: 2", "weight: 3")).hash != h
+
+
+async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:
+    verifier = gateway(ScriptedClient({}, refuse={"math"}))
+    items = [
+        verifier.item_model.model_validate(raw)
+        for raw in [
+            {"id": "a", "verifier": "math", "response": "1"},
+            {"id": "b", "verifier": "math", "ground_truth": "1"},
+        ]
+    ]
+    first, second = await verifier.score(items)
+    assert first.error is not None and first.error.field == "ground_truth"
+    assert second.error is not None and second.error.field == "response"
+    assert first.error.code == second.error.code == "bad_input"
+
+
+def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(GATED)
+    specs = GatewaySettings(
+        queue="memory", gateway={"specs_dir": str(tmp_path)}
+    ).gateway.load_specs()
+    assert {"gated_judge", "rloo_math", "tcr_agent"} <= set(specs)
+    assert specs["gated_judge"].origin == str(tmp_path / "mine.yaml")
+    (tmp_path / "again.yaml").write_text(GATED)
+    with pytest.raises(SpecError, match="already defined"):
+        GatewaySettings(queue="memory", gateway={"specs_dir": str(tmp_path)}).gateway.load_specs()
+    with pytest.raises(SpecError, match="no such directory"):
+        GatewaySettings(
+            queue="memory", gateway={"specs_dir": str(tmp_path / "nope")}
+        ).gateway.load_specs()

@@ -1,0 +1,126 @@
+"""TRL's GRPOTrainer, 2 steps on CPU, rewarded by a real gateway in front of a real math
+service (processes). The policy is a tiny random Qwen3 built from a config with a tokenizer
+trained here: nothing is downloaded. The trainer runs examples/trl_grpo.py in a subprocess
+(its own warnings are TRL's business, not this suite's ``filterwarnings = error``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, RunningService
+from tribunal.integrations.trl import remote_reward
+
+pytestmark = pytest.mark.e2e
+
+pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Save a tiny random Qwen3 and its freshly trained tokenizer; return the directory."""
+    path = tmp_path_factory.mktemp("tiny-qwen3-grpo")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = ["What is 2 + 3? Put the answer in \\boxed{5}.", "The answer is 7."]
+    tok.train_from_iterator(corpus * 20, trainer=trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    fast.save_pretrained(path)
+    config = transformers.Qwen3Config(
+        vocab_size=len(fast),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+    )
+    torch.manual_seed(0)
+    transformers.Qwen3ForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def gateway_requests(url: str) -> float:
+    """How many POST /v1/score requests the gateway has answered (its Prometheus counter)."""
+    text = httpx.get(f"{url}/metrics").text
+    pattern = r'^tribunal_request_latency_seconds_count\{[^}]*verifier="gateway"[^}]*\} (\S+)$'
+    return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
+
+
+@pytest.mark.slow
+def test_grpo_trainer_two_steps_on_cpu_against_the_gateway(
+    service: Callable[..., RunningService], tiny_qwen3: Path, tmp_path: Path
+) -> None:
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url})
+    before = gateway_requests(gateway.base_url)
+    argv = [
+        sys.executable,
+        str(ROOT / "examples" / "trl_grpo.py"),
+        "--model", str(tiny_qwen3),
+        "--gateway", gateway.base_url,
+        "--steps", "2",
+        "--output-dir", str(tmp_path / "out"),
+    ]  # fmt: skip
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    history = json.loads(run.stdout.strip().splitlines()[-1])["log_history"]
+    steps = [entry for entry in history if "rewards/tribunal_rloo_math/mean" in entry]
+    assert len(steps) == 2
+    for entry in steps:
+        assert 0.0 <= entry["rewards/tribunal_rloo_math/mean"] <= 1.0
+        assert "tribunal_rloo_math/math" in entry  # the component's mean, logged by the function
+    # One request per batch: 2 steps, one generation batch each.
+    assert gateway_requests(gateway.base_url) - before == 2
+
+
+async def test_errors_become_none_and_a_down_gateway_gives_none_for_all(
+    service: Callable[..., RunningService],
+) -> None:
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url})
+    reward = remote_reward("rloo_math", url=gateway.base_url, columns={"answer": "ground_truth"})
+    assert reward.__name__ == "tribunal_rloo_math"
+    conversational = [[{"role": "user", "content": "1+1?"}]] * 3
+    completions = [
+        [{"role": "assistant", "content": "\\boxed{2}"}],
+        [{"role": "assistant", "content": "\\boxed{3}"}],
+        [{"role": "assistant", "content": "\\boxed{2}"}],
+    ]
+    logged: dict[str, float] = {}
+    rewards = await reward(
+        prompts=conversational,
+        completions=completions,
+        completion_ids=[[1], [2], [3]],
+        answer=["2", "2", None],  # the third row has no ground truth: an error, not a 0
+        log_metric=logged.__setitem__,
+        trainer_state=object(),
+    )
+    assert rewards == [1.0, 0.0, None]
+    assert logged == {"tribunal_rloo_math/math": 0.5}
+    down = remote_reward("rloo_math", url="http://127.0.0.1:9", max_retries=0)
+    assert await down(prompts=["p"], completions=["c"], ground_truth=["1"]) == [None]
