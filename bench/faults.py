@@ -15,10 +15,11 @@ read again through a restarted API. For each: items lost / duplicated / wrong, p
 retryable errors (target: all 0).
 
 Then schemathesis (property-based requests generated from the OpenAPI documents, valid and
-invalid ones) against the math, code and judge APIs with their workers, ``--examples`` per
-operation and mode: the count of responses with status >= 500, and of statuses an operation
-answered that its document does not list. The judge's model is the fake OpenAI-compatible
-server of ``tribunal.llm.testing`` (vLLM needs a GPU).
+invalid ones) against every service's API with its worker (math, code, judge, citation and
+the gateway, pointed at the others), ``--examples`` per operation and mode: the count of
+responses with status >= 500, and of statuses an operation answered that its document does
+not list. The judge's and citation's model is the fake OpenAI-compatible server of
+``tribunal.llm.testing`` (vLLM needs a GPU).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from hypothesis import HealthCheck, Phase
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fault_scenarios import Stack, kill_worker, redis_late, restart_redis, status, wait_until
+from tribunal.core.registry import available_services
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 
@@ -68,33 +70,39 @@ def scenarios(items: int, root: Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def services(root: Path) -> Iterator[dict[str, str]]:
-    """Math, code and judge APIs with one worker each on one Redis; yields name -> URL."""
-    judge = FakeOpenAIServer(FakeScript())
-    judge.start()
+    """Every installed service's API with one worker, each on a Redis of its own; the gateway
+    last, pointed at the others. Yields name -> URL."""
+    model = FakeOpenAIServer(FakeScript())
+    model.start()
     stacks: dict[str, Stack] = {}
+    names = available_services()
+    verifiers = [name for name in names if name != "gateway"]
     try:
-        for name in ("math", "code", "judge"):
-            stack = Stack(
-                root / f"api-{name}",
-                service=name,
-                env={
-                    "TRIBUNAL_JUDGE_BASE_URL": judge.base_url,
-                    "TRIBUNAL_JUDGE_MODEL": "fake-judge",
-                    "TRIBUNAL_SYNC_TIMEOUT_S": "60",
-                },
-            )
+        for name in [*verifiers, *(["gateway"] if "gateway" in names else [])]:
+            env = {
+                "TRIBUNAL_JUDGE_BASE_URL": model.base_url,
+                "TRIBUNAL_JUDGE_MODEL": "fake-judge",
+                "TRIBUNAL_CITATION_BASE_URL": model.base_url,
+                "TRIBUNAL_CITATION_MODEL": "fake-judge",
+                "TRIBUNAL_SYNC_TIMEOUT_S": "60",
+            }
+            if name == "gateway":
+                env |= {
+                    f"TRIBUNAL_GATEWAY_{other.upper()}_URL": stacks[other].base_url
+                    for other in verifiers
+                }
+            stack = Stack(root / f"api-{name}", service=name, env=env)
             stacks[name] = stack
             stack.start_redis()
             stack.start_api()
             stack.start_worker(0)
-        for stack in stacks.values():
             with stack.client() as client:
-                wait_until(lambda c=client: status(c, "/readyz") == 200, 120, "ready")
+                wait_until(lambda c=client: status(c, "/readyz") == 200, 120, f"{name} ready")
         yield {name: stack.base_url for name, stack in stacks.items()}
     finally:
         for stack in stacks.values():
             stack.close()
-        judge.stop()
+        model.stop()
 
 
 def fuzz(base_url: str, examples: int) -> dict[str, Any]:

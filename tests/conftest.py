@@ -6,6 +6,7 @@ its names are re-exported here for the tests that import them from this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
@@ -36,6 +38,7 @@ __all__ = [
     "free_port",
     "start_process",
     "stop_process",
+    "stop_tree",
     "wait_ready",
 ]
 
@@ -44,6 +47,21 @@ DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data")
 """The shared data sets (``$TRIBUNAL_DATA_DIR``, default ``../shared/data`` of the repo)."""
 FIXTURES = ROOT / "tests" / "fixtures"
 """Small files tests need always (with their sources and licences in its README)."""
+
+
+def stop_tree(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """``stop_process``, then SIGKILL what the process's descendants in sessions of their own
+    (``tribunal up``'s children) left running: a signal to its group does not reach them."""
+    try:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    stop_process(process, grace_s)
+    _, alive = psutil.wait_procs(descendants, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def need_data(path: Path) -> Path:

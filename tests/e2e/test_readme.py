@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port, stop_process, wait_ready
+from tests.conftest import ROOT, free_port, stop_tree, wait_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -106,5 +106,5 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             "extra_logs": {"math": [1.0, 0.0]},
         }
     finally:
-        stop_process(up)
+        stop_tree(up)
         print((tmp_path / "up.log").read_text())

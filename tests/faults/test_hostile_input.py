@@ -47,7 +47,7 @@ def test_a_lone_surrogate_is_bad_input_naming_its_field(
     math_service: RunningService, bad_item: str, field: str | None, item_id: str
 ) -> None:
     body = '{"items": [' + bad_item + ", " + GOOD + "]}"
-    with math_service.client() as client:
+    with math_service.http() as client:
         for path in ("/v1/math/score", "/v1/jobs"):
             content = body if path.endswith("score") else body[:-1] + ', "verifier": "math"}'
             response = client.post(
@@ -71,7 +71,7 @@ def test_a_lone_surrogate_is_bad_input_naming_its_field(
 def test_a_lone_surrogate_in_a_request_field_is_a_422_naming_it(
     math_service: RunningService,
 ) -> None:
-    with math_service.client() as client:
+    with math_service.http() as client:
         response = client.post(
             "/v1/jobs",
             content=(
@@ -94,7 +94,7 @@ def test_a_lone_surrogate_in_a_request_field_is_a_422_naming_it(
 def test_a_job_id_not_of_the_issued_format_is_404(
     math_service: RunningService, suffix: str
 ) -> None:
-    with math_service.client() as client:
+    with math_service.http() as client:
         created = client.post(
             "/v1/jobs",
             json={"verifier": "math", "items": [{"id": "a", "response": "1", "ground_truth": "1"}]},
@@ -113,7 +113,7 @@ def test_a_batch_that_can_never_fit_the_queue_is_413_naming_items_and_the_bound(
     math_service: RunningService,
 ) -> None:
     items = [{"id": str(i), "response": str(i), "ground_truth": str(i)} for i in range(6)]
-    with math_service.client() as client:
+    with math_service.http() as client:
         for path, body in (
             ("/v1/math/score", {"items": items}),
             ("/v1/jobs", {"verifier": "math", "items": items}),
@@ -140,7 +140,7 @@ def test_a_lone_surrogate_on_a_route_of_one_item_is_a_422(
             "TRIBUNAL_CODE_SLOTS": "1",
         },
     )
-    with running.client() as client:
+    with running.http() as client:
         response = client.post(
             "/v1/code/run",
             content=b'{"language": "python", "code": "print(1) # \\ud800"}',

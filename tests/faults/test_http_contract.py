@@ -76,7 +76,7 @@ def test_unreadable_bodies_get_the_one_error_shape_naming_the_field(
     says: str,
 ) -> None:
     running = math_api()
-    with running.client() as client:
+    with running.http() as client:
         document = client.get("/openapi.json").json()
         for path in ("/v1/math/score", "/v1/jobs"):
             response = client.post(path, content=content, headers={"content-type": content_type})
@@ -89,7 +89,7 @@ def test_unreadable_bodies_get_the_one_error_shape_naming_the_field(
 
 def test_other_methods_answer_405_with_allow(math_api: Callable[..., RunningService]) -> None:
     running = math_api()
-    with running.client() as client:
+    with running.http() as client:
         for method, path, allow in (
             ("TRACE", "/v1/math/score", "POST"),
             ("PUT", "/v1/jobs", "POST"),
@@ -105,7 +105,7 @@ def test_the_token_is_checked_before_the_body_is_read(
     math_api: Callable[..., RunningService],
 ) -> None:
     running = math_api(TRIBUNAL_API_KEY="s3cret")
-    with running.client() as client:
+    with running.http() as client:
         malformed = client.post(
             "/v1/math/score", content=b"{", headers={"content-type": "application/json"}
         )
@@ -129,7 +129,7 @@ def test_jobs_is_a_union_tagged_by_verifier_with_strict_numbers(
     math_api: Callable[..., RunningService],
 ) -> None:
     running = math_api()
-    with running.client() as client:
+    with running.http() as client:
         document = client.get("/openapi.json").json()
         schema = document["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]
         job = document["components"]["schemas"]["MathJobCreate"]

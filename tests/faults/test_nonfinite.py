@@ -53,7 +53,7 @@ def test_huge_rubric_weights_are_bad_input_naming_the_field_not_a_reward_of_0(
         },
     )
     body = {"items": [_judge_item("huge", 1e308), _judge_item("fine", 2.0)]}
-    with running.client() as client:
+    with running.http() as client:
         for _ in range(2):  # the second time would be served from the cache if it were kept
             response = client.post("/v1/judge/score", json=body)
             assert response.status_code == 200, response.text

@@ -1,4 +1,4 @@
-"""Teardowns leave nothing behind: ``stop_process`` also ends the descendants that started
+"""Teardowns leave nothing behind: ``stop_tree`` also ends the descendants that started
 sessions of their own (as ``tribunal up``'s children do), which a signal to the process group
 does not reach (issue 7: a timed-out test_up left 6 processes that broke a later test)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import start_process, stop_process
+from tests.conftest import start_process, stop_tree
 
 SPAWNER = """
 import signal, subprocess, sys, time
@@ -22,7 +22,7 @@ time.sleep(120)
 """
 
 
-def test_stop_process_ends_descendants_in_their_own_sessions(tmp_path: Path) -> None:
+def test_stop_tree_ends_descendants_in_their_own_sessions(tmp_path: Path) -> None:
     log = tmp_path / "spawner.log"
     parent = start_process([sys.executable, "-c", SPAWNER], {}, log)
     deadline = time.monotonic() + 30
@@ -31,7 +31,7 @@ def test_stop_process_ends_descendants_in_their_own_sessions(tmp_path: Path) -> 
         time.sleep(0.05)
     child = psutil.Process(int(log.read_text().split()[0]))
     try:
-        stop_process(parent, grace_s=5)
+        stop_tree(parent, grace_s=5)
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     finally:
         if child.is_running():
