@@ -79,6 +79,8 @@ class TinyModelConfig:
     """Target vocabulary of the trained tokenizer."""
     model_vocab_size: int | None = None
     """Embedding rows of the model, if more than the tokenizer's (to reach a model size)."""
+    max_position_embeddings: int = 4096
+    """Longest sequence (prompt + completion) the model takes, tokens."""
 
 
 @dataclass(frozen=True)

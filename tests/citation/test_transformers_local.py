@@ -18,49 +18,26 @@ from tribunal.citation.judge import SYSTEM_PROMPT, JudgeSettings, LLMSupport
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.llm import BackendConfig, create_backend
+from tribunal.trainer.config import TinyModelConfig
+from tribunal.trainer.model import build_tiny_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Save a tiny random Qwen3 and a byte-level tokenizer trained on the spot."""
-    path = tmp_path_factory.mktemp("tiny-qwen3-citation")
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=500,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator([SYSTEM_PROMPT, '{"c0": {"reason": "", "verdict": 2}}'] * 20, trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    config = transformers.Qwen3Config(
-        vocab_size=len(fast),
+    sizes = TinyModelConfig(
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=8,
+        vocab_size=500,
         max_position_embeddings=8192,
-        tie_word_embeddings=True,
     )
-    torch.manual_seed(0)
-    transformers.Qwen3ForCausalLM(config).save_pretrained(path)
-    return path
+    corpus = [SYSTEM_PROMPT, '{"c0": {"reason": "", "verdict": 2}}'] * 20
+    return build_tiny_model(sizes, corpus, tmp_path_factory.mktemp("tiny-qwen3-citation"), seed=0)
 
 
 async def test_judge_mode_on_cpu(tiny_qwen3: Path) -> None:

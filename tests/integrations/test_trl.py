@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import ROOT, RunningService
 from tribunal.integrations.trl import remote_reward
+from tribunal.trainer.config import TinyModelConfig
+from tribunal.trainer.model import build_tiny_model
 
 pytestmark = pytest.mark.e2e
 
@@ -29,37 +31,15 @@ tokenizers = pytest.importorskip("tokenizers")
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Save a tiny random Qwen3 and its freshly trained tokenizer; return the directory."""
-    path = tmp_path_factory.mktemp("tiny-qwen3-grpo")
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    corpus = ["What is 2 + 3? Put the answer in \\boxed{5}.", "The answer is 7."]
-    tok.train_from_iterator(corpus * 20, trainer=trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>"
-    )
-    fast.save_pretrained(path)
-    config = transformers.Qwen3Config(
-        vocab_size=len(fast),
+    sizes = TinyModelConfig(
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=8,
+        vocab_size=400,
         max_position_embeddings=512,
-        tie_word_embeddings=True,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
     )
-    torch.manual_seed(0)
-    transformers.Qwen3ForCausalLM(config).save_pretrained(path)
-    return path
+    corpus = ["What is 2 + 3? Put the answer in \\boxed{5}.", "The answer is 7."] * 20
+    return build_tiny_model(sizes, corpus, tmp_path_factory.mktemp("tiny-qwen3-grpo"), seed=0)
 
 
 def gateway_requests(url: str) -> float:

@@ -21,57 +21,30 @@ from tribunal.judge.prompts import SYSTEM_PROMPT
 from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.config import BackendConfig
+from tribunal.trainer.config import TinyModelConfig
+from tribunal.trainer.model import build_tiny_model
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 @pytest.fixture(scope="module")
 def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Save a tiny random Qwen3 and its freshly trained tokenizer; return the directory."""
-    path = tmp_path_factory.mktemp("tiny-qwen3")
-    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
+    sizes = TinyModelConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        head_dim=8,
         vocab_size=600,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        max_position_embeddings=4096,
     )
     corpus = [
         SYSTEM_PROMPT,
         '{"r1": {"reason": "", "verdict": 2}}',
         "The response states the dose.",
-    ]
-    tok.train_from_iterator(corpus * 20, trainer=trainer)
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(path)
-    config = transformers.Qwen3Config(
-        vocab_size=len(fast),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    transformers.Qwen3ForCausalLM(config).save_pretrained(path)
-    return path
+    ] * 20
+    return build_tiny_model(sizes, corpus, tmp_path_factory.mktemp("tiny-qwen3"), seed=0)
 
 
 def _verifier(path: Path, k: int) -> JudgeVerifier:
