@@ -7,30 +7,28 @@
 # compose.yaml for the security options that allows. The worker refuses to start, with a
 # message, when the sandbox cannot isolate.
 #
-# BASE: as in services.Dockerfile (the official image, or the local Debian base). The sandbox
-# runs Debian's /usr/bin/python3 (with python3-sortedcontainers), Tribunal its own venv.
+# BASE and the first steps as in services.Dockerfile (shared layers). The sandbox runs
+# Debian's /usr/bin/python3 (with python3-sortedcontainers), Tribunal its own venv.
 ARG BASE=python:3.11-slim
 
-FROM ${BASE} AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python3 -m venv /opt/venv
-WORKDIR /src
-COPY pyproject.toml ./
-RUN python3 -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" >requirements.txt \
-    && /opt/venv/bin/pip install --no-compile -r requirements.txt
-COPY README.md ./
-COPY services ./services
-COPY trainer ./trainer
-RUN /opt/venv/bin/pip install --no-compile --no-deps . \
-    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
+FROM ${BASE} AS requirements
+COPY pyproject.toml /
+RUN python3 -c "import tomllib; print(*tomllib.load(open('/pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" >/requirements.txt
 
 FROM ${BASE}
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/venv/bin:$PATH
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY --from=requirements /requirements.txt /opt/requirements.txt
+RUN python3 -m venv /opt/venv \
+    && /opt/venv/bin/pip install -r /opt/requirements.txt \
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         bubblewrap g++ python3 python3-sortedcontainers util-linux \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log
-COPY --from=build /opt/venv /opt/venv
+RUN --mount=type=bind,target=/src,rw \
+    PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
+    /opt/venv/bin/python -m pip install --no-deps /src
+ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /root
 EXPOSE 8102
 CMD ["tribunal", "worker", "code"]

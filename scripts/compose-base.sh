@@ -57,8 +57,6 @@ EOF
   find "$rootfs/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
   rm -rf "$rootfs"/usr/share/{man,info,locale}/* "$rootfs"/var/lib/apt/lists/* \
     "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/log/*.log
-  find "$rootfs/usr/lib/python3" "$rootfs/usr/lib/python3.11" -name __pycache__ -prune \
-    -exec rm -rf {} +
   changes=(--change 'CMD ["python3"]' --change 'ENV LANG=C.UTF-8')
   if [ "$host_ca" = 1 ]; then
     cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
