@@ -25,9 +25,14 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         bubblewrap g++ python3 python3-sortedcontainers util-linux \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log
-RUN --mount=type=bind,target=/src,rw \
-    PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
-    /opt/venv/bin/python -m pip install --no-deps /src
+# (COPY, not a bind mount: buildah does not hash a mount's content, so a change to the code
+# would reuse a stale layer.)
+COPY pyproject.toml README.md /src/
+COPY services /src/services
+COPY trainer /src/trainer
+RUN PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
+    /opt/venv/bin/python -m pip install --no-deps /src \
+    && rm -rf /src
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /root
 EXPOSE 8102

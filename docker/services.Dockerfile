@@ -22,10 +22,14 @@ RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install -r /opt/requirements.txt \
     && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
 RUN useradd --uid 10001 --create-home tribunal
-# The source is mounted for the install, not copied into a layer.
-RUN --mount=type=bind,target=/src,rw \
-    PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
-    /opt/venv/bin/python -m pip install --no-deps /src
+# (COPY, not a bind mount: buildah does not hash a mount's content, so a change to the code
+# would reuse a stale layer.)
+COPY pyproject.toml README.md /src/
+COPY services /src/services
+COPY trainer /src/trainer
+RUN PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
+    /opt/venv/bin/python -m pip install --no-deps /src \
+    && rm -rf /src
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /home/tribunal
 USER tribunal

@@ -9,13 +9,14 @@
 #   --host-ca  trust this host's extra CA certificates (/usr/local/share/ca-certificates)
 #              inside the images, and point pip at the system bundle: needed where the host
 #              reaches package registries through a proxy with its own certificate authority.
-#              Off by default: an image should not trust a CA its user never chose.
+#              Off by default (or TRIBUNAL_HOST_CA=1): an image should not trust a CA its
+#              user never chose.
 # Needs root, podman and debootstrap. Env: CONTAINERS_CONF as for the rest of the stack.
 set -euo pipefail
 
 base=localhost/tribunal-base:bookworm
 redis=localhost/tribunal-redis:bookworm
-host_ca=0
+host_ca=$([ "${TRIBUNAL_HOST_CA:-0}" = 1 ] && echo 1 || echo 0)
 rebuild=0
 for arg in "$@"; do
   case $arg in

@@ -193,7 +193,7 @@ class Stack:
 @contextlib.contextmanager
 def running(stack: Stack, ready_timeout_s: float = 300) -> Iterator[float]:
     """Bring the stack up and wait until it is ready; yields the seconds from ``up`` to ready.
-    Brings it down afterwards, printing the containers' logs first."""
+    Brings it down afterwards, printing the containers' logs (to stderr) first."""
     start = time.monotonic()
     try:
         stack.compose("up", "-d", timeout_s=600)
@@ -201,7 +201,7 @@ def running(stack: Stack, ready_timeout_s: float = 300) -> Iterator[float]:
         yield time.monotonic() - start
     finally:
         with contextlib.suppress(Exception):
-            print(stack.logs())
+            print(stack.logs(), file=sys.stderr)
         stack.down()
 
 

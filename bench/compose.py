@@ -1,0 +1,125 @@
+"""compose.yaml's stack in containers: image builds, start-up, sizes, and math throughput
+through the containers against the same through ``make up`` (``tribunal up`` processes).
+
+Run: ``bash -c '. scripts/compose-env.sh && .venv/bin/python bench/compose.py'`` (as root,
+with podman; compose-env.sh sets podman up and picks the base images, as for
+``make compose-test``). Prints one JSON object. In one run:
+
+- where the base images are local (no registry reachable), the seconds to build them again;
+- each image built cold (``--no-cache``), then warm (nothing changed: every layer cached);
+- each image's size, as ``podman image inspect`` reports it (uncompressed);
+- seconds from ``podman-compose up -d`` until every published service's ``/readyz`` is 200;
+- the math benchmark of ``bench/math_throughput.py`` (GSM8K and MATH-500 gold solutions,
+  first pass: every input new) against the math container, then against ``tribunal up`` on
+  this host with its own throwaway Redis. Both sides: one API process, one worker with one
+  verification process per core, 8 requests of 256 items in flight, after a warm-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import ROOT, free_port, redis_server, tribunal, wait_ready
+from bench.math_throughput import _warm_up, load_items, service_throughput
+from tests.e2e.containers import Stack, environment, run, running
+
+PROJECT = "tribunal-compose-bench"
+
+
+def local_base_seconds() -> float | None:
+    """Seconds to build the local base images again, or None when the official ones are used."""
+    if not os.environ.get("TRIBUNAL_BASE_IMAGE", "").startswith("localhost/tribunal-base"):
+        return None
+    start = time.monotonic()
+    run([str(ROOT / "scripts" / "compose-base.sh"), "--rebuild"], timeout_s=1200)
+    return round(time.monotonic() - start, 1)
+
+
+def image_mb(image: str) -> float:
+    """An image's uncompressed size in MB (10^6 bytes)."""
+    size = run(["podman", "image", "inspect", "--format", "{{.Size}}", image])
+    return round(int(size) / 1e6, 1)
+
+
+def math_items_per_s(base_url: str) -> dict[str, float]:
+    """First-pass items/s of each math data set against one service URL."""
+    asyncio.run(_warm_up(base_url))
+    return {
+        name: round(
+            asyncio.run(service_throughput(base_url, items, 1))["first_pass_items_per_s"], 1
+        )
+        for name, items in load_items().items()
+    }
+
+
+@contextlib.contextmanager
+def make_up() -> Iterator[str]:
+    """``tribunal up`` (what ``make up`` runs) with a throwaway Redis; yields the math URL."""
+    with redis_server() as redis_url:
+        port = free_port()
+        env = {
+            **os.environ,
+            "TRIBUNAL_REDIS_URL": redis_url,
+            "TRIBUNAL_MATH_PORT": str(port),
+            "TRIBUNAL_CODE_PORT": str(free_port()),
+            "TRIBUNAL_JUDGE_PORT": str(free_port()),
+            "TRIBUNAL_LOG_LEVEL": "WARNING",
+        }
+        up = subprocess.Popen(
+            tribunal("up"),
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_ready(f"http://127.0.0.1:{port}", 120)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            os.killpg(up.pid, 15)
+            up.wait(30)
+
+
+def main() -> None:
+    report: dict[str, Any] = {
+        "command": "bash -c '. scripts/compose-env.sh && .venv/bin/python bench/compose.py'",
+        "cores": os.cpu_count(),
+        "environment": environment(),
+    }
+    report["local_base_images_build_s"] = local_base_seconds()
+    with tempfile.TemporaryDirectory() as directory:
+        stack = Stack(Path(directory), PROJECT)
+        images = stack.built_services()
+        report["build_cold_s"] = {}
+        for image, service in images.items():
+            start = time.monotonic()
+            stack.compose("build", "--no-cache", service, timeout_s=1800)
+            report["build_cold_s"][image] = round(time.monotonic() - start, 1)
+        report["build_warm_s"] = {
+            image: round(stack.build(service), 1) for image, service in images.items()
+        }
+        sizes = [*images, *(v for k, v in environment().items() if k.endswith("_IMAGE"))]
+        report["image_size_mb"] = {image: image_mb(image) for image in sizes}
+        with running(stack, ready_timeout_s=300) as ready_s:
+            report["up_to_ready_s"] = round(ready_s, 1)
+            report["math_items_per_s_containers"] = math_items_per_s(stack.url(8101))
+    with make_up() as math_url:
+        report["math_items_per_s_make_up"] = math_items_per_s(math_url)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
