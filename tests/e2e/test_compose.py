@@ -1,8 +1,10 @@
-"""compose.yaml is valid Compose and its commands work, run here as local processes.
+"""compose.yaml is valid Compose and its commands work: as local processes, and in containers.
 
-No Docker engine runs here, so each service's ``command`` (and its healthcheck) runs as a
-local process with the compose environment, the host names mapped to 127.0.0.1 and ports
-moved to free ones. The ``gpu`` profile (vLLM) cannot run on this machine and is skipped.
+In ``make test`` each service's ``command`` (and its healthcheck) runs as a local process with
+the compose environment, the host names mapped to 127.0.0.1 and ports moved to free ones.
+``make compose-test`` runs the same stack in real containers: images built from the
+Dockerfiles, podman-compose (see ``test_the_stack_runs_in_containers``). The ``gpu`` profile
+(vLLM) cannot run on this machine and is skipped.
 """
 
 from __future__ import annotations
