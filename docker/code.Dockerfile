@@ -20,7 +20,8 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=requirements /requirements.txt /opt/requirements.txt
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install -r /opt/requirements.txt \
-    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools \
+    && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         bubblewrap g++ python3 python3-sortedcontainers util-linux \
