@@ -87,16 +87,22 @@ class Stack:
     Attributes:
         directory: Where the derived ``compose.yaml`` is written.
         project: The compose project name (containers, network and volumes carry it).
+        env: Variables added to the environment of every service built from compose's
+            ``x-tribunal-env`` (those with ``TRIBUNAL_REDIS_URL``).
     """
 
     directory: Path
     project: str = PROJECT
+    env: dict[str, str] = field(default_factory=dict)
     document: dict[str, Any] = field(init=False)
     ports: dict[int, int] = field(init=False)
 
     def __post_init__(self) -> None:
         source = yaml.safe_load((ROOT / "compose.yaml").read_text())
         self.document, self.ports = derive(source)
+        for service in self.document["services"].values():
+            if "TRIBUNAL_REDIS_URL" in (service.get("environment") or {}):
+                service["environment"].update(self.env)
         (self.directory / "compose.yaml").write_text(yaml.safe_dump(self.document))
 
     def compose(self, *args: str, timeout_s: float = 600) -> str:
