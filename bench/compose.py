@@ -82,8 +82,9 @@ def make_up() -> Iterator[str]:
             "TRIBUNAL_LOG_LEVEL": "WARNING",
             "TRIBUNAL_CACHE_TTL_S": "0",
         }
+        # Niced as podman-compose is (tests/e2e/containers.py), which the containers inherit.
         up = subprocess.Popen(
-            tribunal("up"),
+            ["nice", "-n", "10", *tribunal("up")],
             env=env,
             cwd=ROOT,
             start_new_session=True,
