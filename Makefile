@@ -36,6 +36,15 @@ lint: $(VENV)/.all
 	$(BIN)/ruff format --check services trainer bench tests
 	scripts/typecheck.sh
 
+# compose.yaml's stack in real containers (podman, podman-compose): scripts/compose-test.sh.
+.PHONY: compose-test
+$(VENV)/.compose: pyproject.toml $(VENV)/.all
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,compose]'
+	touch $@
+
+compose-test: $(VENV)/.compose
+	scripts/compose-test.sh
+
 openapi: $(VENV)/.base
 	$(BIN)/tribunal openapi
 

@@ -1,15 +1,19 @@
-"""compose.yaml is valid Compose and its commands work, run here as local processes.
+"""compose.yaml is valid Compose and its commands work: as local processes, and in containers.
 
-No Docker engine runs here, so each service's ``command`` (and its healthcheck) runs as a
-local process with the compose environment, the host names mapped to 127.0.0.1 and ports
-moved to free ones. The ``gpu`` profile (vLLM) cannot run on this machine and is skipped.
+In ``make test`` each service's ``command`` (and its healthcheck) runs as a local process with
+the compose environment, the host names mapped to 127.0.0.1 and ports moved to free ones.
+``make compose-test`` runs the same stack in real containers: images built from the
+Dockerfiles, podman-compose (see ``test_the_stack_runs_in_containers``). The ``gpu`` profile
+(vLLM) cannot run on this machine and is skipped.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +26,9 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES, ROOT, free_port, start_process, stop_process, wait_ready
+from tests.e2e.containers import Stack, running
+from tests.e2e.containers import run as containers_run
+from tests.e2e.test_readme import curl_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -164,3 +171,130 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             stop_process(process)
         for log in sorted(tmp_path.glob("*.log")):
             print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+
+
+# The same stack in real containers: images built from the Dockerfiles, run by podman-compose.
+# Minutes long and needs root and podman, so it runs under `make compose-test` (which installs
+# what it needs and sets TRIBUNAL_COMPOSE_TEST=1), not in `make test`.
+in_containers = pytest.mark.skipif(
+    os.environ.get("TRIBUNAL_COMPOSE_TEST") != "1",
+    reason="builds images and runs containers: `make compose-test`",
+)
+
+
+def check_readme_answer(command: str, answer: dict[str, Any]) -> str:
+    """Check one README curl answer by what it asks; returns the kind of example it was."""
+    if "error" in answer:
+        # The one documented failure: a field missing, named by the error.
+        assert answer["error"]["code"] == "bad_input" and answer["error"]["field"], answer
+        return "error"
+    if re.search(r"/v1/jobs/\w", command):
+        assert answer["status"] == "done" and answer["completed"] == answer["total"], answer
+        assert all(result["reward"] == 1.0 for result in answer["results"]), answer
+        return "job result"
+    if "/v1/jobs" in command:
+        assert answer["created"] is True, answer
+        return "job"
+    if "/v1/code/run" in command:
+        assert answer["exit_code"] == 0 and answer["verdict"] == "accepted", answer
+        return "code run"
+    path = command.split("localhost:", 1)[1].split()[0].strip("'")
+    if "rewards" in answer:  # OpenRLHF's remote reward protocol
+        assert all(math.isfinite(reward) for reward in answer["rewards"]), answer
+        return path
+    if "results" not in answer:  # a listing (the gateway's specs): an answer, not an error
+        assert answer, command
+        return path
+    for result in answer["results"]:
+        if result["reward"] is None:
+            # No judge model runs without the gpu profile: the documented answer.
+            assert result["error"]["code"] == "backend_unavailable", result
+        elif "/v1/math/" in command or "/v1/code/" in command:
+            assert result["reward"] == 1.0, result
+        else:
+            # Gateway specs may combine rewards by a formula, below 0 or above 1.
+            assert math.isfinite(result["reward"]), result
+    return path
+
+
+def check_readme_examples(stack: Stack) -> None:
+    """Every README curl example, sent as written to the containers' published ports."""
+    job_id = None
+    kinds = []
+    for command in curl_commands():
+        for container_port, host_port in stack.ports.items():
+            command = command.replace(f"localhost:{container_port}/", f"localhost:{host_port}/")
+        if "<id>" in command:
+            assert job_id is not None, "the README polls a job before creating one"
+            command = command.replace("<id>", job_id)
+        run = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, (command, run.stderr)
+        answer = json.loads(run.stdout)
+        job_id = answer.get("job_id", job_id)
+        kinds.append(check_readme_answer(command, answer))
+    assert {"error", "job", "job result", "code run"} <= set(kinds), kinds
+    assert len(kinds) >= 7, kinds
+
+
+def check_healthchecks(stack: Stack) -> None:
+    """Each service's compose healthcheck passes inside its container (podman 4.3 without
+    systemd runs them only when asked)."""
+    containers = stack.containers()
+    for name, service in stack.document["services"].items():
+        assert containers.get(name), f"no container for service {name}"
+        if "healthcheck" in service:
+            for container in containers[name]:
+                containers_run(["podman", "healthcheck", "run", container])
+
+
+def check_job_survives_a_killed_worker(stack: Stack) -> None:
+    """SIGKILL the math worker's process mid-job, as a crash would: compose's restart policy
+    starts the container again, the items it held are claimed again after the visibility
+    timeout, and the job completes with every result."""
+    items = [
+        {"id": f"k{k}", "response": f"\\boxed{{\\frac{{{k}}}{{97}}}}", "ground_truth": f"{k}/97"}
+        for k in range(1, 4001)
+    ]
+    [worker] = stack.containers()["math-worker"]
+    with httpx.Client(base_url=stack.url(8101), timeout=60) as client:
+        created = client.post("/v1/jobs", json={"verifier": "math", "items": items})
+        job_url = f"/v1/jobs/{created.json()['job_id']}"
+        deadline = time.monotonic() + 120
+        while client.get(job_url).json()["completed"] == 0:
+            assert time.monotonic() < deadline, "the worker never started on the job"
+            time.sleep(0.05)
+        restarts = inspect(worker, "{{.RestartCount}}")
+        os.kill(int(inspect(worker, "{{.State.Pid}}")), signal.SIGKILL)
+        killed = client.get(job_url).json()
+        assert killed["status"] != "done" and killed["completed"] < len(items), killed
+        deadline = time.monotonic() + 60
+        while inspect(worker, "{{.RestartCount}}") == restarts:
+            assert time.monotonic() < deadline, "the killed worker was not restarted"
+            time.sleep(0.2)
+        deadline = time.monotonic() + 240
+        while (job := client.get(job_url, params={"wait": 10}).json())["status"] != "done":
+            assert time.monotonic() < deadline, job
+    assert job["completed"] == len(items), job
+    assert [result["id"] for result in job["results"]] == [item["id"] for item in items]
+    assert all(result["reward"] == 1.0 for result in job["results"]), job["results"][:3]
+
+
+def inspect(container: str, template: str) -> str:
+    """One field of ``podman inspect``."""
+    return containers_run(["podman", "inspect", "--format", template, container]).strip()
+
+
+@pytest.mark.slow
+@in_containers
+def test_the_stack_runs_in_containers(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    for service in stack.built_services().values():
+        stack.build(service)
+    try:
+        with running(stack, ready_timeout_s=300):
+            check_healthchecks(stack)
+            check_readme_examples(stack)
+            check_job_survives_a_killed_worker(stack)
+    finally:
+        leftovers = stack.leftovers()
+    assert leftovers == {"ps": [], "network": [], "volume": []}, leftovers
