@@ -22,7 +22,7 @@ from tests.conftest import need_data
 from tribunal.code import CodeConfig, CodeItem, CodeVerifier
 from tribunal.code.schemas import Limits
 
-# Sources (in /work/shared/data/code): HumanEval (openai/human-eval, 164 problems), MBPP
+# Sources (in $TRIBUNAL_DATA_DIR/code): HumanEval (openai/human-eval, 164 problems), MBPP
 # sanitized (google-research/mbpp, 427), LeetCodeDataset v0.3.1 test split
 # (newfacade/LeetCodeDataset, 228), CRUXEval (facebookresearch/cruxeval, 800) and CodeLlama-7B's
 # scored CRUXEval output predictions. The HumanEval and LeetCode loaders live in

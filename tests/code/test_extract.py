@@ -7,19 +7,16 @@ Markdown, and its ``completion`` field (bare code, no fence).
 
 from __future__ import annotations
 
-import pytest
-
 from bench.code_data import DATA, jsonl
+from tests.conftest import need_data
 from tribunal.code.extract import extract_program
-
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="no /work/shared/data/code")
 
 
 def _rows() -> dict[str, dict[str, str]]:
+    need_data(DATA / "leetcodedataset_v0.3.1_test.jsonl.gz")
     return {row["task_id"]: row for row in jsonl("leetcodedataset_v0.3.1_test.jsonl.gz")}
 
 
-@needs_data
 def test_one_fenced_block_is_the_program() -> None:
     row = _rows()["shortest-distance-after-road-addition-queries-i"]
     found = extract_program(row["response"], "python")
@@ -29,7 +26,6 @@ def test_one_fenced_block_is_the_program() -> None:
     assert "Explanation" not in found.code and "```" not in found.code
 
 
-@needs_data
 def test_several_blocks_the_last_one_wins() -> None:
     # The model answers, says its overlap computation was wrong, and writes a corrected
     # version: the correction (the second block) is the program.
@@ -44,7 +40,6 @@ def test_several_blocks_the_last_one_wins() -> None:
     assert "& count_valid_substrings_with_char_limit" not in found.code
 
 
-@needs_data
 def test_a_trailing_usage_example_is_taken_as_is() -> None:
     # Known issue (shared with open-instruct and verl): the last block is a usage example.
     response = _rows()["minimum-division-operations-to-make-array-non-decreasing"]["response"]
@@ -52,7 +47,6 @@ def test_a_trailing_usage_example_is_taken_as_is() -> None:
     assert found.code is not None and found.code.startswith("sol = Solution()\n")
 
 
-@needs_data
 def test_unfenced_code_has_no_program() -> None:
     bare = _rows()["shortest-distance-after-road-addition-queries-i"]["completion"]
     assert "```" not in bare and "class Solution" in bare
@@ -61,7 +55,6 @@ def test_unfenced_code_has_no_program() -> None:
     assert found.reason == "no fenced ```python block in response"
 
 
-@needs_data
 def test_another_languages_block_is_never_run() -> None:
     response = _rows()["shortest-distance-after-road-addition-queries-i"]["response"]
     found = extract_program(response, "cpp")

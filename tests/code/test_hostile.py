@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.sandbox import processes_of_uid
 from tribunal.core.envelope import ItemOutcome
@@ -226,7 +227,7 @@ async def test_host_files_and_environment_are_invisible(
         import os
         print(dict(os.environ))
         for path in ('/etc/shadow', '/proc/1/environ', '/proc/self/environ', '/proc/1/cmdline',
-                     '/root/.bash_history', '/work/main/pyproject.toml', '/proc/1/root/etc/shadow'):
+                     '/root/.bash_history', 'CHECKOUT_FILE', '/proc/1/root/etc/shadow'):
             try:
                 print(path, open(path, 'rb').read()[:4000])
             except OSError as exc:
@@ -235,7 +236,7 @@ async def test_host_files_and_environment_are_invisible(
             if pid.isdigit():
                 try: print(pid, open(f'/proc/{pid}/environ', 'rb').read())
                 except OSError: pass
-    """
+    """.replace("CHECKOUT_FILE", str(ROOT / "pyproject.toml"))
     details = await run(run_verifier, code)
     assert secret not in details["stdout"] and secret not in details["stderr"]
     assert "root:" not in details["stdout"]
