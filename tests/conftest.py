@@ -64,6 +64,17 @@ def stop_tree(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     psutil.wait_procs(alive, timeout=grace_s)
 
 
+def redis_env(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
+    """``TRIBUNAL_*`` variables of a service on ``redis`` under the key prefix ``prefix``,
+    plus ``extra``."""
+    return {
+        "TRIBUNAL_REDIS_URL": redis.url,
+        "TRIBUNAL_QUEUE": "redis",
+        "TRIBUNAL_KEY_PREFIX": prefix,
+        **extra,
+    }
+
+
 def need_data(path: Path) -> Path:
     """Return ``path`` (a file or folder under ``DATA``) if it exists; else skip the test
     with one line saying where it was looked for, or fail it under ``CI=true``, where a

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, RedisServer, RunningService, free_port, stop_process
+from tests.conftest import ROOT, RedisServer, RunningService, free_port, redis_env, stop_process
 from tribunal.client import (
     JobNotFoundError,
     JobTimeout,
@@ -165,13 +165,7 @@ async def test_transport_error_after_the_last_retry() -> None:
 
 
 def math_env(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
-    return {
-        "TRIBUNAL_REDIS_URL": redis.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": prefix,
-        "TRIBUNAL_MATH_PROCESSES": "1",
-        **extra,
-    }
+    return redis_env(redis, prefix, **{"TRIBUNAL_MATH_PROCESSES": "1", **extra})
 
 
 @pytest.fixture
@@ -236,15 +230,14 @@ async def test_results_stream_as_they_complete(
     judge = FakeOpenAIServer(FakeScript(default_level=2), latency_s=0.3, cap=1)
     judge.start()
     try:
-        env = {
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_JUDGE_BASE_URL": judge.base_url,
-            "TRIBUNAL_CACHE_TTL_S": "0",
-            "TRIBUNAL_WORKER_BATCH_SIZE": "1",
-            "TRIBUNAL_WORKER_CONCURRENCY": "1",
-        }
+        env = redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_JUDGE_BASE_URL=judge.base_url,
+            TRIBUNAL_CACHE_TTL_S="0",
+            TRIBUNAL_WORKER_BATCH_SIZE="1",
+            TRIBUNAL_WORKER_CONCURRENCY="1",
+        )
         running = service("judge", env=env)
         items = [
             {

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import DATA, ROOT, TRIBUNAL, RedisServer, RunningService
+from tests.conftest import DATA, ROOT, TRIBUNAL, RedisServer, RunningService, redis_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -56,13 +56,12 @@ def test_score_a_file_interrupt_and_resume(
     out = tmp_path / "results.jsonl"
     running = service(
         "math",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_MATH_PROCESSES": "1",
-            "TRIBUNAL_CACHE_TTL_S": "0",  # a rescored item would be scored, not a cache hit
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_MATH_PROCESSES="1",
+            TRIBUNAL_CACHE_TTL_S="0",  # a rescored item would be scored, not a cache hit
+        ),
     )
     argv = [*TRIBUNAL, "score", "math", str(source), "-o", str(out), "--url", running.base_url]
     argv += ["--chunk-size", "64", "--concurrency", "2"]  # 1,000 is not a multiple of 64
@@ -102,12 +101,11 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
 ) -> None:
     running = service(
         "math",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_MATH_PROCESSES": "1",
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_MATH_PROCESSES="1",
+        ),
     )
     argv = [*TRIBUNAL, "score", "math", "-", "--url", running.base_url]
     good = '{"response": "#### 18", "ground_truth": "18"}\n{"response": "2", "ground_truth": "3"}\n'

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from bench.citation_data import TRACES, data_dir, trace_items
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 from tribunal.llm.testing import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -20,12 +20,7 @@ EVIDENCE = {
 
 
 def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
-    return {
-        "TRIBUNAL_REDIS_URL": redis.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": prefix,
-        **extra,
-    }
+    return redis_env(redis, prefix, **extra)
 
 
 def test_lexical_scores_and_gates_through_the_queue(

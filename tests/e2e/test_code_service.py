@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from tests.conftest import ROOT, RedisServer, RunningService
+from tests.conftest import ROOT, RedisServer, RunningService, redis_env
 from tribunal.core.supervisor import EXIT_REFUSED
 
 pytestmark = [
@@ -30,14 +30,10 @@ ADD = {
 
 
 def env_for(redis: RedisServer, prefix: str) -> dict[str, str]:
-    return {
-        "TRIBUNAL_REDIS_URL": redis.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": prefix,
-        "TRIBUNAL_CODE_SLOTS": "2",
-        # A secret the service holds: no program may see it.
-        "TRIBUNAL_TEST_SECRET": "hunter2-do-not-leak",
-    }
+    # A secret the service holds: no program may see it.
+    return redis_env(
+        redis, prefix, TRIBUNAL_CODE_SLOTS="2", TRIBUNAL_TEST_SECRET="hunter2-do-not-leak"
+    )
 
 
 def test_score_run_and_hostile_neighbours(

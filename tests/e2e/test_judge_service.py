@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, RedisServer, RunningService, free_port
+from tests.conftest import ROOT, RedisServer, RunningService, free_port, redis_env
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 pytestmark = pytest.mark.e2e
@@ -31,13 +31,7 @@ README_CURL_BODY = (
 
 
 def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
-    return {
-        "TRIBUNAL_REDIS_URL": redis.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": prefix,
-        "TRIBUNAL_JUDGE_MODEL": "fake-judge",
-        **extra,
-    }
+    return redis_env(redis, prefix, **{"TRIBUNAL_JUDGE_MODEL": "fake-judge", **extra})
 
 
 def positive_items(n: int) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.conftest import DATA, RedisServer, RunningService, need_data
+from tests.conftest import DATA, RedisServer, RunningService, need_data, redis_env
 from tribunal.client import SyncTribunalClient
 
 pytestmark = pytest.mark.e2e
@@ -25,13 +25,7 @@ def math500(n: int) -> list[dict[str, str]]:
 
 
 def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
-    return {
-        "TRIBUNAL_REDIS_URL": redis.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": prefix,
-        "TRIBUNAL_MATH_PROCESSES": "1",
-        **extra,
-    }
+    return redis_env(redis, prefix, **{"TRIBUNAL_MATH_PROCESSES": "1", **extra})
 
 
 def test_the_readme_curl_example(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from bench.faults import fuzz
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -19,12 +19,11 @@ def test_generated_requests_get_no_5xx_and_only_documented_statuses(
 ) -> None:
     running = service(
         "math",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_MATH_PROCESSES": "1",
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_MATH_PROCESSES="1",
+        ),
     )
     counts = fuzz(running.base_url, examples=15)
     assert counts["requests"] > 50

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 
 pytestmark = pytest.mark.e2e
 
@@ -24,13 +24,12 @@ def math_service(
 ) -> RunningService:
     return service(
         "math",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_MAX_QUEUE_ITEMS": "5",
-            "TRIBUNAL_MATH_PROCESSES": "1",
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_MAX_QUEUE_ITEMS="5",
+            TRIBUNAL_MATH_PROCESSES="1",
+        ),
     )
 
 
@@ -133,12 +132,11 @@ def test_a_lone_surrogate_on_a_route_of_one_item_is_a_422(
     # /v1/code/run validates its one item strictly (no per-item leniency): still no 500.
     running = service(
         "code",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_CODE_SLOTS": "1",
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_CODE_SLOTS="1",
+        ),
     )
     with running.http() as client:
         response = client.post(

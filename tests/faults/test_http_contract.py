@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 from tribunal.code.schemas import CodeItem
 
 pytestmark = pytest.mark.e2e
@@ -34,13 +34,7 @@ def math_api(
     def start(**env: str) -> RunningService:
         return service(
             "math",
-            env={
-                "TRIBUNAL_REDIS_URL": redis_server.url,
-                "TRIBUNAL_QUEUE": "redis",
-                "TRIBUNAL_KEY_PREFIX": key_prefix,
-                "TRIBUNAL_MATH_PROCESSES": "1",
-                **env,
-            },
+            env=redis_env(redis_server, key_prefix, **{"TRIBUNAL_MATH_PROCESSES": "1", **env}),
         )
 
     return start

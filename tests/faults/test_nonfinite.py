@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 from tests.core.toy import ToyItem, ToyVerifier, toy_spec
 from tribunal.core.app import create_app
 from tribunal.core.envelope import ItemOutcome, ScoreItem
@@ -44,13 +44,12 @@ def test_huge_rubric_weights_are_bad_input_naming_the_field_not_a_reward_of_0(
 ) -> None:
     running = service(
         "judge",
-        env={
-            "TRIBUNAL_REDIS_URL": redis_server.url,
-            "TRIBUNAL_QUEUE": "redis",
-            "TRIBUNAL_KEY_PREFIX": key_prefix,
-            "TRIBUNAL_JUDGE_MODEL": "fake-judge",
-            "TRIBUNAL_JUDGE_BASE_URL": openai_compat_server.base_url,
-        },
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_JUDGE_MODEL="fake-judge",
+            TRIBUNAL_JUDGE_BASE_URL=openai_compat_server.base_url,
+        ),
     )
     body = {"items": [_judge_item("huge", 1e308), _judge_item("fine", 2.0)]}
     with running.http() as client:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, RedisServer, RunningService
+from tests.conftest import ROOT, RedisServer, RunningService, redis_env
 from tests.trainer.conftest import TRAINER_WARNINGS, base_config
 from tribunal.trainer.config import GRPOConfig
 from tribunal.trainer.loop import Trainer
@@ -56,12 +56,11 @@ def test_the_math_service_end_to_end_logs_every_metric(
     key_prefix: str,
     tmp_path: Path,
 ) -> None:
-    env = {
-        "TRIBUNAL_REDIS_URL": redis_server.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": key_prefix,
-        "TRIBUNAL_MATH_PROCESSES": "1",
-    }
+    env = redis_env(
+        redis_server,
+        key_prefix,
+        TRIBUNAL_MATH_PROCESSES="1",
+    )
     math = service("math", env=env)
     raw = base_config(tiny_model_dir, math.base_url, max_steps=2, async_steps=1, beta=0.01)
     raw["reward_sources"] = [

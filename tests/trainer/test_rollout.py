@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.conftest import RedisServer, RunningService
+from tests.conftest import RedisServer, RunningService, redis_env
 from tests.trainer.conftest import TRAINER_WARNINGS
 from tribunal.trainer.rollout import (
     Generated,
@@ -162,12 +162,11 @@ def test_the_tool_loop_runs_code_on_the_code_service_and_masks_its_output(
 ) -> None:
     from transformers import AutoTokenizer
 
-    env = {
-        "TRIBUNAL_REDIS_URL": redis_server.url,
-        "TRIBUNAL_QUEUE": "redis",
-        "TRIBUNAL_KEY_PREFIX": key_prefix,
-        "TRIBUNAL_CODE_SLOTS": "1",
-    }
+    env = redis_env(
+        redis_server,
+        key_prefix,
+        TRIBUNAL_CODE_SLOTS="1",
+    )
     code = service("code", env=env)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     backend = ScriptedBackend(
