@@ -21,7 +21,6 @@ so every rubric of one response shares the same prefix tokens.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.llm import answers
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
 
 PROMPT_VERSION = "rubric-judge-1"
@@ -159,31 +159,9 @@ def build_prompt(question: str, response: str, rubrics: Sequence[Rubric]) -> Jud
 
 
 def verdict_schema(keys: Sequence[str], max_reason_chars: int) -> dict[str, Any]:
-    """Return the JSON schema of a call's answer: ``{key: {reason, verdict}}`` for each key.
-
-    Property order is the generation order under guided decoding (reason before verdict).
-    The result is shared between calls (cached): do not modify it.
-    """
-    return _verdict_schema(tuple(keys), max_reason_chars)
-
-
-@functools.lru_cache(maxsize=64)
-def _verdict_schema(keys: tuple[str, ...], max_reason_chars: int) -> dict[str, Any]:
-    entry = {
-        "type": "object",
-        "properties": {
-            "reason": {"type": "string", "maxLength": max_reason_chars},
-            "verdict": {"type": "integer", "enum": list(VERDICT_LEVELS)},
-        },
-        "required": ["reason", "verdict"],
-        "additionalProperties": False,
-    }
-    return {
-        "type": "object",
-        "properties": {key: entry for key in keys},
-        "required": list(keys),
-        "additionalProperties": False,
-    }
+    """Return the JSON schema of a call's answer: ``{key: {reason, verdict}}`` for each key
+    (``tribunal.llm.answers.verdict_schema`` with the judge's levels; shared: do not modify)."""
+    return answers.verdict_schema(keys, max_reason_chars, VERDICT_LEVELS)
 
 
 def build_request(

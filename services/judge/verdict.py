@@ -12,7 +12,6 @@ A refusal of the whole call raises :class:`Refusal`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -21,11 +20,11 @@ from typing import Any, Literal
 
 from tribunal.core.errors import ParseError, Refusal
 from tribunal.judge.prompts import VERDICT_LEVELS, VERDICT_TOKEN_PUNCTUATION
+from tribunal.llm import answers
 from tribunal.llm.base import Completion, TokenLogprob
 
 _MAX_LEVEL = max(VERDICT_LEVELS)
 _VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?(\d)')
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def read_verdicts(
     """
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the judge refused: {completion.refusal or 'content filter'}"[:500])
-    obj = _parse_json_object(completion.text)
+    obj = answers.parse_json_object(completion.text)
     if obj is None:
         why = (
             "it hit the token limit"
@@ -103,18 +102,6 @@ def _level(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit() and int(value) in VERDICT_LEVELS:
         return int(value)
     return None
-
-
-def _parse_json_object(text: str) -> dict[str, Any] | None:
-    text = _THINK.sub("", text).strip()
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        value = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _verdict_token_probs(
