@@ -366,21 +366,18 @@ class RedisStreamsQueue:
 
     async def extend(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
         """Reset the idle time of ``entry_ids`` (JUSTID: not counted as a delivery)."""
-        if not entry_ids:
-            return
-        async with self._unavailable_as_503():
-            await self.redis.xclaim(
-                self.keys.stream(verifier),
-                CONSUMER_GROUP,
-                consumer,
-                min_idle_time=0,
-                message_ids=list(entry_ids),
-                justid=True,
-            )
+        await self._claim_again(verifier, consumer, entry_ids, idle_ms=None)
 
     async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:
         """Set the entries' idle time past the visibility timeout (XCLAIM ... IDLE, JUSTID:
         not counted as a delivery), so that the next XAUTOCLAIM of any worker takes them."""
+        idle_ms = int(self.visibility_timeout_s * 1000) + 1
+        await self._claim_again(verifier, consumer, entry_ids, idle_ms=idle_ms)
+
+    async def _claim_again(
+        self, verifier: str, consumer: str, entry_ids: Sequence[str], idle_ms: int | None
+    ) -> None:
+        """XCLAIM ... JUSTID the entries to ``consumer`` with idle time ``idle_ms`` (None: 0)."""
         if not entry_ids:
             return
         async with self._unavailable_as_503():
@@ -390,7 +387,7 @@ class RedisStreamsQueue:
                 consumer,
                 min_idle_time=0,
                 message_ids=list(entry_ids),
-                idle=int(self.visibility_timeout_s * 1000) + 1,
+                idle=idle_ms,
                 justid=True,
             )
 
