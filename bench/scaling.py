@@ -308,9 +308,10 @@ def bench_math(args: argparse.Namespace) -> dict[str, Any]:
     fresh = [{"id": f"m{i}", **item} for i, item in enumerate(items)]
     warm = [{"id": f"w{k}", "response": r, "ground_truth": g} for k, (r, g) in enumerate(WARM)]
     env = {"TRIBUNAL_MATH_PROCESSES": str(args.processes)}
-    # Requests of 64 items in flight: enough that every verification process has work
-    # queued while results travel back.
-    in_flight = max(4, 2 * args.workers * args.processes)
+    # Requests of 64 items in flight: twice what the workers hold at once (4 batches of 64
+    # each, the default), so that the queue is never empty while results travel back, and
+    # enough that every verification process has work queued.
+    in_flight = max(8 * args.workers, 2 * args.workers * args.processes)
     spent, wall, results = _measure_service(
         "math", "math", env, args.workers, fresh, warm, batch=64, in_flight=in_flight
     )

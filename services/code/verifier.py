@@ -168,8 +168,11 @@ class CodeVerifier(_CodeBase):
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch concurrently (bounded by the slots); one outcome per item, in order."""
-        runner = self._require_runner()
-        return await score_each(items, CodeItem, lambda item: self._score_one(runner, item))
+        return await score_each(items, CodeItem, self.score_item)
+
+    async def score_item(self, item: CodeItem) -> ItemOutcome:
+        """Run one item's program against its tests in a sandbox slot."""
+        return await self._score_one(self._require_runner(), item)
 
     async def _score_one(self, runner: Runner, item: CodeItem) -> ItemOutcome:
         code = item.code
@@ -216,8 +219,11 @@ class CodeRunVerifier(_CodeBase):
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Run a batch concurrently (bounded by the slots); one outcome per item, in order."""
-        runner = self._require_runner()
-        return await score_each(items, RunItem, lambda item: self._run_one(runner, item))
+        return await score_each(items, RunItem, self.score_item)
+
+    async def score_item(self, item: RunItem) -> ItemOutcome:
+        """Run one program in a sandbox slot."""
+        return await self._run_one(self._require_runner(), item)
 
     async def _run_one(self, runner: Runner, item: RunItem) -> ItemOutcome:
         self._check_language(item.language)

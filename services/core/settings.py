@@ -65,7 +65,12 @@ class CoreSettings(BaseSettings):
     )
     worker_batch_size: int = Field(default=64, ge=1, description="Items a worker pulls per read.")
     worker_concurrency: int = Field(
-        default=4, ge=1, description="Batches one worker process scores at once."
+        default=4,
+        ge=1,
+        description=(
+            "Batches' worth of items one worker process holds at once (claimed, not yet "
+            "scored); it claims again as room frees up."
+        ),
     )
     visibility_timeout_s: float = Field(
         default=15.0,

@@ -30,6 +30,13 @@ class Verifier(Protocol):
             result and of the cache key.
         item_model: The pydantic model of one item (a ``ScoreItem`` subclass).
 
+    Optionally, a verifier whose items are scored independently of each other defines
+    ``async score_item(item) -> ItemOutcome`` (raising ``TribunalError`` for that item's
+    error, as ``score_each``'s ``score_one`` does) and makes ``score`` gather it. The worker
+    then calls it once per distinct item and writes each result as soon as it is ready, so
+    one slow item holds back no other; a verifier that gains from seeing the batch together
+    (one that forwards it as a whole) leaves it out and gets ``score``.
+
     Optionally, a verifier with a pool of its own (processes, sandbox slots) defines
     ``utilisation() -> tuple[int, int]``, its ``(busy, capacity)`` now; workers report it
     with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``).
@@ -86,16 +93,25 @@ async def score_each(
     Returns:
         One ``ItemOutcome`` per item, in the order of ``items``.
     """
+    scored = (score_guarded(item, item_model, score_one) for item in items)
+    return list(await asyncio.gather(*scored))
 
-    async def guarded(item: ScoreItem) -> ItemOutcome:
-        try:
-            if not isinstance(item, item_model):
-                raise InternalError(f"expected {item_model.__name__}, got {type(item).__name__}")
-            return await score_one(item)
-        except TribunalError as exc:
-            return ItemOutcome.failed(exc)
-        except Exception as exc:
-            logger.exception("bug while scoring item %s", item.id)
-            return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
 
-    return list(await asyncio.gather(*(guarded(item) for item in items)))
+async def score_guarded(
+    item: ScoreItem,
+    item_model: type[ItemT],
+    score_one: Callable[[ItemT], Awaitable[ItemOutcome]],
+) -> ItemOutcome:
+    """``score_one(item)``, with an error as the item's outcome: a ``TribunalError`` becomes
+    ``ItemOutcome.failed``, any other exception (a bug) is logged with its traceback and
+    becomes ``internal_error``. ``CancelledError`` propagates.
+    """
+    try:
+        if not isinstance(item, item_model):
+            raise InternalError(f"expected {item_model.__name__}, got {type(item).__name__}")
+        return await score_one(item)
+    except TribunalError as exc:
+        return ItemOutcome.failed(exc)
+    except Exception as exc:
+        logger.exception("bug while scoring item %s", item.id)
+        return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))

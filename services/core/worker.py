@@ -1,13 +1,20 @@
 """The worker runtime: claim, dedupe, score, write, acknowledge, heartbeat.
 
-Each worker process runs ``concurrency`` batch loops on one event loop. A loop claims up to
-``batch_size`` entries, answers dead letters and cache hits at once, scores each distinct
-input once (the identical completions of a GRPO group are one call), writes every result to
-its job and acknowledges the entries. While a batch is being scored its entries are kept
-from other workers by a heartbeat; if the process dies, they are claimed by another worker
-after the visibility timeout, and after ``max_deliveries`` they become ``dead_letter``
-errors. Results are first-wins per item, so a batch scored twice still yields one result
-per item.
+A worker process holds up to ``concurrency × batch_size`` items at once and claims more as
+soon as a quarter batch of room frees up, so its verifier always has work queued (claiming
+continuously, not in lock-step batches that each wait for their slowest item). Each claimed
+batch answers dead letters and cache hits at once and scores each distinct input once (the
+identical completions of a GRPO group are one call). A verifier that scores items
+independently (``score_item``, see ``tribunal.core.verifier``) gets every item as its own
+call: an item's result is written as soon as it is ready and its room goes to the next
+claim, so one slow item holds back only itself. Results ready together are written together
+(one Redis call while the previous write is in flight), and every entry is acknowledged
+with its result.
+
+While an item is being scored its entry is kept from other workers by a heartbeat; if the
+process dies, it is claimed by another worker after the visibility timeout, and after
+``max_deliveries`` it becomes a ``dead_letter`` error. Results are first-wins per item, so
+an item scored twice still yields one result.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -35,9 +43,12 @@ from tribunal.core.errors import (
     TribunalError,
 )
 from tribunal.core.queue.base import Delivery, JobQueue
-from tribunal.core.verifier import Verifier
+from tribunal.core.verifier import Verifier, score_guarded
 
 logger = logging.getLogger(__name__)
+
+Written = tuple[Delivery, str]
+"""An entry and its result, serialised as an ``ItemResult``."""
 
 
 def consumer_name() -> str:
@@ -99,13 +110,14 @@ class WorkerRuntime:
         verifier: The verifier (already started).
         queue: The job queue.
         cache: The result cache.
-        batch_size: Entries claimed per read.
-        concurrency: Batches scored at once by this process.
+        batch_size: Most entries claimed per read.
+        concurrency: Batches' worth of items held at once: up to ``concurrency × batch_size``
+            items claimed and not yet scored.
         max_deliveries: Deliveries after which an entry is dead-lettered.
         heartbeat_s: Period of the liveness heartbeat and of the hold on claimed entries (s).
         block_s: How long one claim waits for entries (s).
-        grace_s: At stop, how long batches in progress may take before they are released (s).
-        write_attempts: Tries (1 s apart) to write a batch's results through a queue outage.
+        grace_s: At stop, how long items in progress may take before they are released (s).
+        write_attempts: Tries (1 s apart) to write results through a queue outage.
     """
 
     verifier: Verifier
@@ -122,33 +134,43 @@ class WorkerRuntime:
 
     def __post_init__(self) -> None:
         self.info = verifier_info(self.verifier)
+        self.capacity = self.concurrency * self.batch_size
+        # Entries claimed and not yet written: the heartbeat holds them.
         self._in_flight: set[str] = set()
+        # Items claimed and not yet scored: what the claim loop keeps under ``capacity``.
+        self._held = 0
+        self._room = asyncio.Event()
+        self._batches: set[asyncio.Task[None]] = set()
+        self._ready: list[tuple[list[Written], dict[str, int], asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until ``stop`` is set, then stop claiming, finish the batches in progress
-        within ``grace_s`` and release what is still unscored after it (back to the queue,
-        for another worker: never an error), and return."""
+        """Run until ``stop`` is set, then stop claiming, finish the items in progress within
+        ``grace_s`` and release what is still unscored after it (back to the queue, for
+        another worker: never an error), and return."""
         await self._retry_until(stop, lambda: self.queue.ensure_verifier(self.verifier.name))
         logger.info(
-            "worker %s scoring %s (batch %d, concurrency %d)",
+            "worker %s scoring %s (batch %d, holding up to %d items)",
             self.consumer,
             self.verifier.name,
             self.batch_size,
-            self.concurrency,
+            self.capacity,
         )
-        loops = [asyncio.create_task(self._loop(stop)) for _ in range(self.concurrency)]
         beat = asyncio.create_task(self._heartbeat())
-        await stop.wait()
-        _, late = await asyncio.wait(loops, timeout=self.grace_s)
-        if late:
-            logger.warning(
-                "stopping: %d batches unfinished after %.1f s; releasing their entries",
-                len(late),
-                self.grace_s,
-            )
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        await self._claim_loop(stop)
+        if self._batches:
+            _, late = await asyncio.wait(set(self._batches), timeout=self.grace_s)
+            if late:
+                logger.warning(
+                    "stopping: %d batches unfinished after %.1f s; releasing their entries",
+                    len(late),
+                    self.grace_s,
+                )
+                for task in late:
+                    task.cancel()
+                await asyncio.gather(*late, return_exceptions=True)
+        if self._writer is not None:  # results of released entries may still be on their way
+            await asyncio.wait({self._writer}, timeout=self.grace_s)
         beat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beat
@@ -168,7 +190,7 @@ class WorkerRuntime:
                 await asyncio.sleep(1.0)
 
     async def _heartbeat(self) -> None:
-        # Runs until cancelled, after the batch loops: entries finishing in a shutdown's grace
+        # Runs until cancelled, after the claim loop: entries finishing in a shutdown's grace
         # period stay held.
         while True:
             try:
@@ -183,10 +205,18 @@ class WorkerRuntime:
                 logger.warning("heartbeat failed: %s", exc)
             await asyncio.sleep(self.heartbeat_s)
 
-    async def _loop(self, stop: asyncio.Event) -> None:
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        # A claim is one Redis round trip: waiting for a quarter batch of room keeps claims
+        # few under a saturating load while the verifier still never runs dry.
+        low_water = max(1, self.batch_size // 4)
         while not stop.is_set():
+            room = self.capacity - self._held
+            if room < low_water:
+                self._room.clear()
+                await _wait_either(self._room, stop)
+                continue
             try:
-                deliveries = await self._claim(stop)
+                deliveries = await self._claim(stop, min(self.batch_size, room))
             except QueueUnavailable as exc:
                 logger.warning("claim failed: %s; retrying in 1 s", exc.message)
                 with contextlib.suppress(TimeoutError):
@@ -197,17 +227,25 @@ class WorkerRuntime:
             if stop.is_set():  # claimed while stopping: hand them straight back
                 await self._release([d.entry_id for d in deliveries])
                 return
-            try:
-                await self.process(deliveries)
-            except Exception:
-                # The loop must outlive any one batch: its entries stay pending and are
-                # delivered again (and dead-lettered if they keep failing).
-                logger.exception(
-                    "batch of %d entries failed; they will be redelivered", len(deliveries)
-                )
+            self._hold(len(deliveries))
+            task = asyncio.create_task(self._process_logged(deliveries))
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
 
-    async def _claim(self, stop: asyncio.Event) -> list[Delivery]:
-        claim = self.queue.claim(self.verifier.name, self.consumer, self.batch_size, self.block_s)
+    async def _process_logged(self, deliveries: Sequence[Delivery]) -> None:
+        try:
+            await self._score_held(deliveries)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The worker must outlive any one batch: its entries stay pending and are
+            # delivered again (and dead-lettered if they keep failing).
+            logger.exception(
+                "batch of %d entries failed; they will be redelivered", len(deliveries)
+            )
+
+    async def _claim(self, stop: asyncio.Event, count: int) -> list[Delivery]:
+        claim = self.queue.claim(self.verifier.name, self.consumer, count, self.block_s)
         if self.queue.kind != "memory":
             # A Redis read is not cancelled midway (entries it took would wait out the
             # visibility timeout); it returns within block_s.
@@ -235,20 +273,58 @@ class WorkerRuntime:
     async def process(self, deliveries: Sequence[Delivery]) -> None:
         """Score one claimed batch and write its results (the unit a test can drive).
 
-        Cancelled (a shutdown past its grace period), it releases the batch's entries.
+        Returns when every result of the batch is written (or writing it was given up,
+        leaving its entry pending for another worker). Cancelled (a shutdown past its grace
+        period), it releases the entries whose results are not written.
         """
-        ids = [d.entry_id for d in deliveries]
-        self._in_flight.update(ids)
+        self._hold(len(deliveries))
+        await self._score_held(deliveries)
+
+    async def _score_held(self, deliveries: Sequence[Delivery]) -> None:
+        """``process``, for a batch whose room is already held."""
+        batch = _Batch(self, deliveries)
+        self._in_flight.update(batch.unwritten)
         try:
-            done, counters = await self._score(deliveries)
-            await self._write(done, counters)
+            await batch.run()
         except asyncio.CancelledError:
-            await self._release(ids)
+            await self._release(sorted(batch.unwritten))
             raise
         finally:
-            self._in_flight.difference_update(ids)
+            self._in_flight.difference_update(d.entry_id for d in deliveries)
+            self._hold(-batch.unscored)
 
-    async def _write(self, done: list[tuple[Delivery, str]], counters: dict[str, int]) -> None:
+    def _hold(self, items: int) -> None:
+        self._held += items
+        if items < 0:
+            self._room.set()
+
+    def _emit(self, done: list[Written], counters: dict[str, int]) -> asyncio.Future[None]:
+        """Queue results for writing; the future is done once they are written (or given up).
+
+        Results emitted while a write is in flight are written together by the next one.
+        """
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ready.append((done, counters, written))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        return written
+
+    async def _drain(self) -> None:
+        while self._ready:
+            parts, self._ready = self._ready, []
+            done = [written for part, _, _ in parts for written in part]
+            counters: dict[str, int] = {}
+            for _, part_counters, _ in parts:
+                for label, n in part_counters.items():
+                    counters[label] = counters.get(label, 0) + n
+            try:
+                await self._write(done, counters)
+            finally:
+                for _, _, written in parts:
+                    if not written.done():
+                        written.set_result(None)
+
+    async def _write(self, done: list[Written], counters: dict[str, int]) -> None:
         # The results were computed at some cost: hold on through a short Redis outage.
         # If it lasts, the entries stay pending and another worker redoes them later.
         for attempt in range(1, self.write_attempts + 1):
@@ -271,70 +347,16 @@ class WorkerRuntime:
         with contextlib.suppress(QueueUnavailable):
             await self.queue.incr_stats(self.verifier.name, counters)
 
-    async def _score(
-        self, deliveries: Sequence[Delivery]
-    ) -> tuple[list[tuple[Delivery, str]], dict[str, int]]:
-        counters: dict[str, int] = {}
-        done: list[tuple[Delivery, str]] = []
-        live: list[tuple[Delivery, ScoreItem]] = []
-        for delivery in deliveries:
-            if delivery.deliveries > self.max_deliveries:
-                reason = f"delivered {delivery.deliveries} times without a result"
-                with contextlib.suppress(QueueUnavailable):
-                    await self.queue.dead_letter(self.verifier.name, delivery, reason)
-                outcome = ItemOutcome.failed(
-                    DeadLettered(f"{reason}: it may crash workers; moved to the dead-letter stream")
-                )
-                done.append((delivery, self._result(delivery, outcome, counters)))
-                continue
-            try:
-                live.append((delivery, self.verifier.item_model.model_validate(delivery.payload)))
-            except ValidationError as exc:
-                outcome = ItemOutcome.failed(BadInput(f"item no longer validates: {exc}"))
-                done.append((delivery, self._result(delivery, outcome, counters)))
-        done += await self._score_live(live, counters)
-        return done, counters
-
-    async def _score_live(
-        self, live: list[tuple[Delivery, ScoreItem]], counters: dict[str, int]
-    ) -> list[tuple[Delivery, str]]:
-        done: list[tuple[Delivery, str]] = []
-        keys = [d.cache_key for d, _ in live if d.cache_key]
-        hits = dict(zip(keys, await self._cache_get(keys), strict=True))
-        unique: dict[str, int] = {}
-        to_score: list[ScoreItem] = []
-        slots: list[tuple[Delivery, int]] = []
-        for delivery, item in live:
-            cached = hits.get(delivery.cache_key) if delivery.cache_key else None
-            if cached is not None:
-                outcome = ItemOutcome.model_validate_json(cached)
-                counters["cache_hits"] = counters.get("cache_hits", 0) + 1
-                done.append((delivery, self._result(delivery, outcome, counters, cached=True)))
-                continue
-            key = delivery.cache_key or f"uncached:{delivery.entry_id}"
-            if key not in unique:
-                unique[key] = len(to_score)
-                to_score.append(item)
-            slots.append((delivery, unique[key]))
-        if not to_score:
-            return done
-        outcomes = await self._call_verifier(to_score)
-        fresh: dict[str, str] = {}
-        for delivery, slot in slots:
-            outcome = outcomes[slot]
-            done.append((delivery, self._result(delivery, outcome, counters)))
-            if delivery.cache_key and outcome.error is None and outcome.reward is not None:
-                fresh[delivery.cache_key] = outcome.model_dump_json()
-        with contextlib.suppress(Exception):
-            await self.cache.set_many(fresh)
-        return done
-
     async def _cache_get(self, keys: list[str]) -> list[str | None]:
         try:
             return await self.cache.get_many(keys)
         except Exception:  # a cache outage costs speed, never results
             logger.warning("result cache unavailable; scoring without it", exc_info=True)
             return [None] * len(keys)
+
+    async def _cache_set(self, fresh: dict[str, str]) -> None:
+        with contextlib.suppress(Exception):
+            await self.cache.set_many(fresh)
 
     async def _call_verifier(self, items: list[ScoreItem]) -> list[ItemOutcome]:
         started = time.perf_counter()
@@ -359,6 +381,12 @@ class WorkerRuntime:
         )
         return outcomes
 
+    async def _call_item_scorer(
+        self, score_item: Callable[[Any], Awaitable[ItemOutcome]], item: ScoreItem
+    ) -> ItemOutcome:
+        outcome = await score_guarded(item, self.verifier.item_model, score_item)
+        return _finite(outcome, self.verifier.name)
+
     def _result(
         self,
         delivery: Delivery,
@@ -371,3 +399,127 @@ class WorkerRuntime:
         counters[label] = counters.get(label, 0) + 1
         item_id = str(delivery.payload.get("id", delivery.index))
         return result_json(item_id, outcome, self.info, cached=cached)
+
+
+class _Batch:
+    """One claimed batch on its way through a worker: answered, scored, written.
+
+    Attributes:
+        unwritten: Entry ids whose results are not written yet (released if cancelled).
+        unscored: Items not scored yet (the room they hold in the worker).
+    """
+
+    def __init__(self, worker: WorkerRuntime, deliveries: Sequence[Delivery]) -> None:
+        self.worker = worker
+        self.deliveries = deliveries
+        self.unwritten = {d.entry_id for d in deliveries}
+        self.unscored = len(deliveries)
+        self._writes: list[asyncio.Future[None]] = []
+
+    async def run(self) -> None:
+        """Answer, score and write every entry; return when all results are written."""
+        worker = self.worker
+        counters: dict[str, int] = {}
+        done: list[Written] = []
+        live: list[tuple[Delivery, ScoreItem]] = []
+        for delivery in self.deliveries:
+            if delivery.deliveries > worker.max_deliveries:
+                reason = f"delivered {delivery.deliveries} times without a result"
+                with contextlib.suppress(QueueUnavailable):
+                    await worker.queue.dead_letter(worker.verifier.name, delivery, reason)
+                outcome = ItemOutcome.failed(
+                    DeadLettered(f"{reason}: it may crash workers; moved to the dead-letter stream")
+                )
+                done.append((delivery, worker._result(delivery, outcome, counters)))
+                continue
+            try:
+                item = worker.verifier.item_model.model_validate(delivery.payload)
+            except ValidationError as exc:
+                outcome = ItemOutcome.failed(BadInput(f"item no longer validates: {exc}"))
+                done.append((delivery, worker._result(delivery, outcome, counters)))
+                continue
+            live.append((delivery, item))
+        done += await self._answer_from_cache(live, counters)
+        self._emit(done, counters)
+        await self._score(live)
+        await asyncio.gather(*self._writes)
+
+    async def _answer_from_cache(
+        self, live: list[tuple[Delivery, ScoreItem]], counters: dict[str, int]
+    ) -> list[Written]:
+        """Results of the live items found in the cache (removed from ``live``)."""
+        worker = self.worker
+        keys = [d.cache_key for d, _ in live if d.cache_key]
+        if not keys:
+            return []
+        hits = dict(zip(keys, await worker._cache_get(keys), strict=True))
+        done: list[Written] = []
+        missed: list[tuple[Delivery, ScoreItem]] = []
+        for delivery, item in live:
+            cached = hits.get(delivery.cache_key) if delivery.cache_key else None
+            if cached is None:
+                missed.append((delivery, item))
+                continue
+            outcome = ItemOutcome.model_validate_json(cached)
+            counters["cache_hits"] = counters.get("cache_hits", 0) + 1
+            done.append((delivery, worker._result(delivery, outcome, counters, cached=True)))
+        live[:] = missed
+        return done
+
+    async def _score(self, live: list[tuple[Delivery, ScoreItem]]) -> None:
+        """Score each distinct input once; emit each result as it is ready."""
+        unique: dict[str, list[Delivery]] = {}
+        items: dict[str, ScoreItem] = {}
+        for delivery, item in live:
+            key = delivery.cache_key or f"uncached:{delivery.entry_id}"
+            unique.setdefault(key, []).append(delivery)
+            items.setdefault(key, item)
+        if not unique:
+            return
+        worker = self.worker
+        score_item = getattr(worker.verifier, "score_item", None)
+        if score_item is None:
+            keys = list(unique)
+            outcomes = await worker._call_verifier([items[k] for k in keys])
+            await self._finish(list(zip([unique[k] for k in keys], outcomes, strict=True)))
+            return
+
+        async def one(key: str) -> None:
+            outcome = await worker._call_item_scorer(score_item, items[key])
+            await self._finish([(unique[key], outcome)])
+
+        await asyncio.gather(*(one(key) for key in unique))
+
+    async def _finish(self, scored: list[tuple[list[Delivery], ItemOutcome]]) -> None:
+        """Emit the results of scored inputs (each to all its entries), cache the good ones
+        and give their room back to the worker."""
+        worker = self.worker
+        counters: dict[str, int] = {}
+        done: list[Written] = []
+        fresh: dict[str, str] = {}
+        for deliveries, outcome in scored:
+            for delivery in deliveries:
+                done.append((delivery, worker._result(delivery, outcome, counters)))
+                if delivery.cache_key and outcome.error is None and outcome.reward is not None:
+                    fresh[delivery.cache_key] = outcome.model_dump_json()
+        self._emit(done, counters)
+        if fresh:
+            await worker._cache_set(fresh)
+
+    def _emit(self, done: list[Written], counters: dict[str, int]) -> None:
+        if not done:
+            return
+        self.unscored -= len(done)
+        self.worker._hold(-len(done))
+        written = self.worker._emit(done, counters)
+        ids = [delivery.entry_id for delivery, _ in done]
+        written.add_done_callback(lambda _: self.unwritten.difference_update(ids))
+        self._writes.append(written)
+
+
+async def _wait_either(event: asyncio.Event, stop: asyncio.Event) -> None:
+    """Wait until ``event`` or ``stop`` is set."""
+    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
+    _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in pending:
+        waiter.cancel()

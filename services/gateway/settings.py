@@ -72,13 +72,15 @@ class GatewayConfig(BaseModel):
 class GatewaySettings(CoreSettings):
     """The gateway's settings.
 
-    Its worker waits on the network, not on a CPU: it claims larger batches and more of them
-    at once than a verifier's worker (``worker_batch_size`` and ``worker_concurrency``
+    Its worker waits on the network, not on a CPU: it claims larger batches and holds more
+    items at once than a verifier's worker (``worker_batch_size`` and ``worker_concurrency``
     default higher here; ``TRIBUNAL_WORKER_BATCH_SIZE`` / ``_CONCURRENCY`` override them).
     """
 
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     worker_batch_size: int = Field(default=512, ge=1, description="Items a worker pulls per read.")
     worker_concurrency: int = Field(
-        default=16, ge=1, description="Batches one gateway worker scores at once."
+        default=16,
+        ge=1,
+        description="Batches' worth of items one gateway worker holds at once.",
     )

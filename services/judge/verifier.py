@@ -117,7 +117,7 @@ class JudgeVerifier:
         """Score a batch; one outcome per item, in order. Items are judged concurrently."""
         if self.backend is None:
             await self.start()
-        return await score_each(items, JudgeItem, self._score_item)
+        return await score_each(items, JudgeItem, self.score_item)
 
     # -- rubrics -----------------------------------------------------------------------
 
@@ -146,7 +146,13 @@ class JudgeVerifier:
 
     # -- one item ------------------------------------------------------------------------
 
-    async def _score_item(self, item: JudgeItem) -> ItemOutcome:
+    async def score_item(self, item: JudgeItem) -> ItemOutcome:
+        """Judge one item against each of its rubrics (verdicts already asked for by another
+        item in flight are awaited, not asked again) and aggregate them.
+
+        Raises:
+            BadInput: The item ends up with no rubric.
+        """
         rubrics, refs = self.resolve_rubrics(item)
         base = response_digest(self._context, item.question, item.response)
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]

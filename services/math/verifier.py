@@ -79,9 +79,16 @@ class MathVerifier:
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Verify every item concurrently, each under the deadline."""
-        return await score_each(items, MathItem, self._score_one)
+        return await score_each(items, MathItem, self.score_item)
 
-    async def _score_one(self, item: MathItem) -> ItemOutcome:
+    async def score_item(self, item: MathItem) -> ItemOutcome:
+        """Verify one item: in this process when its answer is a plain number, else in a
+        verification process under the deadline.
+
+        Raises:
+            BadInput: The ground truth cannot be read.
+            ScoringTimeout: The item overran its deadline.
+        """
         if self._calls is None:
             raise InternalError("MathVerifier.score called before start()")
         config = self.config

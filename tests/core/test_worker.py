@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from tests.core.toy import ToyVerifier
+from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
+from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.queue.base import JobQueue, QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.verifier import score_each
 from tribunal.core.worker import WorkerRuntime
 
 
@@ -122,3 +124,76 @@ async def test_run_scores_until_stopped(queue_and_cache) -> None:
     assert await queue.live_workers("toy", within_s=5) == 1
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+class ItemWiseToy(ToyVerifier):
+    """Scores item by item (``score_item``); an item whose text starts with ``slow`` waits on
+    ``release``. Counts the items being scored at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.scoring = 0
+        self.most_at_once = 0
+
+    async def score_item(self, item: ToyItem) -> ItemOutcome:
+        self.scoring += 1
+        self.most_at_once = max(self.most_at_once, self.scoring)
+        try:
+            if item.text.startswith("slow"):
+                await self.release.wait()
+            [outcome] = await ToyVerifier.score(self, [item])
+            return outcome
+        finally:
+            self.scoring -= 1
+
+    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        return await score_each(items, ToyItem, self.score_item)
+
+
+async def test_a_slow_item_holds_back_neither_its_batch_mates_nor_later_jobs(
+    queue_and_cache,
+) -> None:
+    queue, cache = queue_and_cache
+    verifier = ItemWiseToy()
+    # Room for one batch of 4: a worker that waited for whole batches would score nothing
+    # else while the slow item runs.
+    runtime = WorkerRuntime(
+        verifier, queue, cache, batch_size=4, concurrency=1, heartbeat_s=0.1, block_s=0.05
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    try:
+        first = await queue.submit("toy", queued(["slow", "a", "e"]), total=3, prefilled={})
+        later = await queue.submit(
+            "toy", queued([f"t{i}" for i in range(40)]), total=40, prefilled={}
+        )
+        record = await queue.wait(later.job_id, 10)
+        assert record.is_done and len(record.results) == 40
+        mates = (await queue.job(first.job_id)).results
+        assert sorted(mates) == [1, 2], "the slow item's batch-mates are written without it"
+        assert verifier.scoring == 1 and verifier.most_at_once <= 4
+        verifier.release.set()
+        record = await queue.wait(first.job_id, 10)
+        assert record.is_done and json.loads(record.results[0])["id"] == "i0"
+    finally:
+        verifier.release.set()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_stop_releases_the_items_still_being_scored(queue_and_cache) -> None:
+    queue, cache = queue_and_cache
+    verifier = ItemWiseToy()
+    runtime = WorkerRuntime(verifier, queue, cache, block_s=0.05, grace_s=0.2)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    job = await queue.submit("toy", queued(["a", "slow one"]), total=2, prefilled={})
+    while len((await queue.job(job.job_id)).results) < 1:
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    # The slow item is back in the queue, unscored, for the next worker.
+    [delivery] = await queue.claim("toy", "next", 10, block_s=0.5)
+    assert delivery.payload["text"] == "slow one"
+    assert len((await queue.job(job.job_id)).results) == 1
