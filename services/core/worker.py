@@ -141,7 +141,7 @@ class WorkerRuntime:
         self._held = 0
         self._room = asyncio.Event()
         self._batches: set[asyncio.Task[None]] = set()
-        self._ready: list[tuple[list[Written], dict[str, int], asyncio.Future[None]]] = []
+        self._ready: list[_Ready] = []
         self._writer: asyncio.Task[None] | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -235,8 +235,6 @@ class WorkerRuntime:
     async def _process_logged(self, deliveries: Sequence[Delivery]) -> None:
         try:
             await self._score_held(deliveries)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             # The worker must outlive any one batch: its entries stay pending and are
             # delivered again (and dead-lettered if they keep failing).
@@ -298,13 +296,16 @@ class WorkerRuntime:
         if items < 0:
             self._room.set()
 
-    def _emit(self, done: list[Written], counters: dict[str, int]) -> asyncio.Future[None]:
-        """Queue results for writing; the future is done once they are written (or given up).
+    def _emit(
+        self, done: list[Written], counters: dict[str, int], fresh: dict[str, str]
+    ) -> asyncio.Future[None]:
+        """Queue results for writing and ``fresh`` outcomes for the cache; the future is done
+        once the results are written (or writing them was given up).
 
-        Results emitted while a write is in flight are written together by the next one.
+        What is emitted while a write is in flight is written together by the next one.
         """
         written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ready.append((done, counters, written))
+        self._ready.append(_Ready(done, counters, fresh, written))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
         return written
@@ -312,17 +313,22 @@ class WorkerRuntime:
     async def _drain(self) -> None:
         while self._ready:
             parts, self._ready = self._ready, []
-            done = [written for part, _, _ in parts for written in part]
+            done = [written for part in parts for written in part.done]
             counters: dict[str, int] = {}
-            for _, part_counters, _ in parts:
-                for label, n in part_counters.items():
+            fresh: dict[str, str] = {}
+            for part in parts:
+                for label, n in part.counters.items():
                     counters[label] = counters.get(label, 0) + n
+                fresh.update(part.fresh)
             try:
+                # Cached first: a job seen done finds its results in the cache on a resend.
+                if fresh:
+                    await self._cache_set(fresh)
                 await self._write(done, counters)
             finally:
-                for _, _, written in parts:
-                    if not written.done():
-                        written.set_result(None)
+                for part in parts:
+                    if not part.written.done():
+                        part.written.set_result(None)
 
     async def _write(self, done: list[Written], counters: dict[str, int]) -> None:
         # The results were computed at some cost: hold on through a short Redis outage.
@@ -401,6 +407,16 @@ class WorkerRuntime:
         return result_json(item_id, outcome, self.info, cached=cached)
 
 
+@dataclass
+class _Ready:
+    """Results waiting for the writer, with their counters and cache entries."""
+
+    done: list[Written]
+    counters: dict[str, int]
+    fresh: dict[str, str]
+    written: asyncio.Future[None]
+
+
 class _Batch:
     """One claimed batch on its way through a worker: answered, scored, written.
 
@@ -440,7 +456,7 @@ class _Batch:
                 continue
             live.append((delivery, item))
         done += await self._answer_from_cache(live, counters)
-        self._emit(done, counters)
+        self._emit(done, counters, {})
         await self._score(live)
         await asyncio.gather(*self._writes)
 
@@ -481,18 +497,18 @@ class _Batch:
         if score_item is None:
             keys = list(unique)
             outcomes = await worker._call_verifier([items[k] for k in keys])
-            await self._finish(list(zip([unique[k] for k in keys], outcomes, strict=True)))
+            self._finish(list(zip([unique[k] for k in keys], outcomes, strict=True)))
             return
 
         async def one(key: str) -> None:
             outcome = await worker._call_item_scorer(score_item, items[key])
-            await self._finish([(unique[key], outcome)])
+            self._finish([(unique[key], outcome)])
 
         await asyncio.gather(*(one(key) for key in unique))
 
-    async def _finish(self, scored: list[tuple[list[Delivery], ItemOutcome]]) -> None:
-        """Emit the results of scored inputs (each to all its entries), cache the good ones
-        and give their room back to the worker."""
+    def _finish(self, scored: list[tuple[list[Delivery], ItemOutcome]]) -> None:
+        """Emit the results of scored inputs (each to all its entries) and the good ones
+        for the cache, and give their room back to the worker."""
         worker = self.worker
         counters: dict[str, int] = {}
         done: list[Written] = []
@@ -502,16 +518,14 @@ class _Batch:
                 done.append((delivery, worker._result(delivery, outcome, counters)))
                 if delivery.cache_key and outcome.error is None and outcome.reward is not None:
                     fresh[delivery.cache_key] = outcome.model_dump_json()
-        self._emit(done, counters)
-        if fresh:
-            await worker._cache_set(fresh)
+        self._emit(done, counters, fresh)
 
-    def _emit(self, done: list[Written], counters: dict[str, int]) -> None:
+    def _emit(self, done: list[Written], counters: dict[str, int], fresh: dict[str, str]) -> None:
         if not done:
             return
         self.unscored -= len(done)
         self.worker._hold(-len(done))
-        written = self.worker._emit(done, counters)
+        written = self.worker._emit(done, counters, fresh)
         ids = [delivery.entry_id for delivery, _ in done]
         written.add_done_callback(lambda _: self.unwritten.difference_update(ids))
         self._writes.append(written)
