@@ -5,7 +5,8 @@ futures, a wake-up per result) that is close to the cost of a cheap item itself:
 task per item, a worker process spends about as much CPU handing items over as its pool
 spends scoring them (``bench/scaling.py``). :class:`ChunkedCalls` gathers the calls made in
 the same event-loop turn (the items of a claimed batch all arrive together) and sends them
-in chunks of up to ``max_chunk`` items, spread over the pool's processes.
+in chunks of up to ``max_chunk`` items, spread over the pool's idle processes (full chunks
+when none is idle).
 
 The hard deadline stays per item: a chunk runs under the deadline of one item, so a chunk
 of normal items finishes far inside it, and a chunk that overruns it (or whose process
@@ -83,7 +84,11 @@ class ChunkedCalls(Generic[T]):
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
-        size = min(self.max_chunk, max(1, math.ceil(len(pending) / self.pool.workers)))
+        # Spread over the idle processes; with none idle, tasks wait in the pool's queue
+        # anyway, and full chunks cost the fewest hand-overs.
+        idle = self.pool.workers - self.pool.scheduled
+        size = self.max_chunk if idle <= 0 else math.ceil(len(pending) / idle)
+        size = max(1, min(self.max_chunk, size))
         for start in range(0, len(pending), size):
             task = asyncio.create_task(self._run_chunk(pending[start : start + size]))
             self._tasks.add(task)

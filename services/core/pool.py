@@ -93,6 +93,11 @@ class DeadlinePool:
             self._scheduled -= 1
 
     @property
+    def scheduled(self) -> int:
+        """Tasks handed to the pool and not yet answered (running or waiting)."""
+        return self._scheduled
+
+    @property
     def busy(self) -> int:
         """Processes running a task now (tasks scheduled, at most ``workers``)."""
         return min(self._scheduled, self.workers)

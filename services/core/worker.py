@@ -135,6 +135,10 @@ class WorkerRuntime:
     def __post_init__(self) -> None:
         self.info = verifier_info(self.verifier)
         self.capacity = self.concurrency * self.batch_size
+        # A claim is one Redis round trip: claiming only once a batch's worth of room is free
+        # (half the capacity when it holds a single batch) keeps claims few under load while
+        # the verifier, with the rest of the capacity queued, never runs dry.
+        self._low_water = max(1, min(self.batch_size, self.capacity // 2))
         # Entries claimed and not yet written: the heartbeat holds them.
         self._in_flight: set[str] = set()
         # Items claimed and not yet scored: what the claim loop keeps under ``capacity``.
@@ -206,12 +210,9 @@ class WorkerRuntime:
             await asyncio.sleep(self.heartbeat_s)
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
-        # A claim is one Redis round trip: waiting for a quarter batch of room keeps claims
-        # few under a saturating load while the verifier still never runs dry.
-        low_water = max(1, self.batch_size // 4)
         while not stop.is_set():
             room = self.capacity - self._held
-            if room < low_water:
+            if room < self._low_water:
                 self._room.clear()
                 await _wait_either(self._room, stop)
                 continue
@@ -293,22 +294,16 @@ class WorkerRuntime:
 
     def _hold(self, items: int) -> None:
         self._held += items
-        if items < 0:
+        if self.capacity - self._held >= self._low_water:
             self._room.set()
 
-    def _emit(
-        self, done: list[Written], counters: dict[str, int], fresh: dict[str, str]
-    ) -> asyncio.Future[None]:
-        """Queue results for writing and ``fresh`` outcomes for the cache; the future is done
-        once the results are written (or writing them was given up).
-
-        What is emitted while a write is in flight is written together by the next one.
-        """
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ready.append(_Ready(done, counters, fresh, written))
+    def _emit(self, ready: _Ready) -> None:
+        """Queue results for writing (and good outcomes for the cache); the writer tells
+        their batch once they are written. What is emitted while a write is in flight is
+        written together by the next one."""
+        self._ready.append(ready)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
-        return written
 
     async def _drain(self) -> None:
         while self._ready:
@@ -327,8 +322,7 @@ class WorkerRuntime:
                 await self._write(done, counters)
             finally:
                 for part in parts:
-                    if not part.written.done():
-                        part.written.set_result(None)
+                    part.batch.written(part.done)
 
     async def _write(self, done: list[Written], counters: dict[str, int]) -> None:
         # The results were computed at some cost: hold on through a short Redis outage.
@@ -409,19 +403,20 @@ class WorkerRuntime:
 
 @dataclass
 class _Ready:
-    """Results waiting for the writer, with their counters and cache entries."""
+    """Results of one batch waiting for the writer, with their counters and cache entries."""
 
+    batch: _Batch
     done: list[Written]
     counters: dict[str, int]
     fresh: dict[str, str]
-    written: asyncio.Future[None]
 
 
 class _Batch:
     """One claimed batch on its way through a worker: answered, scored, written.
 
     Attributes:
-        unwritten: Entry ids whose results are not written yet (released if cancelled).
+        unwritten: Entry ids whose results have not been through the writer yet (released
+            if the batch is cancelled).
         unscored: Items not scored yet (the room they hold in the worker).
     """
 
@@ -430,7 +425,13 @@ class _Batch:
         self.deliveries = deliveries
         self.unwritten = {d.entry_id for d in deliveries}
         self.unscored = len(deliveries)
-        self._writes: list[asyncio.Future[None]] = []
+        self._all_written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def written(self, done: list[Written]) -> None:
+        """The writer is through with ``done`` (written, or given up after its attempts)."""
+        self.unwritten.difference_update(delivery.entry_id for delivery, _ in done)
+        if not self.unwritten and not self._all_written.done():
+            self._all_written.set_result(None)
 
     async def run(self) -> None:
         """Answer, score and write every entry; return when all results are written."""
@@ -458,7 +459,8 @@ class _Batch:
         done += await self._answer_from_cache(live, counters)
         self._emit(done, counters, {})
         await self._score(live)
-        await asyncio.gather(*self._writes)
+        if self.unwritten:
+            await self._all_written
 
     async def _answer_from_cache(
         self, live: list[tuple[Delivery, ScoreItem]], counters: dict[str, int]
@@ -525,10 +527,7 @@ class _Batch:
             return
         self.unscored -= len(done)
         self.worker._hold(-len(done))
-        written = self.worker._emit(done, counters, fresh)
-        ids = [delivery.entry_id for delivery, _ in done]
-        written.add_done_callback(lambda _: self.unwritten.difference_update(ids))
-        self._writes.append(written)
+        self.worker._emit(_Ready(self, done, counters, fresh))
 
 
 async def _wait_either(event: asyncio.Event, stop: asyncio.Event) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.core.pool_tasks import task_for
+from tests.core.pool_tasks import sleep_then_pid, task_for
 from tribunal.core.chunking import ChunkedCalls
 from tribunal.core.errors import InternalError, QueueFull, ScoringTimeout
 from tribunal.core.pool import DeadlinePool
@@ -28,6 +28,19 @@ async def test_a_turns_calls_share_few_tasks_and_keep_their_order(pool: Deadline
     # 32 calls over 2 processes, 8 per chunk: 4 tasks; each chunk ran in one process.
     pids = [pid for _, _, pid in results]
     assert all(len(set(pids[start : start + 8])) == 1 for start in range(0, 32, 8))
+
+
+async def test_with_every_process_busy_a_turns_calls_go_in_full_chunks(
+    pool: DeadlinePool,
+) -> None:
+    calls = ChunkedCalls(pool, task_for, timeout_s=5, max_chunk=8)
+    busy = [asyncio.ensure_future(pool.run(sleep_then_pid, 0.5, timeout_s=5)) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert pool.scheduled == 2
+    results = await asyncio.gather(*(calls.run("ok", i) for i in range(8)))
+    # Spread over 2 idle processes they would be 2 tasks of 4; queued behind busy ones, one.
+    assert len({pid for _, _, pid in results}) == 1
+    await asyncio.gather(*busy)
 
 
 async def test_an_items_error_stays_its_own(pool: DeadlinePool) -> None:
