@@ -1,0 +1,164 @@
+"""How many verification processes one worker process keeps busy: a many-core question that
+a 2-core machine can answer.
+
+Run: ``python bench/worker_handover.py`` (prints one JSON object; about a minute).
+
+On a 16-core machine a math worker with 14 verification processes kept them 41 % busy
+(README, "Scaling with cores"): the limit was the worker's hand-over of items to its pool
+(claiming, chunking, Pebble's task and result threads, writing results), not the cores. A
+2-core machine cannot run 14 computing processes, but it can run 14 that *sleep*: here the
+pool processes sleep ``--item-ms`` per item instead of verifying, so they cost no CPU, and
+what is measured is only whether the worker hands them work fast enough.
+
+Setup: a throwaway redis-server, ``--items`` items queued up front, one
+``WorkerRuntime`` in this process (default batch and concurrency) whose verifier spends
+``--main-ms`` of CPU per item in the worker's own thread (what the math worker spends
+deciding plain numbers and building results) and then sends the item to a ``DeadlinePool``
+of P processes through ``ChunkedCalls``, as the math verifier does. For each P it reports
+items/s against the ideal ``P / item time``, the share of the processes' time they were busy
+(``busy_share``), and the worker's own CPU per item (all its threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._stack import redis_server
+from tribunal.core.cache import NoCache
+from tribunal.core.chunking import ChunkedCalls
+from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.pool import DeadlinePool
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.verifier import score_each
+from tribunal.core.worker import WorkerRuntime
+
+
+def sleep_item(seconds: float) -> float:
+    """The pool's work for one item: sleep (no CPU), reward 1."""
+    time.sleep(seconds)
+    return 1.0
+
+
+class SleepItem(ScoreItem):
+    """An item with nothing to verify."""
+
+
+class SleepingVerifier:
+    """Spends ``main_s`` of CPU in the worker's thread, then ``item_s`` asleep in the pool."""
+
+    name = "sleeping"
+    version = "1"
+    item_model: type[ScoreItem] = SleepItem
+
+    def __init__(self, processes: int, item_s: float, main_s: float) -> None:
+        self.processes = processes
+        self.item_s = item_s
+        self.main_s = main_s
+        self.pool: DeadlinePool | None = None
+        self.calls: ChunkedCalls[float] | None = None
+
+    def config_hash(self) -> str:
+        return "0" * 16
+
+    def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
+        return None
+
+    async def start(self) -> None:
+        self.pool = DeadlinePool(self.processes)
+        self.calls = ChunkedCalls(self.pool, sleep_item, timeout_s=10)
+
+    async def aclose(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    async def score_item(self, item: SleepItem) -> ItemOutcome:
+        assert self.calls is not None
+        started = time.perf_counter()
+        while time.perf_counter() - started < self.main_s:
+            pass
+        return ItemOutcome(reward=await self.calls.run(self.item_s), details={})
+
+    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        return await score_each(items, SleepItem, self.score_item)
+
+
+async def measure(redis_url: str, processes: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Queue the items, run one worker until every job is done; the figures for one P."""
+    item_s, main_s = args.item_ms / 1000, args.main_ms / 1000
+    queue = RedisStreamsQueue(
+        redis_url,
+        Keys(f"handover-{uuid.uuid4().hex[:8]}"),
+        max_queue_items=args.items,
+        result_ttl_s=600,
+        visibility_timeout_s=60,
+    )
+    verifier = SleepingVerifier(processes, item_s, main_s)
+    await verifier.start()
+    await queue.ensure_verifier(verifier.name)
+    await verifier.score([SleepItem(id="warm")] * processes)  # every process started
+    jobs = []
+    for start in range(0, args.items, 512):
+        n = min(512, args.items - start)
+        queued = [QueuedItem(i, {"id": f"i{start + i}"}) for i in range(n)]
+        jobs.append((await queue.submit(verifier.name, queued, total=n, prefilled={})).job_id)
+    worker = WorkerRuntime(verifier, queue, NoCache())
+    me = psutil.Process()
+    cpu_before = sum(me.cpu_times()[:2])
+    started = time.perf_counter()
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    for job_id in jobs:
+        while not (await queue.wait(job_id, 60)).is_done:
+            pass
+    wall = time.perf_counter() - started
+    cpu = sum(me.cpu_times()[:2]) - cpu_before
+    stop.set()
+    await running
+    await verifier.aclose()
+    await queue.aclose()
+    return {
+        "processes": processes,
+        "items_per_s": round(args.items / wall),
+        "ideal_items_per_s": round(processes / item_s),
+        "busy_share": round(args.items * item_s / (processes * wall), 3),
+        "worker_cpu_ms_per_item": round(cpu / args.items * 1000, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, nargs="+", default=[2, 4, 8, 14])
+    parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument("--item-ms", type=float, default=1.0, help="Pool time per item.")
+    parser.add_argument("--main-ms", type=float, default=0.05, help="Worker CPU per item.")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "command": "python bench/worker_handover.py " + " ".join(sys.argv[1:]),
+        "cores": os.cpu_count(),
+        "load_average_before": os.getloadavg()[0],
+        "item_ms": args.item_ms,
+        "main_ms": args.main_ms,
+    }
+    with redis_server() as redis_url:
+        report["runs"] = [asyncio.run(measure(redis_url, p, args)) for p in args.processes]
+    report["load_average_after"] = os.getloadavg()[0]
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
