@@ -53,10 +53,11 @@ async def test_job_is_done_when_every_item_has_a_result(queue: JobQueue) -> None
     await queue.complete("v", [(deliveries[0], "r0")])
     record = await queue.job(submitted.job_id)
     assert not record.is_done and record.results == {0: "r0", 2: "pre"}
-    await queue.complete("v", [(deliveries[1], "r1")])
+    await queue.complete("v", [(deliveries[1], "r1")], {"scored": 1, "error:timeout": 2})
     record = await queue.job(submitted.job_id)
     assert record.is_done and record.results == {0: "r0", 1: "r1", 2: "pre"}
     assert await queue.depth("v") == 0
+    assert await queue.stats("v") == {"scored": 1, "error:timeout": 2}
 
 
 async def test_first_result_wins_when_an_item_is_completed_twice(queue: JobQueue) -> None:

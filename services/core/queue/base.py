@@ -139,8 +139,14 @@ class JobQueue(Protocol):
         """Tell the queue ``consumer`` still works on these entries (resets their idle time)."""
         ...
 
-    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
-        """Store each result (first one wins per item) and acknowledge its entry."""
+    async def complete(
+        self,
+        verifier: str,
+        done: Sequence[tuple[Delivery, str]],
+        counters: Mapping[str, int] | None = None,
+    ) -> None:
+        """Store each result (first one wins per item), acknowledge its entry and add
+        ``counters`` (scored, errors by code, cache hits) to the verifier's stats, at once."""
         ...
 
     async def release(self, verifier: str, consumer: str, entry_ids: Sequence[str]) -> None:

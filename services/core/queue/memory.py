@@ -228,9 +228,16 @@ class MemoryQueue:
                 pending.last_seen = float("-inf")
         stream.arrived.set()
 
-    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
-        """Store results first-wins and drop their entries."""
+    async def complete(
+        self,
+        verifier: str,
+        done: Sequence[tuple[Delivery, str]],
+        counters: Mapping[str, int] | None = None,
+    ) -> None:
+        """Store results first-wins, drop their entries and add ``counters`` to the stats."""
         stream = self._stream(verifier)
+        for name, amount in (counters or {}).items():
+            stream.stats[name] = stream.stats.get(name, 0) + amount
         for delivery, result in done:
             stream.pending.pop(delivery.entry_id, None)
             job = self._jobs.get(delivery.job_id)

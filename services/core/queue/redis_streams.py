@@ -67,8 +67,13 @@ return {'created', job_id}
 """
 
 _COMPLETE = """
-local stream, group, ttl, prefix, channel = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local a = 5
+local stream, stats = KEYS[1], KEYS[2]
+local group, ttl, prefix, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local a = 6
+for _ = 1, tonumber(ARGV[5]) do
+  redis.call('HINCRBY', stats, ARGV[a], ARGV[a + 1])
+  a = a + 2
+end
 while a <= #ARGV do
   local entry, job_id, index, result = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local results = prefix .. ':job:' .. job_id .. ':results'
@@ -391,20 +396,31 @@ class RedisStreamsQueue:
                 justid=True,
             )
 
-    async def complete(self, verifier: str, done: Sequence[tuple[Delivery, str]]) -> None:
-        """Write results first-wins, acknowledge and delete their entries."""
+    async def complete(
+        self,
+        verifier: str,
+        done: Sequence[tuple[Delivery, str]],
+        counters: Mapping[str, int] | None = None,
+    ) -> None:
+        """Write results first-wins, acknowledge and delete their entries and add
+        ``counters`` to the stats: one script, one round trip."""
         if not done:
             return
+        counters = counters or {}
         args: list[Any] = [
             CONSUMER_GROUP,
             self.result_ttl_s,
             self.keys.prefix,
             self.keys.done_channel,
+            len(counters),
         ]
+        for name, amount in counters.items():
+            args += [name, amount]
         for delivery, result in done:
             args += [delivery.entry_id, delivery.job_id, delivery.index, result]
+        keys = [self.keys.stream(verifier), self.keys.stats(verifier)]
         async with self._unavailable_as_503():
-            await self._complete(keys=[self.keys.stream(verifier)], args=args)
+            await self._complete(keys=keys, args=args)
 
     async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
         """Copy the entry, with its delivery count and the reason, to the dead-letter stream."""
