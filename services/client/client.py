@@ -142,23 +142,32 @@ class TribunalClient:
 
     # -- endpoints ----------------------------------------------------------------------------
 
-    async def score(self, verifier: str, items: Sequence[Item]) -> list[ItemResult]:
+    async def score(
+        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+    ) -> list[ItemResult]:
         """Score a batch synchronously (``POST /v1/<verifier>/score``).
 
         Args:
             verifier: ``math``, ``code``, ``judge`` ...
             items: Dicts or wire models; each needs an ``id``.
+            idempotency_key: Sent as ``Idempotency-Key``: the batch is the job of this key,
+                so a retried or repeated request is answered from it (scored once), and a
+                504 carries its ``job_id`` for :meth:`wait`.
 
         Returns:
             One result per item, in order; failed items have ``reward=None`` and an error.
 
         Raises:
             RequestRejected: 4xx (no valid item, too many items, auth).
-            ServerError: 504 (not scored within the service's deadline) or 500.
+            ServerError: 504 (not scored within the service's deadline; ``.job_id`` is the
+                batch's job) or 500.
             Overloaded, TransportError: After every retry.
         """
         body = {"items": [item_json(item) for item in items]}
-        response = await self._request("POST", f"/v1/{verifier}/score", body=body)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+        response = await self._request(
+            "POST", f"/v1/{verifier}/score", body=body, headers=headers
+        )
         return ScoreResponse.model_validate_json(response.content).results
 
     async def submit(
@@ -281,11 +290,13 @@ class TribunalClient:
         *,
         body: Any = None,
         params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         wait_s: float = 0.0,
     ) -> httpx.Response:
         """Send one request with retries; return a 2xx response or raise."""
         content = None if body is None else json.dumps(body, ensure_ascii=False).encode()
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        if content is not None:
+            headers = {"Content-Type": "application/json", **(headers or {})}
         timeout = self.timeout
         if wait_s > 0 and timeout.read is not None:
             timeout = httpx.Timeout(
@@ -344,8 +355,10 @@ def _api_error(response: httpx.Response) -> APIError:
         error = response.json()["error"]
         code, message = str(error["code"]), str(error["message"])
         field, retryable = error.get("field"), bool(error.get("retryable", False))
+        job_id = error.get("job_id")
     except (ValueError, KeyError, TypeError):
         code, message, field, retryable = f"http_{status}", response.text[:500], None, False
+        job_id = None
     retry_after_s = _retry_after_s(response.headers.get("Retry-After"))
     kind: type[APIError]
     if status in _RETRY_STATUSES:
@@ -357,7 +370,13 @@ def _api_error(response: httpx.Response) -> APIError:
     else:
         kind = ServerError
     return kind(
-        status, code, message, field=field, retryable=retryable, retry_after_s=retry_after_s
+        status,
+        code,
+        message,
+        field=field,
+        retryable=retryable,
+        retry_after_s=retry_after_s,
+        job_id=job_id if isinstance(job_id, str) else None,
     )
 
 

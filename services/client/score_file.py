@@ -3,17 +3,20 @@
 Input: one item per line in the verifier's item schema (an item without ``id`` gets its
 0-based line number among the items). Output: one ``ItemResult`` per line, in input order.
 
-Chunks of ``chunk_size`` items are submitted as jobs, ``concurrency`` at a time, each with
-the idempotency key ``tribunal-score:<verifier>:<sha256 of the input>:<chunk_size>:<k>``.
+Chunks of ``chunk_size`` items are scored ``concurrency`` at a time, each in one synchronous
+request (``POST /v1/<verifier>/score``) whose ``Idempotency-Key``,
+``tribunal-score:<verifier>:<sha256 of the input>:<chunk_size>:<k>``, makes the chunk a job
+of the service; a chunk not scored within the service's synchronous deadline (504) is
+long-polled as that job.
 Results are appended chunk by chunk in input order and flushed. After an interruption
 (Ctrl-C, a killed process), running the same command again:
 
 - keeps every complete line already in the output (a torn last line is cut off) and checks
   that their ids are the input's first ids (else it refuses: another input wrote it);
-- submits the chunk holding the first missing item again under the same key: the service
+- sends the chunk holding the first missing item again under the same key: the service
   answers with the job it already has (scored, or still being scored), so nothing is scored
   twice while the job's results are kept (``TRIBUNAL_RESULT_TTL_S``, an hour by default);
-- submits the chunks after it as new jobs.
+- sends the chunks after it as new jobs.
 
 ``restart=True`` (``tribunal score --restart``) discards the output and starts over.
 """
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tribunal.client.client import TribunalClient
+from tribunal.client.errors import ServerError
 from tribunal.core.envelope import ItemResult
 
 
@@ -153,7 +157,7 @@ async def score_items(
     summary: ScoreSummary | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreSummary:
-    """Score ``items[start:]`` as jobs and write their results to ``out`` in input order.
+    """Score ``items[start:]`` chunk by chunk and write their results to ``out`` in input order.
 
     Args:
         client: Client of the service.
@@ -180,8 +184,12 @@ async def score_items(
         async with semaphore:
             batch = items[k * chunk_size : (k + 1) * chunk_size]
             key = idempotency_key(verifier, digest, chunk_size, k)
-            job_id = await client.submit(verifier, batch, idempotency_key=key)
-            return k, await client.wait(job_id)
+            try:
+                return k, await client.score(verifier, batch, idempotency_key=key)
+            except ServerError as exc:
+                if exc.code != "timeout" or exc.job_id is None:
+                    raise
+                return k, await client.wait(exc.job_id)  # still queued: collect it
 
     started = time.perf_counter()
     done: dict[int, list[ItemResult]] = {}
