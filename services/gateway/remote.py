@@ -10,8 +10,11 @@ it. The cost is one HTTP hop per verifier and batch, measured by bench/gateway_o
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
+
+import orjson
 
 from tribunal.client import APIError, ClientError, ItemResult, TribunalClient
 from tribunal.core.errors import ALL_ERRORS, BackendUnavailable
@@ -61,7 +64,10 @@ class ClientVerifiers:
         """
         client = self.clients[verifier]
         try:
-            return await client.score(verifier, items)
+            # The items are the gateway's request's own JSON: encoded with orjson, and the
+            # answer read as JSON into results (json.dumps was a fifth of its CPU per item).
+            answered = await client.score_json(verifier, [_item_json(item) for item in items])
+            return [ItemResult.model_validate(result) for result in answered]
         except APIError as exc:
             cls = _BY_CODE.get(exc.code, BackendUnavailable)
             raise cls(
@@ -75,3 +81,11 @@ class ClientVerifiers:
     async def aclose(self) -> None:
         """Close every client's connection pool."""
         await asyncio.gather(*(client.aclose() for client in self.clients.values()))
+
+
+def _item_json(item: dict[str, Any]) -> bytes:
+    """An item as JSON: orjson, or json for what orjson refuses (an integer past 64 bits)."""
+    try:
+        return orjson.dumps(item)
+    except orjson.JSONEncodeError:
+        return json.dumps(item, ensure_ascii=False).encode()
