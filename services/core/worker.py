@@ -65,7 +65,7 @@ def result_json(
     """
     error, verifier = outcome.error, outcome.verifier or info
     try:
-        return orjson.dumps(
+        data: bytes = orjson.dumps(
             {
                 "id": item_id,
                 "reward": outcome.reward,
@@ -74,7 +74,7 @@ def result_json(
                 "verifier": verifier.__dict__,
                 "cached": cached or outcome.cached,
             }
-        ).decode()
+        )
     except orjson.JSONEncodeError:
         result = ItemResult(
             id=item_id,
@@ -85,6 +85,7 @@ def result_json(
             cached=cached or outcome.cached,
         )
         return result.model_dump_json()
+    return data.decode()
 
 
 def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:

@@ -70,9 +70,11 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         assert isinstance(first, InvalidItem)
         raise first.bad_input(0)
     timeout_s = runtime.settings.sync_timeout_s
+    verifier = service.verifier
+    assert isinstance(verifier, GatewayVerifier)
     try:
-        outcomes = await asyncio.wait_for(
-            service.verifier.score([item for _, item in valid]), timeout_s
+        results = await asyncio.wait_for(
+            verifier.score_results([item for _, item in valid], service.info), timeout_s
         )
     except TimeoutError:
         raise ScoringTimeout(
@@ -80,8 +82,8 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             "(POST /v1/jobs)"
         ) from None
     texts: list[str] = [""] * len(items)
-    for (index, item), outcome in zip(valid, outcomes, strict=True):
-        texts[index] = result_json(item.id, outcome, service.info)
+    for (index, _), text in zip(valid, results, strict=True):
+        texts[index] = text
     for index, invalid in enumerate(items):
         if isinstance(invalid, InvalidItem):
             failed = ItemOutcome.failed(invalid.bad_input(index))
