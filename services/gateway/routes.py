@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
 from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse
 from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import InvalidItem
 from tribunal.core.worker import result_json
@@ -26,7 +27,7 @@ from tribunal.gateway.openrlhf import (
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
 
-router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)], route_class=JSONRoute)
 
 
 class GatewayScoreRequest(BaseModel):

@@ -150,6 +150,21 @@ async def test_sync_score_with_an_idempotency_key_scores_a_resent_batch_once() -
         assert "idempotency-key" in too_long.json()["error"]["field"]
 
 
+async def test_bodies_orjson_refuses_get_the_answer_json_gives(
+    client: httpx.AsyncClient,
+) -> None:
+    # NaN is no JSON, but Python's json reads it: the item fails its own schema as before.
+    body = b'{"items": [{"id": "a", "text": NaN}, {"id": "b", "text": "aa"}]}'
+    headers = {"content-type": "application/json"}
+    response = await client.post("/v1/toy/score", content=body, headers=headers)
+    assert response.status_code == 200
+    bad, good = response.json()["results"]
+    assert bad["error"]["field"] == "items.0.text" and good["reward"] == 1.0
+    broken = await client.post("/v1/toy/score", content=b'{"items": [}', headers=headers)
+    assert broken.status_code == 422
+    assert broken.json()["error"]["message"].startswith("body: invalid JSON at line 1 column 12")
+
+
 async def test_health_ready_and_metrics(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")

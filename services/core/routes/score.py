@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import ScoreResponse
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import (
     CACHE_CONTROL_DESCRIPTION,
@@ -26,6 +27,7 @@ def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRoute
         prefix=f"/v1/{verifier_name}",
         tags=[verifier_name],
         dependencies=[Depends(require_api_key)],
+        route_class=JSONRoute,
     )
 
     @router.post(
