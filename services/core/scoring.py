@@ -68,6 +68,12 @@ class InvalidItem:
 
 
 def _keep_invalid(value: Any, handler: Any) -> Any:
+    try:
+        # A valid item has passed ScoreItem's own lone-surrogate check: only an invalid one
+        # is searched again, for the path of its surrogate.
+        return handler(value)
+    except ValidationError as exc:
+        errors = exc.errors()
     found = lone_surrogate(value)
     if found is not None:
         error: ErrorDetails = {
@@ -77,10 +83,7 @@ def _keep_invalid(value: Any, handler: Any) -> Any:
             "input": None,
         }
         return InvalidItem(raw=value, errors=[error])
-    try:
-        return handler(value)
-    except ValidationError as exc:
-        return InvalidItem(raw=value, errors=exc.errors())
+    return InvalidItem(raw=value, errors=errors)
 
 
 def lenient_item(item_model: type[ScoreItem]) -> Any:
