@@ -76,7 +76,8 @@ def test_score_a_file_interrupt_and_resume(
         ),
     )
     argv = [*TRIBUNAL, "score", "math", str(source), "-o", str(out), "--url", running.base_url]
-    argv += ["--chunk-size", "64", "--concurrency", "2"]  # 1,000 is not a multiple of 64
+    # Small chunks one at a time, so that Ctrl-C lands mid-run (1,000 is not a multiple of 16).
+    argv += ["--chunk-size", "16", "--concurrency", "1"]
 
     first = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
