@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -121,19 +122,31 @@ def read_items(data: bytes) -> InputItems:
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
+        encode = orjson.dumps
         try:
             item = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not JSON ({exc})") from None
+        except orjson.JSONDecodeError:
+            # What orjson refuses and json reads (NaN, a lone surrogate escape, an integer
+            # past 64 bits) goes as written: the service names the field it cannot take.
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise ValueError(f"line {number}: not JSON ({reason})") from None
+            encode = _json_bytes
         if not isinstance(item, dict):
             raise ValueError(f"line {number}: an item is a JSON object")
         if "id" in item:
             items.texts.append(line.strip())
         else:
             item["id"] = str(len(items.ids))
-            items.texts.append(orjson.dumps(item))
+            items.texts.append(encode(item))
         items.ids.append(item["id"])
     return items
+
+
+def _json_bytes(item: dict[str, Any]) -> bytes:
+    return json.dumps(item).encode()  # ASCII: a lone surrogate stays an escape
 
 
 def idempotency_key(verifier: str, digest: str, chunk_size: int, index: int) -> str:
