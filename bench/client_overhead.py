@@ -8,8 +8,9 @@ GSM8K items (the 1,319 gold solutions of the test split, repeated under new ids)
 - ``raw``: the loop ``bench/math_throughput.py`` uses: ``POST /v1/math/score`` with batches
   of 256, 8 requests in flight, plain httpx, JSON read as dicts;
 - ``tribunal_score``: ``tribunal score math items.jsonl -o results.jsonl`` as a process
-  (chunks of 256 submitted as jobs, 8 in flight, long-polled, typed results, written in
-  order), timed from process start to exit.
+  (chunks of 256, 8 in flight, each one ``POST /v1/math/score`` with an ``Idempotency-Key``
+  that makes it a resumable job, results written in order as one JSON line each), timed
+  from process start to exit.
 
 The two alternate for ``--rounds`` rounds; each round uses fresh ids, so no job is found
 again by its idempotency key. ``overhead`` is ``1 - tribunal_score / raw`` on the mean rates

@@ -8,14 +8,17 @@ On a 16-core machine a math worker with 14 verification processes kept them 41 %
 (claiming, chunking, Pebble's task and result threads, writing results), not the cores. A
 2-core machine cannot run 14 computing processes, but it can run 14 that *sleep*: here the
 pool processes sleep ``--item-ms`` per item instead of verifying, so they cost no CPU, and
-what is measured is only whether the worker hands them work fast enough.
+what is measured is only whether the worker hands them work fast enough. One item in
+``--slow-every`` sleeps ``--slow-ms`` instead: verification times are skewed (most MATH
+items take a millisecond, a few take tens), and a worker that waits for a batch's slowest
+item before claiming again leaves processes idle behind it.
 
 Setup: a throwaway redis-server, ``--items`` items queued up front, one
 ``WorkerRuntime`` in this process (default batch and concurrency) whose verifier spends
 ``--main-ms`` of CPU per item in the worker's own thread (what the math worker spends
 deciding plain numbers and building results) and then sends the item to a ``DeadlinePool``
 of P processes through ``ChunkedCalls``, as the math verifier does. For each P it reports
-items/s against the ideal ``P / item time``, the share of the processes' time they were busy
+items/s against the ideal (P processes never idle), the share of the processes' time they were busy
 (``busy_share``), and the worker's own CPU per item (all its threads).
 """
 
@@ -55,19 +58,21 @@ def sleep_item(seconds: float) -> float:
 
 
 class SleepItem(ScoreItem):
-    """An item with nothing to verify."""
+    """An item with nothing to verify: its pool process sleeps ``seconds``."""
+
+    seconds: float = 0.0
 
 
 class SleepingVerifier:
-    """Spends ``main_s`` of CPU in the worker's thread, then ``item_s`` asleep in the pool."""
+    """Spends ``main_s`` of CPU in the worker's thread, then the item's time asleep in the
+    pool."""
 
     name = "sleeping"
     version = "1"
     item_model: type[ScoreItem] = SleepItem
 
-    def __init__(self, processes: int, item_s: float, main_s: float) -> None:
+    def __init__(self, processes: int, main_s: float) -> None:
         self.processes = processes
-        self.item_s = item_s
         self.main_s = main_s
         self.pool: DeadlinePool | None = None
         self.calls: ChunkedCalls[float] | None = None
@@ -91,7 +96,7 @@ class SleepingVerifier:
         started = time.perf_counter()
         while time.perf_counter() - started < self.main_s:
             pass
-        return ItemOutcome(reward=await self.calls.run(self.item_s), details={})
+        return ItemOutcome(reward=await self.calls.run(item.seconds), details={})
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         return await score_each(items, SleepItem, self.score_item)
@@ -99,7 +104,9 @@ class SleepingVerifier:
 
 async def measure(redis_url: str, processes: int, args: argparse.Namespace) -> dict[str, Any]:
     """Queue the items, run one worker until every job is done; the figures for one P."""
-    item_s, main_s = args.item_ms / 1000, args.main_ms / 1000
+    item_s, main_s, slow_s = args.item_ms / 1000, args.main_ms / 1000, args.slow_ms / 1000
+    seconds = [slow_s if i % args.slow_every == 0 else item_s for i in range(args.items)]
+    pool_s = sum(seconds)
     queue = RedisStreamsQueue(
         redis_url,
         Keys(f"handover-{uuid.uuid4().hex[:8]}"),
@@ -107,14 +114,16 @@ async def measure(redis_url: str, processes: int, args: argparse.Namespace) -> d
         result_ttl_s=600,
         visibility_timeout_s=60,
     )
-    verifier = SleepingVerifier(processes, item_s, main_s)
+    verifier = SleepingVerifier(processes, main_s)
     await verifier.start()
     await queue.ensure_verifier(verifier.name)
     await verifier.score([SleepItem(id="warm")] * processes)  # every process started
     jobs = []
     for start in range(0, args.items, 512):
         n = min(512, args.items - start)
-        queued = [QueuedItem(i, {"id": f"i{start + i}"}) for i in range(n)]
+        queued = [
+            QueuedItem(i, {"id": f"i{start + i}", "seconds": seconds[start + i]}) for i in range(n)
+        ]
         jobs.append((await queue.submit(verifier.name, queued, total=n, prefilled={})).job_id)
     worker = WorkerRuntime(verifier, queue, NoCache())
     me = psutil.Process()
@@ -134,8 +143,8 @@ async def measure(redis_url: str, processes: int, args: argparse.Namespace) -> d
     return {
         "processes": processes,
         "items_per_s": round(args.items / wall),
-        "ideal_items_per_s": round(processes / item_s),
-        "busy_share": round(args.items * item_s / (processes * wall), 3),
+        "ideal_items_per_s": round(args.items * processes / pool_s),
+        "busy_share": round(pool_s / (processes * wall), 3),
         "worker_cpu_ms_per_item": round(cpu / args.items * 1000, 3),
     }
 
@@ -146,6 +155,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--item-ms", type=float, default=1.0, help="Pool time per item.")
     parser.add_argument("--main-ms", type=float, default=0.05, help="Worker CPU per item.")
+    parser.add_argument("--slow-every", type=int, default=100, help="One slow item in N.")
+    parser.add_argument("--slow-ms", type=float, default=50.0, help="Pool time of a slow item.")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": "python bench/worker_handover.py " + " ".join(sys.argv[1:]),
@@ -153,6 +164,8 @@ def main() -> None:
         "load_average_before": os.getloadavg()[0],
         "item_ms": args.item_ms,
         "main_ms": args.main_ms,
+        "slow_every": args.slow_every,
+        "slow_ms": args.slow_ms,
     }
     with redis_server() as redis_url:
         report["runs"] = [asyncio.run(measure(redis_url, p, args)) for p in args.processes]

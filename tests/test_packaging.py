@@ -1,10 +1,10 @@
 """The built wheel: everything under ``tribunal``, and the client and wire models import in a
-fresh venv that holds only the wheel, pydantic and httpx (no server dependency at all).
+fresh venv that holds only the wheel, pydantic, httpx and orjson (no server dependency).
 
 The wheel is built from a copy of the sources (``pip wheel --no-deps
 --no-build-isolation``: offline, with this environment's setuptools, pinned >= 68 in the
-``dev`` extra). The fresh venv has no system site-packages; pydantic and httpx (with their
-own dependencies) reach it through a ``.pth`` file listing a folder of links to this
+``dev`` extra). The fresh venv has no system site-packages; pydantic, httpx and orjson (with
+their own dependencies) reach it through a ``.pth`` file listing a folder of links to this
 environment's copies, so that nothing is downloaded and nothing else is visible.
 """
 
@@ -38,8 +38,9 @@ CLIENT_DEPENDENCIES = (
     "idna",
     "certifi",
     "sniffio",
+    "orjson",
 )
-"""pydantic and httpx with what they import (sniffio where installed)."""
+"""pydantic, httpx and orjson with what they import."""
 
 _IMPORTS = """
 import json, sys

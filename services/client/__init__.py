@@ -3,7 +3,7 @@
 An async client on httpx (:class:`TribunalClient`) with a blocking facade
 (:class:`SyncTribunalClient`), typed results (the envelope's ``ItemResult``), a
 :func:`rewards` helper and one small error tree (``tribunal.client.errors``). It needs
-pydantic and httpx only: no server, queue or verifier dependency is imported.
+pydantic, httpx and orjson only: no server, queue or verifier dependency is imported.
 
 Example::
 

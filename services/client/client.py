@@ -24,11 +24,13 @@ import asyncio
 import email.utils
 import json
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
+import orjson
 from pydantic import BaseModel
 
 from tribunal.client.errors import (
@@ -119,9 +121,15 @@ class TribunalClient:
         self.backoff_max_s = backoff_max_s
         self.retry_after_max_s = retry_after_max_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Requests only ever go to base_url: over plain HTTP no TLS is used, so skip loading
+        # the CA bundle (30 ms per client); this context verifies, and trusts no one.
+        verify: ssl.SSLContext | bool = (
+            True if self.base_url.startswith("https:") else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        )
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers,
+            verify=verify,
             timeout=self.timeout,
             limits=httpx.Limits(
                 max_connections=max_concurrency, max_keepalive_connections=max_concurrency
@@ -142,24 +150,75 @@ class TribunalClient:
 
     # -- endpoints ----------------------------------------------------------------------------
 
-    async def score(self, verifier: str, items: Sequence[Item]) -> list[ItemResult]:
+    async def score(
+        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+    ) -> list[ItemResult]:
         """Score a batch synchronously (``POST /v1/<verifier>/score``).
 
         Args:
             verifier: ``math``, ``code``, ``judge`` ...
             items: Dicts or wire models; each needs an ``id``.
+            idempotency_key: Sent as ``Idempotency-Key``: the batch is the job of this key,
+                so a retried or repeated request is answered from it (scored once), and a
+                504 carries its ``job_id`` for :meth:`wait`.
 
         Returns:
             One result per item, in order; failed items have ``reward=None`` and an error.
 
         Raises:
             RequestRejected: 4xx (no valid item, too many items, auth).
-            ServerError: 504 (not scored within the service's deadline) or 500.
+            ServerError: 504 (not scored within the service's deadline; ``.job_id`` is the
+                batch's job) or 500.
             Overloaded, TransportError: After every retry.
         """
         body = {"items": [item_json(item) for item in items]}
-        response = await self._request("POST", f"/v1/{verifier}/score", body=body)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+        response = await self._request("POST", f"/v1/{verifier}/score", body=body, headers=headers)
         return ScoreResponse.model_validate_json(response.content).results
+
+    async def score_json(
+        self,
+        verifier: str,
+        items_json: Sequence[bytes],
+        *,
+        idempotency_key: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Score a batch of items given as JSON, and return the results as decoded JSON.
+
+        For callers that hold items as JSON text and pass results on as JSON (``tribunal
+        score``, the gateway): no item is encoded and no result is built into a model here.
+
+        Args:
+            verifier: As for :meth:`score`.
+            items_json: One JSON object per item (UTF-8), sent as it is.
+            idempotency_key: As for :meth:`score`.
+
+        Returns:
+            One result per item, in order: dicts of the ``ItemResult`` shape, as the service
+            wrote them (not validated).
+
+        Raises:
+            As :meth:`score`; ``ServerError`` (``bad_response``) when the answer does not hold
+            one result per item.
+        """
+        headers = {"Content-Type": "application/json"}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        content = b'{"items":[' + b",".join(items_json) + b"]}"
+        response = await self._request(
+            "POST", f"/v1/{verifier}/score", content=content, headers=headers
+        )
+        try:
+            results = orjson.loads(response.content)["results"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            results = None
+        if not isinstance(results, list) or len(results) != len(items_json):
+            raise ServerError(
+                response.status_code,
+                "bad_response",
+                f"{self.base_url}/v1/{verifier}/score did not answer one result per item",
+            )
+        return results
 
     async def submit(
         self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
@@ -280,12 +339,16 @@ class TribunalClient:
         path: str,
         *,
         body: Any = None,
+        content: bytes | None = None,
         params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         wait_s: float = 0.0,
     ) -> httpx.Response:
-        """Send one request with retries; return a 2xx response or raise."""
-        content = None if body is None else json.dumps(body, ensure_ascii=False).encode()
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        """Send one request with retries; return a 2xx response or raise. ``body`` is sent
+        as JSON; ``content`` as it is (with the caller's ``Content-Type``)."""
+        if body is not None:
+            content = json.dumps(body, ensure_ascii=False).encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
         timeout = self.timeout
         if wait_s > 0 and timeout.read is not None:
             timeout = httpx.Timeout(
@@ -344,8 +407,10 @@ def _api_error(response: httpx.Response) -> APIError:
         error = response.json()["error"]
         code, message = str(error["code"]), str(error["message"])
         field, retryable = error.get("field"), bool(error.get("retryable", False))
+        job_id = error.get("job_id")
     except (ValueError, KeyError, TypeError):
         code, message, field, retryable = f"http_{status}", response.text[:500], None, False
+        job_id = None
     retry_after_s = _retry_after_s(response.headers.get("Retry-After"))
     kind: type[APIError]
     if status in _RETRY_STATUSES:
@@ -357,7 +422,13 @@ def _api_error(response: httpx.Response) -> APIError:
     else:
         kind = ServerError
     return kind(
-        status, code, message, field=field, retryable=retryable, retry_after_s=retry_after_s
+        status,
+        code,
+        message,
+        field=field,
+        retryable=retryable,
+        retry_after_s=retry_after_s,
+        job_id=job_id if isinstance(job_id, str) else None,
     )
 
 

@@ -41,6 +41,8 @@ class APIError(ClientError):
         field: The request field at fault (``items.3.ground_truth``), or None.
         retryable: What the service says about sending the same request again.
         retry_after_s: The ``Retry-After`` header in seconds, or None.
+        job_id: The job that holds the batch when it was, or may have been, accepted
+            before the error (a 504 of a synchronous score): ``wait(job_id)`` collects it.
     """
 
     def __init__(
@@ -52,6 +54,7 @@ class APIError(ClientError):
         field: str | None = None,
         retryable: bool = False,
         retry_after_s: float | None = None,
+        job_id: str | None = None,
     ) -> None:
         super().__init__(f"HTTP {status} {code}: {message}")
         self.status = status
@@ -60,6 +63,7 @@ class APIError(ClientError):
         self.field = field
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.job_id = job_id
 
 
 class RequestRejected(APIError):

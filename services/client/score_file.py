@@ -2,18 +2,23 @@
 
 Input: one item per line in the verifier's item schema (an item without ``id`` gets its
 0-based line number among the items). Output: one ``ItemResult`` per line, in input order.
+Items are sent as their lines are written and results written as the service answers them
+(``TribunalClient.score_json``): JSON in, JSON out, no model built per item.
 
-Chunks of ``chunk_size`` items are submitted as jobs, ``concurrency`` at a time, each with
-the idempotency key ``tribunal-score:<verifier>:<sha256 of the input>:<chunk_size>:<k>``.
+Chunks of ``chunk_size`` items are scored ``concurrency`` at a time, each in one synchronous
+request (``POST /v1/<verifier>/score``) whose ``Idempotency-Key``,
+``tribunal-score:<verifier>:<sha256 of the input>:<chunk_size>:<k>``, makes the chunk a job
+of the service; a chunk not scored within the service's synchronous deadline (504) is
+long-polled as that job.
 Results are appended chunk by chunk in input order and flushed. After an interruption
 (Ctrl-C, a killed process), running the same command again:
 
 - keeps every complete line already in the output (a torn last line is cut off) and checks
   that their ids are the input's first ids (else it refuses: another input wrote it);
-- submits the chunk holding the first missing item again under the same key: the service
+- sends the chunk holding the first missing item again under the same key: the service
   answers with the job it already has (scored, or still being scored), so nothing is scored
   twice while the job's results are kept (``TRIBUNAL_RESULT_TTL_S``, an hour by default);
-- submits the chunks after it as new jobs.
+- sends the chunks after it as new jobs.
 
 ``restart=True`` (``tribunal score --restart``) discards the output and starts over.
 """
@@ -25,13 +30,15 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from tribunal.client.client import TribunalClient
-from tribunal.core.envelope import ItemResult
+from tribunal.client.errors import ServerError
 
 
 @dataclass
@@ -66,13 +73,14 @@ class ScoreSummary:
         """Results received in this run per second."""
         return self.scored / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
-    def add(self, reward: float | None, error_code: str | None) -> None:
-        """Count one result."""
-        if error_code is not None:
-            self.errors[error_code] += 1
-        elif reward is not None:
+    def add_result(self, result: dict[str, Any]) -> None:
+        """Count one result (decoded ``ItemResult`` JSON)."""
+        error = result.get("error")
+        if error is not None:
+            self.errors[str(error.get("code"))] += 1
+        elif result.get("reward") is not None:
             self.rewards += 1
-            self.reward_sum += reward
+            self.reward_sum += result["reward"]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -87,25 +95,58 @@ class ScoreSummary:
         }
 
 
-def read_items(data: bytes) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class InputItems:
+    """The items of an input file.
+
+    Attributes:
+        ids: Each item's ``id`` (its index, as a string, for an item without one).
+        texts: Each item as JSON, as it is sent: its line, or the item re-encoded with the
+            ``id`` it was given.
+    """
+
+    ids: list[Any]
+    texts: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def read_items(data: bytes) -> InputItems:
     """Parse JSONL items (blank lines skipped); give an item without ``id`` its index.
 
     Raises:
         ValueError: A line is not a JSON object (the message names the line).
     """
-    items: list[dict[str, Any]] = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+    items = InputItems([], [])
+    for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
+        encode = orjson.dumps
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number}: not JSON ({exc.msg})") from None
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            # What orjson refuses and json reads (NaN, a lone surrogate escape, an integer
+            # past 64 bits) goes as written: the service names the field it cannot take.
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise ValueError(f"line {number}: not JSON ({reason})") from None
+            encode = _json_bytes
         if not isinstance(item, dict):
             raise ValueError(f"line {number}: an item is a JSON object")
-        item.setdefault("id", str(len(items)))
-        items.append(item)
+        if "id" in item:
+            items.texts.append(line.strip())
+        else:
+            item["id"] = str(len(items.ids))
+            items.texts.append(encode(item))
+        items.ids.append(item["id"])
     return items
+
+
+def _json_bytes(item: dict[str, Any]) -> bytes:
+    return json.dumps(item).encode()  # ASCII: a lone surrogate stays an escape
 
 
 def idempotency_key(verifier: str, digest: str, chunk_size: int, index: int) -> str:
@@ -113,7 +154,7 @@ def idempotency_key(verifier: str, digest: str, chunk_size: int, index: int) -> 
     return f"tribunal-score:{verifier}:{digest[:32]}:{chunk_size}:{index}"
 
 
-def kept_results(path: Path, items: Sequence[dict[str, Any]], summary: ScoreSummary) -> int:
+def kept_results(path: Path, items: InputItems, summary: ScoreSummary) -> int:
     """Cut ``path`` after its last complete result line and count the results it keeps.
 
     Raises:
@@ -125,14 +166,13 @@ def kept_results(path: Path, items: Sequence[dict[str, Any]], summary: ScoreSumm
     end = data.rfind(b"\n") + 1
     kept = 0
     for line in data[:end].splitlines():
-        result = json.loads(line)
-        if kept >= len(items) or result.get("id") != items[kept]["id"]:
+        result = orjson.loads(line)
+        if kept >= len(items) or result.get("id") != items.ids[kept]:
             raise ValueError(
                 f"{path}: line {kept + 1} is not the result of input item {kept} "
                 "(another input wrote it); use --restart to score again from the start"
             )
-        error = result.get("error")
-        summary.add(result.get("reward"), error.get("code") if error else None)
+        summary.add_result(result)
         kept += 1
     if end < len(data):
         with path.open("r+b") as f:
@@ -143,8 +183,8 @@ def kept_results(path: Path, items: Sequence[dict[str, Any]], summary: ScoreSumm
 async def score_items(
     client: TribunalClient,
     verifier: str,
-    items: Sequence[dict[str, Any]],
-    out: IO[str],
+    items: InputItems,
+    out: IO[bytes],
     *,
     digest: str,
     start: int = 0,
@@ -153,22 +193,22 @@ async def score_items(
     summary: ScoreSummary | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreSummary:
-    """Score ``items[start:]`` as jobs and write their results to ``out`` in input order.
+    """Score ``items[start:]`` chunk by chunk and write their results to ``out`` in input order.
 
     Args:
         client: Client of the service.
         verifier: Verifier name.
         items: Every item of the input (keys are per chunk of the whole input).
-        out: Text stream the result lines are appended to (flushed per chunk).
+        out: Binary stream the result lines are appended to (flushed per chunk).
         digest: sha256 hex of the input, for the idempotency keys.
         start: Items before this index already have their results in ``out``.
-        chunk_size: Items per job.
-        concurrency: Jobs in flight.
+        chunk_size: Items per request.
+        concurrency: Requests in flight.
         summary: Counts to add to (a new one by default).
         on_progress: Called with the number of results written each time some are.
 
     Raises:
-        tribunal.client.ClientError: A job could not be submitted or read (after retries).
+        tribunal.client.ClientError: A chunk could not be scored or collected (after retries).
     """
     summary = summary or ScoreSummary(items=len(items))
     first_chunk = start // chunk_size
@@ -176,15 +216,20 @@ async def score_items(
     chunks = range(first_chunk, n_chunks)
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def run(k: int) -> tuple[int, list[ItemResult]]:
+    async def run(k: int) -> tuple[int, list[dict[str, Any]]]:
         async with semaphore:
-            batch = items[k * chunk_size : (k + 1) * chunk_size]
+            batch = items.texts[k * chunk_size : (k + 1) * chunk_size]
             key = idempotency_key(verifier, digest, chunk_size, k)
-            job_id = await client.submit(verifier, batch, idempotency_key=key)
-            return k, await client.wait(job_id)
+            try:
+                return k, await client.score_json(verifier, batch, idempotency_key=key)
+            except ServerError as exc:
+                if exc.code != "timeout" or exc.job_id is None:
+                    raise
+                job_id = exc.job_id  # not scored within the synchronous deadline: still queued
+            return k, [r.model_dump(mode="json") for r in await client.wait(job_id)]
 
     started = time.perf_counter()
-    done: dict[int, list[ItemResult]] = {}
+    done: dict[int, list[dict[str, Any]]] = {}
     next_chunk = first_chunk
     tasks = [asyncio.create_task(run(k)) for k in chunks]
     try:
@@ -194,10 +239,10 @@ async def score_items(
             while next_chunk in done:
                 skip = start - next_chunk * chunk_size if next_chunk == first_chunk else 0
                 written = done.pop(next_chunk)[max(0, skip) :]
-                out.write("".join(r.model_dump_json() + "\n" for r in written))
+                out.write(b"".join(orjson.dumps(r) + b"\n" for r in written))
                 out.flush()
                 for r in written:
-                    summary.add(r.reward, r.error.code if r.error else None)
+                    summary.add_result(r)
                 summary.scored += len(written)
                 next_chunk += 1
                 if on_progress is not None:

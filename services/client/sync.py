@@ -41,9 +41,13 @@ class SyncTribunalClient:
         finally:
             self._runner.close()
 
-    def score(self, verifier: str, items: Sequence[Item]) -> list[ItemResult]:
+    def score(
+        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+    ) -> list[ItemResult]:
         """See :meth:`TribunalClient.score`."""
-        return self._runner.run(self._client.score(verifier, items))
+        return self._runner.run(
+            self._client.score(verifier, items, idempotency_key=idempotency_key)
+        )
 
     def submit(
         self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None

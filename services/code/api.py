@@ -13,6 +13,7 @@ from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.errors import ALL_ERRORS, InternalError, TribunalError
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
@@ -26,7 +27,9 @@ class RunRequest(RunItem):
     id: str = Field(default="run", min_length=1, max_length=512)
 
 
-router = APIRouter(prefix="/v1/code", tags=["code"], dependencies=[Depends(require_api_key)])
+router = APIRouter(
+    prefix="/v1/code", tags=["code"], dependencies=[Depends(require_api_key)], route_class=JSONRoute
+)
 
 
 @router.post("/run", response_model=RunDetails, operation_id="code_run", responses=ERROR_RESPONSES)

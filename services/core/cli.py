@@ -51,12 +51,15 @@ def api(
     import uvicorn
 
     from tribunal.core.app import create_app
+    from tribunal.core.service import settle_heap
 
     spec = _spec(service)
     settings = spec.settings()
     _setup_logging(settings)
+    app_ = create_app(spec, settings)
+    settle_heap()
     uvicorn.run(
-        create_app(spec, settings),
+        app_,
         host=settings.host,
         port=port or _port(spec, settings),
         log_level=settings.log_level.lower(),

@@ -7,6 +7,8 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 
 def canonical_json(value: Any) -> str:
     """Serialise ``value`` so that equal values give equal strings (sorted keys, no spaces)."""
@@ -23,25 +25,36 @@ def config_hash(config: Any) -> str:
     return sha256_hex(config, 16)
 
 
-def lone_surrogate(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+def lone_surrogate(value: Any) -> tuple[str | int, ...] | None:
     """Return the path of the first string (or key) of ``value`` holding a lone surrogate.
 
     JSON's ``"\\ud800"`` escape decodes to a str that is not valid Unicode text: it cannot
     be encoded to UTF-8, so it can be neither hashed for the cache nor written back in a
     response. Such an input is refused, naming its field.
     """
+    if isinstance(value, dict | list):
+        try:
+            orjson.dumps(value)  # one pass in C, which refuses any lone surrogate
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate, or something else orjson cannot write: look
+        else:
+            return None
+    return _lone_surrogate(value, ())
+
+
+def _lone_surrogate(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
     if isinstance(value, str):
         return None if encodes_utf8(value) else path
     if isinstance(value, dict):
         for key, inner in value.items():
             if isinstance(key, str) and not encodes_utf8(key):
                 return (*path, printable(key))
-            found = lone_surrogate(inner, (*path, key))
+            found = _lone_surrogate(inner, (*path, key))
             if found is not None:
                 return found
     elif isinstance(value, list):
         for index, inner in enumerate(value):
-            found = lone_surrogate(inner, (*path, index))
+            found = _lone_surrogate(inner, (*path, index))
             if found is not None:
                 return found
     return None

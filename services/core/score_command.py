@@ -62,10 +62,8 @@ def run_score(
             f"{output}: {start} results kept from an earlier run; scoring the rest", markup=False
         )
     with contextlib.ExitStack() as stack:
-        out: IO[str] = (
-            sys.stdout
-            if output == "-"
-            else stack.enter_context(open(output, "a", encoding="utf-8"))
+        out: IO[bytes] = (
+            sys.stdout.buffer if output == "-" else stack.enter_context(open(output, "ab"))
         )
         progress = stack.enter_context(_progress(console))
         task = progress.add_task(verifier, total=len(items), completed=start)

@@ -68,6 +68,12 @@ class InvalidItem:
 
 
 def _keep_invalid(value: Any, handler: Any) -> Any:
+    try:
+        # A valid item has passed ScoreItem's own lone-surrogate check: only an invalid one
+        # is searched again, for the path of its surrogate.
+        return handler(value)
+    except ValidationError as exc:
+        errors = exc.errors()
     found = lone_surrogate(value)
     if found is not None:
         error: ErrorDetails = {
@@ -77,10 +83,7 @@ def _keep_invalid(value: Any, handler: Any) -> Any:
             "input": None,
         }
         return InvalidItem(raw=value, errors=[error])
-    try:
-        return handler(value)
-    except ValidationError as exc:
-        return InvalidItem(raw=value, errors=exc.errors())
+    return InvalidItem(raw=value, errors=errors)
 
 
 def lenient_item(item_model: type[ScoreItem]) -> Any:
@@ -286,17 +289,25 @@ class ScoringService:
             await self.queue.incr_stats(self.verifier.name, {"cache_hits": hits})
 
     async def score(
-        self, items: Sequence[ScoreItem | InvalidItem], timeout_s: float, use_cache: bool = True
+        self,
+        items: Sequence[ScoreItem | InvalidItem],
+        timeout_s: float,
+        use_cache: bool = True,
+        idempotency_key: str | None = None,
     ) -> str:
         """Queue a batch, wait for it and return the ``ScoreResponse`` as JSON text.
 
+        With ``idempotency_key`` the batch is submitted as in :meth:`submit`: a key already
+        used for the same batch waits for that job instead of queueing the batch again.
+
         Raises:
+            IdempotencyConflict: ``idempotency_key`` names a job made from another batch.
             ScoringTimeout: Not done within ``timeout_s``; it carries the job id to poll.
             QueueUnavailable: The queue went away after the batch was accepted; it carries
                 the job id (the items are scored when the queue is back), or the queue was
                 unavailable at submission and nothing was enqueued.
         """
-        submitted = await self.submit(items, use_cache=use_cache)
+        submitted = await self.submit(items, idempotency_key, use_cache=use_cache)
         job_id = submitted.job_id
         try:
             record = await self.queue.wait(job_id, timeout_s)
@@ -325,6 +336,14 @@ def wants_cache(cache_control: str | None) -> bool:
 CACHE_CONTROL_DESCRIPTION = (
     "`no-cache`: score every item afresh (identical inputs under the same verifier version "
     "are otherwise answered from the result cache, with `cached: true`)."
+)
+
+
+IDEMPOTENCY_KEY_DESCRIPTION = (
+    "Client-chosen key (1 to 256 characters): the batch becomes the job of this key, as with "
+    "`idempotency_key` on `POST /v1/jobs`, so a request resent after a lost answer or an "
+    "interruption is answered from that job (scored once, kept `TRIBUNAL_RESULT_TTL_S`); "
+    "the same key with another batch is a 409 (idempotency_conflict)."
 )
 
 

@@ -9,7 +9,7 @@ import signal
 
 from tribunal.core.errors import ConfigurationError, QueueUnavailable
 from tribunal.core.queue.factory import build_cache, redis_queue
-from tribunal.core.service import ServiceSpec
+from tribunal.core.service import ServiceSpec, settle_heap
 from tribunal.core.settings import CoreSettings
 from tribunal.core.worker import WorkerRuntime
 
@@ -54,6 +54,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
         with contextlib.suppress(QueueUnavailable):
             for verifier in verifiers:
                 await queue.set_refusal(verifier.name, None)
+        settle_heap()
         runtimes = [
             WorkerRuntime(
                 verifier,

@@ -10,10 +10,13 @@ it. The cost is one HTTP hop per verifier and batch, measured by bench/gateway_o
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from tribunal.client import APIError, ClientError, ItemResult, TribunalClient
+import orjson
+
+from tribunal.client import APIError, ClientError, TribunalClient
 from tribunal.core.errors import ALL_ERRORS, BackendUnavailable
 
 _BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
@@ -51,8 +54,9 @@ class ClientVerifiers:
             for name, url in urls.items()
         }
 
-    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
-        """Score ``items`` on ``verifier``; one result per item, in order.
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Score ``items`` on ``verifier``; one result per item, in order, as the verifier
+        wrote it (decoded ``ItemResult`` JSON).
 
         Raises:
             TribunalError: The request failed as a whole: the verifier's own error class
@@ -61,7 +65,8 @@ class ClientVerifiers:
         """
         client = self.clients[verifier]
         try:
-            return await client.score(verifier, items)
+            # Items encoded with orjson (json.dumps was a fifth of the gateway's CPU per item).
+            return await client.score_json(verifier, [_item_json(item) for item in items])
         except APIError as exc:
             cls = _BY_CODE.get(exc.code, BackendUnavailable)
             raise cls(
@@ -75,3 +80,12 @@ class ClientVerifiers:
     async def aclose(self) -> None:
         """Close every client's connection pool."""
         await asyncio.gather(*(client.aclose() for client in self.clients.values()))
+
+
+def _item_json(item: dict[str, Any]) -> bytes:
+    """An item as JSON: orjson, or json for what orjson refuses (an integer past 64 bits)."""
+    try:
+        data: bytes = orjson.dumps(item)
+    except orjson.JSONEncodeError:
+        return json.dumps(item, ensure_ascii=False).encode()
+    return data

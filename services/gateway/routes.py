@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
 from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse
 from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import InvalidItem
 from tribunal.core.worker import result_json
@@ -26,7 +27,7 @@ from tribunal.gateway.openrlhf import (
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
 
-router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)], route_class=JSONRoute)
 
 
 class GatewayScoreRequest(BaseModel):
@@ -70,9 +71,11 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         assert isinstance(first, InvalidItem)
         raise first.bad_input(0)
     timeout_s = runtime.settings.sync_timeout_s
+    verifier = service.verifier
+    assert isinstance(verifier, GatewayVerifier)
     try:
-        outcomes = await asyncio.wait_for(
-            service.verifier.score([item for _, item in valid]), timeout_s
+        results = await asyncio.wait_for(
+            verifier.score_results([item for _, item in valid], service.info), timeout_s
         )
     except TimeoutError:
         raise ScoringTimeout(
@@ -80,8 +83,8 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             "(POST /v1/jobs)"
         ) from None
     texts: list[str] = [""] * len(items)
-    for (index, item), outcome in zip(valid, outcomes, strict=True):
-        texts[index] = result_json(item.id, outcome, service.info)
+    for (index, _), text in zip(valid, results, strict=True):
+        texts[index] = text
     for index, invalid in enumerate(items):
         if isinstance(invalid, InvalidItem):
             failed = ItemOutcome.failed(invalid.bad_input(index))

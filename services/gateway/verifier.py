@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem
+from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem, VerifierInfo
 from tribunal.core.errors import BadInput, InternalError, TribunalError
 from tribunal.core.hashing import config_hash
+from tribunal.core.worker import result_json
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
@@ -45,11 +47,13 @@ _FIELD_PREFIX = re.compile(r"^items\.\d+\.?")
 class VerifierClient(Protocol):
     """What the gateway needs from ``tribunal.client``: score a batch on one verifier.
 
-    ``score`` returns one ``ItemResult`` per item in order, and raises a
-    ``TribunalError`` when the request fails as a whole.
+    ``score`` returns one result per item in order, as the verifier wrote it (decoded
+    ``ItemResult`` JSON, not validated: the gateway validates what it reads, and passes a
+    verifier's result on unchanged where it can), and raises a ``TribunalError`` when the
+    request fails as a whole.
     """
 
-    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Score ``items`` with ``verifier``."""
         ...
 
@@ -123,16 +127,19 @@ def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
     return BoundGatewayItem
 
 
+Answer = dict[str, Any] | ItemError
+"""What a verifier gave one item: its result as it wrote it (decoded ``ItemResult`` JSON),
+or the error of a request that failed as a whole."""
+
+
 @dataclass
 class _Calls:
     """Downstream items of one phase, grouped by verifier, each with where its result goes."""
 
     items: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    sinks: dict[str, list[Callable[[ItemResult | ItemError], None]]] = field(default_factory=dict)
+    sinks: dict[str, list[Callable[[Answer], None]]] = field(default_factory=dict)
 
-    def add(
-        self, verifier: str, item: dict[str, Any], sink: Callable[[ItemResult | ItemError], None]
-    ) -> None:
+    def add(self, verifier: str, item: dict[str, Any], sink: Callable[[Answer], None]) -> None:
         self.items.setdefault(verifier, []).append(item)
         self.sinks.setdefault(verifier, []).append(sink)
 
@@ -183,6 +190,18 @@ def _rebase_error(error: ItemError | None) -> ItemError | None:
     if message.startswith(f"{error.field}: "):
         message = f"{field}: " + message[len(error.field) + 2 :] if field else message
     return error.model_copy(update={"field": field, "message": message})
+
+
+def _typed(verifier: str, answer: Answer) -> ItemResult | ItemError:
+    """A verifier's answer as a validated ``ItemResult``, or the error that it is not one."""
+    if isinstance(answer, ItemError):
+        return answer
+    try:
+        return ItemResult.model_validate(answer)
+    except ValidationError as exc:
+        _, message = _validation_message(exc)
+        error = InternalError(f"{verifier} answered a malformed result: {message}")
+        return ItemError.from_exception(error)
 
 
 def _passthrough(result: ItemResult | ItemError) -> ItemOutcome:
@@ -249,16 +268,49 @@ class GatewayVerifier:
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch; one outcome per item, in request order."""
+        return [
+            outcome if isinstance(outcome, ItemOutcome) else _passthrough(_typed(via, outcome))
+            for outcome, via in await self._score(items)
+        ]
+
+    async def score_results(self, items: Sequence[ScoreItem], info: VerifierInfo) -> list[str]:
+        """Score a batch; one ``ItemResult`` JSON text per item, in request order (what the
+        synchronous routes answer).
+
+        A verifier item's result with a reward is passed on as its verifier wrote it, neither
+        validated into models nor written again: that was half of the gateway's CPU per
+        math item. Anything else (an error to rebase, a spec's result) is built as in
+        :meth:`score` and written with ``info`` for results that name no verifier.
+        """
+        texts: list[str] = []
+        for item, (outcome, via) in zip(items, await self._score(items), strict=True):
+            if (
+                isinstance(outcome, dict)
+                and outcome.get("error") is None
+                and isinstance(outcome.get("reward"), float)
+                and outcome.get("id") == item.id
+            ):
+                texts.append(orjson.dumps(outcome).decode())
+                continue
+            if not isinstance(outcome, ItemOutcome):
+                outcome = _passthrough(_typed(via, outcome))
+            texts.append(result_json(item.id, outcome, info))
+        return texts
+
+    async def _score(self, items: Sequence[ScoreItem]) -> list[tuple[ItemOutcome | Answer, str]]:
+        """One outcome per item, in request order, each with the verifier it went to (a
+        verifier item's is its verifier's answer as it came, a spec item's its outcome)."""
         if self.client is None:
             await self.start()
         assert self.client is not None
-        outcomes: list[ItemOutcome | None] = [None] * len(items)
+        outcomes: list[tuple[ItemOutcome | Answer, str] | None] = [None] * len(items)
         spec_items: dict[int, _SpecItem] = {}
         first = _Calls()
         for index, item in enumerate(items):
             assert isinstance(item, GatewayItem)
             if item.verifier is not None:
-                first.add(item.verifier, item.fields(), self._direct_sink(outcomes, index))
+                sink = self._direct_sink(outcomes, index, item.verifier)
+                first.add(item.verifier, item.fields(), sink)
                 continue
             assert item.spec is not None
             state = _SpecItem(item, self.specs[item.spec], item.fields())
@@ -281,16 +333,16 @@ class GatewayVerifier:
                     self._schedule(state, name, second)
         await second.run(self.client)
         for index, state in spec_items.items():
-            outcomes[index] = combine(state.loaded, state.results)
+            outcomes[index] = (combine(state.loaded, state.results), f"spec:{state.loaded.name}")
         assert all(o is not None for o in outcomes)
         return [o for o in outcomes if o is not None]
 
     @staticmethod
     def _direct_sink(
-        outcomes: list[ItemOutcome | None], index: int
-    ) -> Callable[[ItemResult | ItemError], None]:
-        def sink(result: ItemResult | ItemError) -> None:
-            outcomes[index] = _passthrough(result)
+        outcomes: list[tuple[ItemOutcome | Answer, str] | None], index: int, verifier: str
+    ) -> Callable[[Answer], None]:
+        def sink(answer: Answer) -> None:
+            outcomes[index] = (answer, verifier)
 
         return sink
 
@@ -316,7 +368,8 @@ class GatewayVerifier:
             state.results[name] = _error_result(exc, source.kind)
             return
         assert source.verifier is not None
-        calls.add(source.verifier, item, self._component_sink(state, name, source.kind))
+        sink = self._component_sink(state, name, source.kind, source.verifier)
+        calls.add(source.verifier, item, sink)
 
     @staticmethod
     def _component_item(state: _SpecItem, name: str, source: Source) -> dict[str, Any]:
@@ -330,9 +383,10 @@ class GatewayVerifier:
 
     @staticmethod
     def _component_sink(
-        state: _SpecItem, name: str, kind: str
-    ) -> Callable[[ItemResult | ItemError], None]:
-        def sink(result: ItemResult | ItemError) -> None:
+        state: _SpecItem, name: str, kind: str, verifier: str
+    ) -> Callable[[Answer], None]:
+        def sink(answer: Answer) -> None:
+            result = _typed(verifier, answer)
             if isinstance(result, ItemError):
                 state.results[name] = ComponentResult(
                     None, error=result, source=kind, status="error"

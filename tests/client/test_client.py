@@ -20,6 +20,7 @@ from tribunal.client import (
     JobTimeout,
     Overloaded,
     RequestRejected,
+    ServerError,
     SyncTribunalClient,
     TransportError,
     TribunalClient,
@@ -300,6 +301,23 @@ def test_a_job_is_resumed_by_its_key_after_the_client_is_killed(
     assert again == first_job
     assert rewards(results) == [1.0] * 20
     assert caught.value.status == 409
+
+
+async def test_a_keyed_score_that_times_out_names_its_job_and_is_scored_once(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = math_env(redis_server, key_prefix, TRIBUNAL_SYNC_TIMEOUT_S="0.5")
+    running = _without_workers(service("math", env=env))
+    items = [{"id": f"q{i}", "response": f"#### {i}", "ground_truth": str(i)} for i in range(8)]
+    async with running.client() as client:
+        with pytest.raises(ServerError) as caught:
+            await client.score("math", items, idempotency_key="run-8:chunk-0")
+        assert caught.value.status == 504 and caught.value.job_id is not None
+        running.processes["worker0"] = _start_worker(running)
+        waited = await client.wait(caught.value.job_id, timeout_s=60)
+        resent = await client.score("math", items, idempotency_key="run-8:chunk-0")
+    assert rewards(resent) == rewards(waited) == [1.0] * 8
+    assert resent == waited  # the resent request was answered from the same job
 
 
 def _without_workers(running: RunningService) -> RunningService:

@@ -3,6 +3,8 @@ real processes), interrupted with Ctrl-C and resumed without scoring anything tw
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import re
 import signal
@@ -14,7 +16,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import DATA, ROOT, TRIBUNAL, RedisServer, RunningService, redis_env
+from tests.conftest import (
+    DATA,
+    ROOT,
+    TRIBUNAL,
+    RedisServer,
+    RunningService,
+    redis_env,
+    start_process,
+    stop_process,
+)
+from tribunal.client.score_file import input_digest, read_items, score_items
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -64,7 +76,8 @@ def test_score_a_file_interrupt_and_resume(
         ),
     )
     argv = [*TRIBUNAL, "score", "math", str(source), "-o", str(out), "--url", running.base_url]
-    argv += ["--chunk-size", "64", "--concurrency", "2"]  # 1,000 is not a multiple of 64
+    # Small chunks one at a time, so that Ctrl-C lands mid-run (1,000 is not a multiple of 16).
+    argv += ["--chunk-size", "16", "--concurrency", "1"]
 
     first = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -119,3 +132,50 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
         argv, input=good + "not json\n", capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert bad.returncode == 2 and "line 3: not JSON" in bad.stderr
+
+
+async def test_a_chunk_past_the_synchronous_deadline_is_collected_as_its_job(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = redis_env(redis_server, key_prefix, TRIBUNAL_SYNC_TIMEOUT_S="0.3")
+    running = service("math", env=env)
+    worker = running.processes.pop("worker0")
+    stop_process(worker)  # nothing is scored until a worker starts again, after the 504s
+    lines_in = b"".join(
+        json.dumps({"id": f"q{i}", "response": f"#### {i}", "ground_truth": str(i)}).encode()
+        + b"\n"
+        for i in range(10)
+    )
+    items = read_items(lines_in)
+    out = io.BytesIO()
+    async with running.client() as client:
+        scoring = asyncio.create_task(
+            score_items(client, "math", items, out, digest=input_digest(lines_in), chunk_size=4)
+        )
+        await asyncio.sleep(1.0)
+        assert not scoring.done()
+        running.processes["worker0"] = start_process(
+            [*TRIBUNAL, "worker", "math"], running.env, running.logs["worker0"]
+        )
+        summary = await asyncio.wait_for(scoring, 60)
+    results = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["id"] for r in results] == items.ids
+    assert summary.scored == 10 and summary.mean_reward == 1.0
+
+
+def test_lines_orjson_refuses_go_as_written_and_a_broken_line_is_named() -> None:
+    data = (
+        b'{"id": "a", "response": "1", "ground_truth": NaN}\n'
+        b"\n"
+        b'{"response": "x \\ud800", "ground_truth": "2"}\n'
+        b'{"response": "\xc3\xa9", "ground_truth": "3"}\n'
+    )
+    items = read_items(data)
+    assert items.ids == ["a", "1", "2"]
+    assert items.texts[0] == b'{"id": "a", "response": "1", "ground_truth": NaN}'
+    assert json.loads(items.texts[1]) == {"response": "x \ud800", "ground_truth": "2", "id": "1"}
+    assert json.loads(items.texts[2]) == {"response": "é", "ground_truth": "3", "id": "2"}
+    with pytest.raises(ValueError, match="line 2: not JSON"):
+        read_items(b'{"id": "a"}\n{"id": \n')
+    with pytest.raises(ValueError, match="line 1: not JSON"):
+        read_items(b'{"id": "\xff"}\n')

@@ -121,6 +121,50 @@ async def test_jobs_long_poll_and_idempotency(client: httpx.AsyncClient) -> None
     assert bad_item.status_code == 422 and bad_item.json()["error"]["field"] == "items.0.id"
 
 
+async def test_sync_score_with_an_idempotency_key_scores_a_resent_batch_once() -> None:
+    verifier = ToyVerifier()
+    settings = CoreSettings(queue="memory", cache_ttl_s=0)
+    async for client in client_for(create_app(toy_spec(verifier), settings)):
+        body = {"items": [{"id": "q", "text": "ae"}, {"id": "r", "text": "zz"}]}
+        key = {"idempotency-key": "chunk-3"}
+        first = await client.post("/v1/toy/score", json=body, headers=key)
+        again = await client.post("/v1/toy/score", json=body, headers=key)
+        assert first.status_code == again.status_code == 200
+        assert again.json() == first.json()
+        assert [r["reward"] for r in first.json()["results"]] == [1.0, 0.0]
+        assert len(verifier.calls) == 1  # the resent batch was answered from its job
+        job = await client.post(
+            "/v1/jobs", json={"verifier": "toy", **body, "idempotency_key": "chunk-3"}
+        )
+        assert job.json()["created"] is False  # one key space with /v1/jobs
+
+        conflict = await client.post(
+            "/v1/toy/score", json={"items": [{"id": "q", "text": "x"}]}, headers=key
+        )
+        assert conflict.status_code == 409
+        assert conflict.json()["error"]["code"] == "idempotency_conflict"
+        too_long = await client.post(
+            "/v1/toy/score", json=body, headers={"idempotency-key": "k" * 257}
+        )
+        assert too_long.status_code == 422
+        assert "idempotency-key" in too_long.json()["error"]["field"]
+
+
+async def test_bodies_orjson_refuses_get_the_answer_json_gives(
+    client: httpx.AsyncClient,
+) -> None:
+    # NaN is no JSON, but Python's json reads it: the item fails its own schema as before.
+    body = b'{"items": [{"id": "a", "text": NaN}, {"id": "b", "text": "aa"}]}'
+    headers = {"content-type": "application/json"}
+    response = await client.post("/v1/toy/score", content=body, headers=headers)
+    assert response.status_code == 200
+    bad, good = response.json()["results"]
+    assert bad["error"]["field"] == "items.0.text" and good["reward"] == 1.0
+    broken = await client.post("/v1/toy/score", content=b'{"items": [}', headers=headers)
+    assert broken.status_code == 422
+    assert broken.json()["error"]["message"].startswith("body: invalid JSON at line 1 column 12")
+
+
 async def test_health_ready_and_metrics(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")

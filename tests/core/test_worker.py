@@ -10,13 +10,13 @@ import pytest
 
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
-from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem, VerifierInfo
 from tribunal.core.queue.base import JobQueue, QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.verifier import score_each
-from tribunal.core.worker import WorkerRuntime
+from tribunal.core.worker import WorkerRuntime, result_json
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -197,3 +197,28 @@ async def test_a_stop_releases_the_items_still_being_scored(queue_and_cache) -> 
     [delivery] = await queue.claim("toy", "next", 10, block_s=0.5)
     assert delivery.payload["text"] == "slow one"
     assert len((await queue.job(job.job_id)).results) == 1
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ItemOutcome(reward=0.5, details={"method": "boxed", "scores": [1, 0.25], "é": "ü"}),
+        ItemOutcome(
+            reward=None,
+            error=ItemError(code="bad_input", message="x: missing", retryable=False, field="x"),
+        ),
+        ItemOutcome(reward=1.0, verifier=VerifierInfo(name="spec:s", version="2", config_hash="f")),
+        ItemOutcome(reward=1.0, details={"tags": {"a"}}),  # orjson cannot: pydantic writes it
+    ],
+)
+def test_result_json_is_the_item_result_pydantic_would_write(outcome: ItemOutcome) -> None:
+    info = VerifierInfo(name="toy", version="1", config_hash="0" * 16)
+    expected = ItemResult(
+        id="q",
+        reward=outcome.reward,
+        error=outcome.error,
+        details=outcome.details,
+        verifier=outcome.verifier or info,
+        cached=True,
+    ).model_dump_json()
+    assert json.loads(result_json("q", outcome, info, cached=True)) == json.loads(expected)

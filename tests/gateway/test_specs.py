@@ -7,6 +7,7 @@ tests/e2e/test_gateway_service.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ class ScriptedClient:
         self.refuse = refuse or set()
         self.requests: list[tuple[str, list[dict[str, Any]]]] = []
 
-    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         self.requests.append((verifier, list(items)))
         if verifier in self.down:
             raise BackendUnavailable(f"{verifier} is down")
@@ -53,7 +54,7 @@ class ScriptedClient:
                     error=error,
                     details={"seen": sorted(item)},
                     verifier=VerifierInfo(name=verifier, version="1", config_hash="0" * 16),
-                )
+                ).model_dump(mode="json")
             )
         return results
 
@@ -396,6 +397,61 @@ def test_the_hash_moves_with_the_rule_not_the_prose() -> None:
     h = load_spec_text(base).hash
     assert load_spec_text(base + "description: other words\n").hash == h
     assert load_spec_text(base.replace("weight: 2", "weight: 3")).hash != h
+
+
+async def test_synchronous_results_pass_a_verifier_result_on_as_it_came() -> None:
+    def math(item: dict[str, Any]) -> tuple[float | None, ItemError | None]:
+        if "ground_truth" in item:
+            return float(item["response"] == item["ground_truth"]), None
+        error = ItemError(
+            code="bad_input",
+            message="items.1.ground_truth: Field required",
+            retryable=False,
+            field="items.1.ground_truth",
+        )
+        return None, error
+
+    client = ScriptedClient({"math": math})
+    verifier = gateway(client)
+    items = [
+        verifier.item_model.model_validate(raw)
+        for raw in [
+            {"id": "a", "verifier": "math", "response": "1", "ground_truth": "1"},
+            {"id": "b", "verifier": "math", "response": "1"},
+            {"id": "c", "spec": "rloo_math", "response": "1", "ground_truth": "1"},
+        ]
+    ]
+    info = VerifierInfo(name="gateway", version="1", config_hash="0" * 16)
+    texts = await verifier.score_results(items, info)
+    a, b, c = (ItemResult.model_validate_json(text) for text in texts)
+    [answered] = await client.score("math", [items[0].fields()])
+    assert json.loads(texts[0]) == answered  # passed on as the verifier wrote it
+    assert a.reward == 1.0 and a.verifier.name == "math"
+    assert b.reward is None and b.error is not None
+    assert b.error.field == "ground_truth"  # rebased: the gateway's request's index is gone
+    assert b.error.message == "ground_truth: Field required"
+    assert c.reward == 1.0 and c.verifier.name == "spec:rloo_math"
+    outcomes = await verifier.score(items)
+    assert [o.reward for o in outcomes] == [a.reward, b.reward, c.reward]
+
+
+async def test_a_malformed_verifier_result_is_an_item_error() -> None:
+    class Malformed(ScriptedClient):
+        async def score(
+            self, verifier: str, items: Sequence[dict[str, Any]]
+        ) -> list[dict[str, Any]]:
+            return [{"id": item["id"], "reward": "lots"} for item in items]
+
+    verifier = gateway(Malformed({}))
+    item = verifier.item_model.model_validate(
+        {"id": "a", "verifier": "math", "response": "1", "ground_truth": "1"}
+    )
+    [text] = await verifier.score_results(
+        [item], VerifierInfo(name="g", version="1", config_hash="0")
+    )
+    result = ItemResult.model_validate_json(text)
+    assert result.reward is None and result.error is not None
+    assert result.error.code == "internal_error" and "malformed" in result.error.message
 
 
 async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:

@@ -10,13 +10,19 @@ from fastapi.responses import Response
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import JobCreated, JobState
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
 
 
 def jobs_router(job_body: Any) -> APIRouter:
     """Build the job routes; ``job_body`` is ``scoring.job_body_type`` of the app's verifiers."""
-    router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(require_api_key)])
+    router = APIRouter(
+        prefix="/v1/jobs",
+        tags=["jobs"],
+        dependencies=[Depends(require_api_key)],
+        route_class=JSONRoute,
+    )
 
     @router.post(
         "",

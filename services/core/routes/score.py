@@ -12,8 +12,13 @@ from pydantic import BaseModel
 
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.envelope import ScoreResponse
+from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, wants_cache
+from tribunal.core.scoring import (
+    CACHE_CONTROL_DESCRIPTION,
+    IDEMPOTENCY_KEY_DESCRIPTION,
+    wants_cache,
+)
 
 
 def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRouter:
@@ -22,6 +27,7 @@ def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRoute
         prefix=f"/v1/{verifier_name}",
         tags=[verifier_name],
         dependencies=[Depends(require_api_key)],
+        route_class=JSONRoute,
     )
 
     @router.post(
@@ -35,17 +41,24 @@ def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRoute
         body: request_model,  # type: ignore[valid-type]
         runtime: RuntimeDep,
         cache_control: Annotated[str | None, Header(description=CACHE_CONTROL_DESCRIPTION)] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Header(min_length=1, max_length=256, description=IDEMPOTENCY_KEY_DESCRIPTION),
+        ] = None,
     ) -> Response:
         """Queue every item, wait for all results (up to ``TRIBUNAL_SYNC_TIMEOUT_S``) and
         return them in request order. An item that cannot be scored has ``reward: null``
         and an ``error``; an item that fails its schema gets a ``bad_input`` error naming
-        the field while the rest of the batch is scored."""
+        the field while the rest of the batch is scored. With an ``Idempotency-Key`` the
+        batch is the job of that key (as for ``POST /v1/jobs``): a resent request is
+        answered from it, scored once; a 504 names the job (``job_id``) to collect later."""
         service = runtime.services[verifier_name]
         started = time.perf_counter()
         text = await service.score(
             body.items,  # type: ignore[attr-defined]
             runtime.settings.sync_timeout_s,
             use_cache=wants_cache(cache_control),
+            idempotency_key=idempotency_key,
         )
         runtime.metrics.request_latency.labels(verifier_name, "score").observe(
             time.perf_counter() - started
