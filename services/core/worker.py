@@ -50,10 +50,6 @@ logger = logging.getLogger(__name__)
 Written = tuple[Delivery, str]
 """An entry and its result, serialised as an ``ItemResult``."""
 
-WRITE_LINGER_S = 0.002
-"""How long the writer waits for more results before a write (s). A write is a Redis round
-trip whatever its size: items that finish a few at a time (a pool task's chunk) would
-otherwise pay one every few items, for a result delivered 2 ms sooner."""
 
 
 def consumer_name() -> str:
@@ -331,7 +327,8 @@ class WorkerRuntime:
             self._writer = asyncio.create_task(self._drain())
 
     async def _drain(self) -> None:
-        await asyncio.sleep(WRITE_LINGER_S)
+        # No linger before a write: a tool call waits on its one result (a code run is
+        # ~30 ms), and under load results pile up while the previous write is in flight.
         while self._ready:
             parts, self._ready = self._ready, []
             done = [written for part in parts for written in part.done]
