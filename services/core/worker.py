@@ -1,7 +1,7 @@
 """The worker runtime: claim, dedupe, score, write, acknowledge, heartbeat.
 
 A worker process holds up to ``concurrency × batch_size`` items at once and claims more as
-soon as a quarter batch of room frees up, so its verifier always has work queued (claiming
+soon as a batch's worth of room frees up, so its verifier always has work queued (claiming
 continuously, not in lock-step batches that each wait for their slowest item). Each claimed
 batch answers dead letters and cache hits at once and scores each distinct input once (the
 identical completions of a GRPO group are one call). A verifier that scores items
@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 Written = tuple[Delivery, str]
 """An entry and its result, serialised as an ``ItemResult``."""
-
 
 
 def consumer_name() -> str:
