@@ -122,7 +122,7 @@ def read_items(data: bytes) -> InputItems:
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
-        encode = orjson.dumps
+        encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
         try:
             item = orjson.loads(line)
         except orjson.JSONDecodeError:
