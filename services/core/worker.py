@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -46,6 +47,8 @@ from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.verifier import Verifier, score_guarded
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Written = tuple[Delivery, str]
 """An entry and its result, serialised as an ``ItemResult``."""
@@ -234,7 +237,7 @@ class WorkerRuntime:
             room = self.capacity - self._held
             if room < self._low_water:
                 self._room.clear()
-                await _wait_either(self._room, stop)
+                await _unless_stopped(self._room.wait(), stop)
                 continue
             try:
                 deliveries = await self._claim(stop, min(self.batch_size, room))
@@ -270,14 +273,7 @@ class WorkerRuntime:
             # visibility timeout); it returns within block_s.
             return await claim
         # The embedded queue takes nothing until it returns, so its wait can end with stop.
-        claiming = asyncio.ensure_future(claim)
-        stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({claiming, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        if not claiming.done():
-            claiming.cancel()
-            return []
-        return claiming.result()
+        return await _unless_stopped(claim, stop) or []
 
     async def _release(self, entry_ids: list[str]) -> None:
         try:
@@ -551,9 +547,14 @@ class _Batch:
         self.worker._emit(ready)
 
 
-async def _wait_either(event: asyncio.Event, stop: asyncio.Event) -> None:
-    """Wait until ``event`` or ``stop`` is set."""
-    waiters = {asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())}
-    _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    for waiter in pending:
-        waiter.cancel()
+async def _unless_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """Await ``awaitable`` until ``stop`` is set; None (and ``awaitable`` cancelled) if
+    ``stop`` came first."""
+    waiting = asyncio.ensure_future(awaitable)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not waiting.done():
+        waiting.cancel()
+        return None
+    return waiting.result()
