@@ -68,19 +68,30 @@ def api(
 
 
 @app.command()
-def worker(service: ServiceArg) -> None:
-    """Run the queue workers of one service until SIGTERM or Ctrl-C (needs Redis)."""
+def worker(
+    service: ServiceArg,
+    member: Annotated[
+        int | None, typer.Option(hidden=True, help="Run as member K of a worker group.")
+    ] = None,
+) -> None:
+    """Run the queue workers of one service until SIGTERM or Ctrl-C (needs Redis).
+
+    A CPU-bound service (math, code) runs TRIBUNAL_<NAME>_WORKERS worker processes, by default
+    one per 4 cores, each with its share of the cores as its pool."""
+    from tribunal.core.worker_group import EXIT_REFUSED, run_worker_group
     from tribunal.core.worker_main import run_workers
 
     spec = _spec(service)
     settings = spec.settings()
     _setup_logging(settings)
+    workers = spec.workers_of(settings)
+    if member is None and workers > 1:
+        raise typer.Exit(run_worker_group(service, workers))
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:
-        from tribunal.core.supervisor import EXIT_REFUSED
-
-        typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
+        if not member:  # a group's members share one configuration: member 0 says why
+            typer.echo(f"tribunal worker {service}: refusing to start: {exc.message}", err=True)
         raise typer.Exit(EXIT_REFUSED) from exc
 
 

@@ -47,7 +47,6 @@ class ServiceSpec:
             or connection is made before ``Verifier.start``).
         routers: Extra routes beyond ``/v1/<verifier>/score`` (e.g. ``/v1/code/run``).
         startup_hint: A line to print at start-up about the configuration, or None.
-        worker_processes: Default number of worker processes ``tribunal up`` starts.
         score_routes: Verifiers that get ``POST /v1/<name>/score`` (None: all). The others
             are reached through ``routers`` and ``/v1/jobs`` only.
     """
@@ -58,12 +57,19 @@ class ServiceSpec:
     create_verifiers: Callable[[Any], list[Verifier]]
     routers: Callable[[], Sequence[APIRouter]] = _no_routers
     startup_hint: Callable[[Any], str | None] = _no_hint
-    worker_processes: int = 1
     score_routes: tuple[str, ...] | None = None
 
     def settings(self) -> CoreSettings:
         """Read this service's settings from the environment."""
         return self.settings_cls()
+
+    def workers_of(self, settings: CoreSettings) -> int:
+        """Worker processes ``tribunal worker <name>`` runs: ``TRIBUNAL_<NAME>_WORKERS`` (the
+        ``workers`` of the service's settings group) for the CPU-bound services, else 1 (a
+        service that waits on I/O scales within one process)."""
+        group = getattr(settings, self.name, None)
+        workers: int | None = getattr(group, "workers", None)
+        return 1 if workers is None else workers
 
     def port_of(self, settings: CoreSettings) -> int:
         """The port to serve on: ``TRIBUNAL_<NAME>_PORT`` (the ``port`` of the service's

@@ -12,6 +12,7 @@ worker says why, the supervisor says once that the rest keeps running, and the s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,10 +25,9 @@ import typer
 
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
+from tribunal.core.worker_group import EXIT_REFUSED
 
-EXIT_REFUSED = 78
-"""Exit status of a worker that refuses to start with its configuration (sysexits'
-``EX_CONFIG``): the supervisor keeps the other services running."""
+__all__ = ["EXIT_REFUSED", "Supervisor", "redis_answers"]
 
 
 def say(line: str) -> None:
@@ -114,9 +114,12 @@ class Supervisor:
             env = {"TRIBUNAL_QUEUE": queue}
             self._spawn(f"{spec.name} api", ["api", spec.name, "--port", str(port)], env)
             if use_redis:
-                for n in range(spec.worker_processes):
-                    self._spawn(f"{spec.name} worker {n}", ["worker", spec.name], env)
-            say(f"{spec.name}: http://{settings.host}:{port}  (POST /v1/{spec.name}/score)")
+                # One command per service; it starts the service's worker processes itself.
+                self._spawn(f"{spec.name} workers", ["worker", spec.name], env)
+            say(
+                f"{spec.name}: http://{settings.host}:{port}  (POST /v1/{spec.name}/score)"
+                + (f", {_layout(spec, settings)}" if use_redis else "")
+            )
         say("Ctrl-C stops everything.")
 
     def _spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
@@ -150,7 +153,21 @@ class Supervisor:
             try:
                 child.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                child.process.kill()
+                # Its whole process group: a worker command's members are in it too.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGKILL)
                 child.process.wait()
         if self.children:
             say("stopped")
+
+
+def _layout(spec: ServiceSpec, settings: CoreSettings) -> str:
+    """``4 workers x 4 processes`` (math), ``1 worker x 2 slots`` (code), ``1 worker``."""
+    workers = spec.workers_of(settings)
+    group = getattr(settings, spec.name, None)
+    pools = [("processes", "processes"), ("slots", "sandbox slots")]
+    for field, noun in pools:
+        size = getattr(group, field, None)
+        if isinstance(size, int):
+            return f"{workers} worker{'s' if workers > 1 else ''} x {size} {noun}"
+    return f"{workers} worker{'s' if workers > 1 else ''}"

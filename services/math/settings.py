@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import os
+from pydantic import Field, ValidationInfo, field_validator
 
-from pydantic import Field
-
+from tribunal.core.layout import cores_per_worker, default_workers
 from tribunal.core.settings import CoreSettings
 from tribunal.math.config import MathConfig
-
-
-def _cores() -> int:
-    return os.cpu_count() or 1
 
 
 class MathServiceConfig(MathConfig):
@@ -22,11 +17,25 @@ class MathServiceConfig(MathConfig):
     timeout_s: float = Field(
         default=5.0, gt=0, description="Hard deadline per item; the process is killed past it."
     )
-    processes: int = Field(
-        default_factory=_cores,
+    workers: int = Field(
+        default_factory=default_workers,
         ge=1,
-        description="Verification processes per worker (default: one per core).",
+        description="Worker processes `tribunal worker math` runs (default: one per 4 cores, "
+        "rounded up).",
     )
+    processes: int = Field(
+        default=0,
+        ge=0,
+        validate_default=True,
+        description="Verification processes per worker; 0 = the cores shared out among the "
+        "workers (rounded up).",
+    )
+
+    @field_validator("processes")
+    @classmethod
+    def _zero_shares_the_cores(cls, processes: int, info: ValidationInfo) -> int:
+        # ``workers`` is declared first, so it is validated by now (absent if it failed).
+        return processes or cores_per_worker(info.data.get("workers", 1))
 
     def config(self) -> MathConfig:
         """The verifier's configuration: the ``MathConfig`` fields of these settings."""
