@@ -222,7 +222,7 @@ class Stack:
 
     def argvs(self) -> list[list[str]]:
         api = tribunal("api", "code", "--port", str(self.port))
-        return [api, *(tribunal("worker", "code") for _ in range(self.workers))]
+        return [api, *(tribunal("worker", "code", "--workers", "1") for _ in range(self.workers))]
 
     def settings(self) -> dict[str, Any]:
         keys = ("TRIBUNAL_CODE_SLOTS", "TRIBUNAL_WORKER_CONCURRENCY", "TRIBUNAL_WORKER_BATCH_SIZE")

@@ -214,7 +214,7 @@ class Stack:
 
     def start_worker(self, n: int) -> None:
         """Start worker process ``worker<n>``."""
-        self.start(f"worker{n}", "worker", self.service)
+        self.start(f"worker{n}", "worker", self.service, "--workers", "1")
 
     def signal_group(self, label: str, sig: signal.Signals) -> None:
         """Send ``sig`` to the process group of ``label`` (its pool children included)."""

@@ -261,7 +261,10 @@ def stack(args: argparse.Namespace) -> Iterator[tuple[dict[str, str], CpuMeter]]
         argvs = [fake]
         labels = ["fake_judge"]
         for name, port in ports.items():
-            argvs += [tribunal("api", name, "--port", str(port)), tribunal("worker", name)]
+            argvs += [
+                tribunal("api", name, "--port", str(port)),
+                tribunal("worker", name, "--workers", "1"),
+            ]
             labels += [name, name]
         with processes(argvs, env) as started:
             for url in urls.values():

@@ -166,7 +166,7 @@ def main() -> None:
             "TRIBUNAL_LOG_LEVEL": "WARNING",
         }
         api = tribunal("api", "math", "--port", str(port))
-        workers = [tribunal("worker", "math") for _ in range(args.workers)]
+        workers = [tribunal("worker", "math", "--workers", "1") for _ in range(args.workers)]
         with processes([api, *workers], env):
             base_url = f"http://127.0.0.1:{port}"
             wait_ready(base_url)

@@ -63,7 +63,7 @@ def math_service() -> Iterator[str]:
         return
     with redis_server() as redis_url:
         env = {"TRIBUNAL_REDIS_URL": redis_url, "TRIBUNAL_QUEUE": "redis"}
-        with processes([api, tribunal("worker", "math")], env):
+        with processes([api, tribunal("worker", "math", "--workers", "1")], env):
             wait_ready(f"http://127.0.0.1:{port}")
             yield f"http://127.0.0.1:{port}"
 

@@ -13,6 +13,12 @@ what is measured is only whether the worker hands them work fast enough. One ite
 items take a millisecond, a few take tens), and a worker that waits for a batch's slowest
 item before claiming again leaves processes idle behind it.
 
+With ``--math500`` the pool processes sleep, item by item, the time ``verify_answer`` took
+on each of MATH-500's 500 gold solutions in this process before the run (a first pass:
+nothing cached), dealt in a shuffled order: the hand-over of one worker at MATH's own
+per-item times (on the 16-core machine the hardware's limit was 3,215 MATH-500 items/s at
+14 processes, ~4.4 ms per item per process).
+
 Setup: a throwaway redis-server, ``--items`` items queued up front, one
 ``WorkerRuntime`` in this process (default batch and concurrency) whose verifier spends
 ``--main-ms`` of CPU per item in the worker's own thread (what the math worker spends
@@ -28,6 +34,8 @@ import argparse
 import asyncio
 import json
 import os
+import random
+import statistics
 import sys
 import time
 import uuid
@@ -102,10 +110,39 @@ class SleepingVerifier:
         return await score_each(items, SleepItem, self.score_item)
 
 
-async def measure(redis_url: str, processes: int, args: argparse.Namespace) -> dict[str, Any]:
+def math500_seconds() -> list[float]:
+    """CPU seconds ``verify_answer`` takes on each MATH-500 gold solution, first pass, in
+    this process (after a warm-up on items outside the data set)."""
+    import logging
+
+    from bench.scaling import WARM, math_items
+    from tribunal.math import verify_answer
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    for response, ground_truth in WARM:
+        verify_answer(response, ground_truth)
+    seconds = []
+    for item in math_items(500, 1):
+        started = time.process_time()
+        verify_answer(item["response"], item["ground_truth"])
+        seconds.append(time.process_time() - started)
+    return seconds
+
+
+def item_seconds(args: argparse.Namespace, replay: list[float] | None) -> list[float]:
+    """Each item's time asleep in the pool, seconds."""
+    if replay is not None:
+        order = random.Random(0).sample(range(args.items), args.items)
+        return [replay[i % len(replay)] for i in order]
+    item_s, slow_s = args.item_ms / 1000, args.slow_ms / 1000
+    return [slow_s if i % args.slow_every == 0 else item_s for i in range(args.items)]
+
+
+async def measure(
+    redis_url: str, processes: int, args: argparse.Namespace, seconds: list[float]
+) -> dict[str, Any]:
     """Queue the items, run one worker until every job is done; the figures for one P."""
-    item_s, main_s, slow_s = args.item_ms / 1000, args.main_ms / 1000, args.slow_ms / 1000
-    seconds = [slow_s if i % args.slow_every == 0 else item_s for i in range(args.items)]
+    main_s = args.main_ms / 1000
     pool_s = sum(seconds)
     queue = RedisStreamsQueue(
         redis_url,
@@ -157,7 +194,12 @@ def main() -> None:
     parser.add_argument("--main-ms", type=float, default=0.05, help="Worker CPU per item.")
     parser.add_argument("--slow-every", type=int, default=100, help="One slow item in N.")
     parser.add_argument("--slow-ms", type=float, default=50.0, help="Pool time of a slow item.")
+    parser.add_argument(
+        "--math500", action="store_true", help="Replay MATH-500's per-item times instead."
+    )
     args = parser.parse_args()
+    replay = math500_seconds() if args.math500 else None
+    seconds = item_seconds(args, replay)
     report: dict[str, Any] = {
         "command": "python bench/worker_handover.py " + " ".join(sys.argv[1:]),
         "cores": os.cpu_count(),
@@ -167,8 +209,18 @@ def main() -> None:
         "slow_every": args.slow_every,
         "slow_ms": args.slow_ms,
     }
+    if replay is not None:
+        ordered = sorted(replay)
+        report["math500_ms_per_item"] = {
+            "mean": round(1000 * statistics.mean(replay), 2),
+            "p50": round(1000 * ordered[len(ordered) // 2], 2),
+            "p99": round(1000 * ordered[int(len(ordered) * 0.99)], 2),
+            "max": round(1000 * ordered[-1], 2),
+        }
+        for name in ("item_ms", "slow_every", "slow_ms"):
+            del report[name]
     with redis_server() as redis_url:
-        report["runs"] = [asyncio.run(measure(redis_url, p, args)) for p in args.processes]
+        report["runs"] = [asyncio.run(measure(redis_url, p, args, seconds)) for p in args.processes]
     report["load_average_after"] = os.getloadavg()[0]
     print(json.dumps(report, indent=2))
 

@@ -70,6 +70,14 @@ def api(
 @app.command()
 def worker(
     service: ServiceArg,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Worker processes (default: TRIBUNAL_<NAME>_WORKERS; 1 runs one, in this "
+            "process).",
+        ),
+    ] = None,
     member: Annotated[
         int | None, typer.Option(hidden=True, help="Run as member K of a worker group.")
     ] = None,
@@ -82,11 +90,14 @@ def worker(
     from tribunal.core.worker_main import run_workers
 
     spec = _spec(service)
-    settings = spec.settings()
+    try:
+        settings = spec.settings(workers)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--workers") from exc
     _setup_logging(settings)
-    workers = spec.workers_of(settings)
-    if member is None and workers > 1:
-        raise typer.Exit(run_worker_group(service, workers))
+    count = spec.workers_of(settings)
+    if member is None and count > 1:
+        raise typer.Exit(run_worker_group(service, count))
     try:
         asyncio.run(run_workers(spec, settings))
     except ConfigurationError as exc:

@@ -59,8 +59,21 @@ class ServiceSpec:
     startup_hint: Callable[[Any], str | None] = _no_hint
     score_routes: tuple[str, ...] | None = None
 
-    def settings(self) -> CoreSettings:
-        """Read this service's settings from the environment."""
+    def settings(self, workers: int | None = None) -> CoreSettings:
+        """Read this service's settings from the environment; ``workers``, when given, in
+        place of ``TRIBUNAL_<NAME>_WORKERS`` (pool sizes left at 0 follow it).
+
+        Raises:
+            ValueError: ``workers`` > 1 for a service that runs one worker process.
+        """
+        if workers is None:
+            return self.settings_cls()
+        group = self.settings_cls.model_fields.get(self.name)
+        annotation = None if group is None else group.annotation
+        if isinstance(annotation, type) and "workers" in getattr(annotation, "model_fields", {}):
+            return self.settings_cls(**{self.name: {"workers": workers}})
+        if workers != 1:
+            raise ValueError(f"{self.name} runs one worker process (it waits on I/O, not on cores)")
         return self.settings_cls()
 
     def workers_of(self, settings: CoreSettings) -> int:

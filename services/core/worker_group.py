@@ -4,7 +4,7 @@ signals on, and exit as they do.
 A CPU-bound service runs one worker per few cores (``tribunal.core.layout``), because one
 worker's own thread limits what its pool gets done. So that one command (and one container)
 still runs a whole service, the command starts its ``TRIBUNAL_<NAME>_WORKERS`` members as
-children, ``tribunal worker <service> --member K``, in its own process group.
+children, ``tribunal worker <service> --workers W --member K``, in its own process group.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ EXIT_REFUSED = 78
 ``EX_CONFIG``): ``tribunal up`` keeps the other services running."""
 
 
-def member_argv(service: str, member: int) -> list[str]:
-    """The command line of member ``member`` of ``service``'s group."""
-    return [sys.executable, "-m", "tribunal.core.cli", "worker", service, "--member", str(member)]
+def member_argv(service: str, workers: int, member: int) -> list[str]:
+    """The command line of member ``member`` of ``service``'s group of ``workers``."""
+    cli = [sys.executable, "-m", "tribunal.core.cli", "worker", service]
+    return [*cli, "--workers", str(workers), "--member", str(member)]
 
 
 def run_worker_group(service: str, workers: int, poll_s: float = 0.2) -> int:
@@ -45,7 +46,7 @@ def run_worker_group(service: str, workers: int, poll_s: float = 0.2) -> int:
         (they share one configuration, so one refusal is all of theirs; member 0 says why);
         otherwise the exit status of the first member that exited on its own.
     """
-    members = [subprocess.Popen(member_argv(service, k)) for k in range(workers)]
+    members = [subprocess.Popen(member_argv(service, workers, k)) for k in range(workers)]
     stopping = False
     status = 0
 

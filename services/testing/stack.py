@@ -218,7 +218,8 @@ def start_service(
     ready_s: float = 60.0,
     port: int | None = None,
 ) -> RunningService:
-    """Start ``tribunal api <name>`` and ``workers`` worker processes and wait for ``/readyz``.
+    """Start ``tribunal api <name>`` and ``workers`` worker processes (``tribunal worker <name>
+    --workers 1`` each) and wait for ``/readyz``.
 
     Args:
         name: ``math``, ``code``, ``judge``.
@@ -237,7 +238,7 @@ def start_service(
     argvs = {"api": [*TRIBUNAL, "api", name, "--port", str(port)]}
     if full_env.get("TRIBUNAL_QUEUE") != "memory":
         for n in range(workers):
-            argvs[f"worker{n}"] = [*TRIBUNAL, "worker", name]
+            argvs[f"worker{n}"] = [*TRIBUNAL, "worker", name, "--workers", "1"]
     running = RunningService(name, f"http://127.0.0.1:{port}", {}, {}, full_env)
     try:
         for label, argv in argvs.items():

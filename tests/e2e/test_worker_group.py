@@ -110,3 +110,11 @@ def test_a_code_worker_group_that_cannot_isolate_refuses_once(
     )
     assert group.returncode == EXIT_REFUSED
     assert group.stderr.count("refusing to start") == 1, group.stderr
+
+
+def test_workers_is_refused_for_a_service_that_runs_one_worker() -> None:
+    done = subprocess.run(
+        [*WORKER, "judge", "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "judge runs one worker process" in done.stderr
