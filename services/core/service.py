@@ -71,7 +71,8 @@ class ServiceSpec:
         group = self.settings_cls.model_fields.get(self.name)
         annotation = None if group is None else group.annotation
         if isinstance(annotation, type) and "workers" in getattr(annotation, "model_fields", {}):
-            return self.settings_cls(**{self.name: {"workers": workers}})
+            override: dict[str, Any] = {self.name: {"workers": workers}}
+            return self.settings_cls(**override)
         if workers != 1:
             raise ValueError(f"{self.name} runs one worker process (it waits on I/O, not on cores)")
         return self.settings_cls()
