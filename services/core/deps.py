@@ -1,8 +1,8 @@
 """FastAPI dependencies, as ``Annotated`` aliases: a route's signature says what it needs.
 
 They are ``async def`` although none awaits: FastAPI runs a plain ``def`` dependency in its
-thread pool, a thread hop per dependency per request (a sixth of the API's time per
-``/v1/code/run`` call, profiled), for what is an attribute read.
+thread pool, a thread hop per dependency per request for what is an attribute read (the API's
+CPU per one-item request went from 2.2-2.5 to 1.7 ms without them).
 """
 
 from __future__ import annotations

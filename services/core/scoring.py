@@ -270,8 +270,8 @@ class ScoringService:
         )
 
     async def _check_refusal(self) -> None:
-        # A Redis read on every request was a tenth of the API's time per small request
-        # (profiled); a refusal is a worker's start-up state, so an answer of "none" is kept
+        # A Redis round trip on every request (~5 % of the API's CPU per one-item request,
+        # measured); a refusal is a worker's start-up state, so an answer of "none" is kept
         # for a second. A refusal found is checked again on every request.
         if time.monotonic() < self._no_refusal_until:
             return

@@ -4,7 +4,8 @@ signals on, and exit as they do.
 A CPU-bound service runs one worker per few cores (``tribunal.core.layout``), because one
 worker's own thread limits what its pool gets done. So that one command (and one container)
 still runs a whole service, the command starts its ``TRIBUNAL_<NAME>_WORKERS`` members as
-children, ``tribunal worker <service> --workers W --member K``, in its own process group.
+children, ``tribunal worker <service> --workers W --member K``, in the command's process
+group (so that a SIGKILL of the group, or a terminal's Ctrl-C, reaches them too).
 """
 
 from __future__ import annotations
