@@ -7,7 +7,7 @@ import json
 import logging
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -47,24 +47,65 @@ def api(
     service: ServiceArg,
     port: Annotated[int | None, typer.Option(help="Port (default: the service's).")] = None,
 ) -> None:
-    """Run one service's HTTP API (binds to TRIBUNAL_HOST, 127.0.0.1 by default)."""
-    import uvicorn
+    """Run one service's HTTP API (binds to TRIBUNAL_HOST, 127.0.0.1 by default).
 
-    from tribunal.core.app import create_app
-    from tribunal.core.service import settle_heap
+    With Redis, TRIBUNAL_API_PROCESSES processes share the port (default: one per 8 cores)."""
+    import uvicorn
 
     spec = _spec(service)
     settings = spec.settings()
     _setup_logging(settings)
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": port or _port(spec, settings),
+        "log_level": settings.log_level.lower(),
+        "access_log": False,
+    }
+    if settings.api_processes > 1:
+        from tribunal.core.supervisor import uses_redis
+
+        if uses_redis(settings):
+            _serve_processes(service, settings.api_processes, options)
+            return
+        logging.getLogger(__name__).warning(
+            "TRIBUNAL_API_PROCESSES=%d: one process only, the embedded queue lives in it",
+            settings.api_processes,
+        )
+    from tribunal.core.app import create_app
+    from tribunal.core.service import settle_heap
+
     app_ = create_app(spec, settings)
     settle_heap()
-    uvicorn.run(
-        app_,
-        host=settings.host,
-        port=port or _port(spec, settings),
-        log_level=settings.log_level.lower(),
-        access_log=False,
-    )
+    uvicorn.run(app_, **options)
+
+
+def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> None:
+    """Serve ``processes`` uvicorn workers of the service's app factory on one port."""
+    import os
+    import shutil
+    import tempfile
+
+    import uvicorn
+
+    from tribunal.core.metrics import SHARED_DIR
+    from tribunal.core.registry import SERVICES
+
+    # The processes inherit this: each builds its app from the environment, on Redis (not
+    # a fallback of its own), and writes its metrics where any of them reads them back.
+    os.environ["TRIBUNAL_QUEUE"] = "redis"
+    made = SHARED_DIR not in os.environ
+    if made:
+        os.environ[SHARED_DIR] = tempfile.mkdtemp(prefix="tribunal-metrics-")
+    try:
+        uvicorn.run(
+            f"{SERVICES[service]}:create_app",
+            factory=True,
+            workers=processes,
+            **options,
+        )
+    finally:
+        if made:
+            shutil.rmtree(os.environ[SHARED_DIR], ignore_errors=True)
 
 
 @app.command()

@@ -3,18 +3,26 @@
 Counters of scored items, errors by class and cache hits are cluster-wide: workers add to
 them in the queue's store (a Redis hash), and any API replica reports them at scrape time,
 together with the queue depth and the number of live workers. Request latency is measured by
-the API process that served the request.
+the API process that served the request; when one ``tribunal api`` runs several processes on
+one port (``TRIBUNAL_API_PROCESSES``), they share it through prometheus-client's multiprocess
+mode (``PROMETHEUS_MULTIPROC_DIR``), so that a scrape, whichever process answers it, reports
+every process's requests.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from tribunal.core.queue.base import JobQueue
+
+SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's variable: where processes that share their metrics keep them."""
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -92,12 +100,15 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._queue = _QueueCollector()
         self.registry.register(self._queue)
+        # Shared between processes, it is read back from their files at scrape time, not
+        # from this registry.
+        self._shared = SHARED_DIR in os.environ
         self.request_latency = Histogram(
             "tribunal_request_latency_seconds",
             "Time to answer a scoring request (enqueue to last result).",
             labelnames=["verifier", "route"],
             buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
+            registry=None if self._shared else self.registry,
         )
 
     async def refresh(self, queue: JobQueue) -> None:
@@ -110,4 +121,9 @@ class Metrics:
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        if not self._shared:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(self._queue)
+        return generate_latest(registry)

@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tribunal.core.layout import default_api_processes
+
 
 class CoreSettings(BaseSettings):
     """Queue, limits and HTTP settings common to every service."""
@@ -40,6 +42,12 @@ class CoreSettings(BaseSettings):
     )
     key_prefix: str = Field(default="tribunal", description="Prefix of every Redis key.")
     host: str = Field(default="127.0.0.1", description="Address the HTTP API binds to.")
+    api_processes: int = Field(
+        default_factory=default_api_processes,
+        ge=1,
+        description="HTTP API processes `tribunal api` runs on its one port (default: one per "
+        "8 cores); with Redis only (the embedded queue lives in one process).",
+    )
     api_key: SecretStr | None = Field(
         default=None, description="When set, every /v1 request needs `Authorization: Bearer <key>`."
     )

@@ -27,7 +27,7 @@ from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.worker_group import EXIT_REFUSED
 
-__all__ = ["EXIT_REFUSED", "Supervisor", "redis_answers"]
+__all__ = ["EXIT_REFUSED", "Supervisor", "redis_answers", "uses_redis"]
 
 
 def say(line: str) -> None:
@@ -44,6 +44,15 @@ def redis_answers(url: str, timeout_s: float = 1.0) -> bool:
         return False
     finally:
         client.close()
+
+
+def uses_redis(settings: CoreSettings) -> bool:
+    """Whether processes started with ``settings`` queue through Redis: when a Redis URL was
+    named (``TRIBUNAL_REDIS_URL``, or ``TRIBUNAL_QUEUE=redis``), even while it is down (the
+    APIs answer 503 and the workers wait until it comes: never a silent fallback); with
+    ``auto``, when one answers at the default URL."""
+    named = settings.queue == "redis" or "redis_url" in settings.model_fields_set
+    return settings.queue != "memory" and (named or redis_answers(settings.redis_url))
 
 
 @dataclass
@@ -82,12 +91,7 @@ class Supervisor:
         Returns:
             0 after a requested stop, 1 when a child died on its own.
         """
-        # A Redis URL that was named is used even while it is down: the APIs answer 503 and
-        # the workers wait until it comes (issue 7: never a silent fallback).
-        named = self.settings.queue == "redis" or "redis_url" in self.settings.model_fields_set
-        use_redis = self.settings.queue != "memory" and (
-            named or redis_answers(self.settings.redis_url)
-        )
+        use_redis = uses_redis(self.settings)
         if use_redis:
             say(f"queue: Redis at {self.settings.redis_url}")
         else:

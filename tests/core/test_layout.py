@@ -63,3 +63,10 @@ def test_code_defaults_follow_the_cores(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_service_that_waits_on_io_runs_one_worker() -> None:
     spec = load_service("judge")
     assert spec.workers_of(spec.settings()) == 1
+
+
+@pytest.mark.parametrize(
+    ("cores", "processes"), [(1, 1), (2, 1), (8, 1), (15, 1), (16, 2), (64, 8)]
+)
+def test_one_api_process_per_eight_cores(cores: int, processes: int) -> None:
+    assert layout.default_api_processes(cores) == processes
