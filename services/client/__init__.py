@@ -17,6 +17,8 @@ Example::
             ...
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tribunal.client.client import DEFAULT_TIMEOUT, Item, TribunalClient, item_json, rewards
 from tribunal.client.errors import (
     APIError,
@@ -29,7 +31,9 @@ from tribunal.client.errors import (
     TransportError,
 )
 from tribunal.client.sync import SyncTribunalClient
-from tribunal.core.envelope import ItemError, ItemResult, JobState
+
+if TYPE_CHECKING:
+    from tribunal.core.envelope import ItemError, ItemResult, JobState
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -50,3 +54,13 @@ __all__ = [
     "item_json",
     "rewards",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the envelope's models on first use (PEP 562): building them costs
+    ``tribunal score`` some 20 ms of start-up, and it needs none of them."""
+    if name in {"ItemError", "ItemResult", "JobState"}:
+        from tribunal.core import envelope
+
+        return getattr(envelope, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

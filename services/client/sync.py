@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tribunal.client.client import Item, TribunalClient
-from tribunal.core.envelope import ItemResult, JobState
+
+if TYPE_CHECKING:
+    from tribunal.core.envelope import ItemResult, JobState
 
 
 class SyncTribunalClient:

@@ -223,3 +223,33 @@ def test_every_error_class_has_a_code_a_status_and_an_openapi_entry() -> None:
         if cls.http_status < 500 or cls.http_status in (503, 504):
             assert str(cls.http_status) in declared, f"{cls.__name__} missing from OpenAPI"
     assert len(codes) == len(errors.ALL_ERRORS) - 1  # the base shares internal_error
+
+
+async def test_an_idempotency_key_tells_batches_apart_by_what_orjson_cannot_write() -> None:
+    # The batch hash is written by orjson, which writes NaN as null and refuses lone
+    # surrogates: such batches are hashed as canonical JSON, still told apart, still answered.
+    verifier = ToyVerifier()
+    settings = CoreSettings(queue="memory", cache_ttl_s=0)
+    headers = {"content-type": "application/json", "idempotency-key": "chunk-nan"}
+    good = '{"id": "b", "text": "aa"}'
+    async for client in client_for(create_app(toy_spec(verifier), settings)):
+        nan = '{"items": [{"id": "a", "text": NaN}, ' + good + "]}"
+        null = '{"items": [{"id": "a", "text": null}, ' + good + "]}"
+        first = await client.post("/v1/toy/score", content=nan, headers=headers)
+        assert first.status_code == 200, first.text
+        again = await client.post("/v1/toy/score", content=nan, headers=headers)
+        assert again.json() == first.json() and len(verifier.calls) == 1
+        conflict = await client.post("/v1/toy/score", content=null, headers=headers)
+        assert conflict.status_code == 409
+        assert conflict.json()["error"]["code"] == "idempotency_conflict"
+
+        headers["idempotency-key"] = "chunk-surrogate"
+        surrogate = '{"items": [{"id": "a", "text": "x \\ud800"}, ' + good + "]}"
+        first = await client.post("/v1/toy/score", content=surrogate, headers=headers)
+        assert first.status_code == 200, first.text
+        assert first.json()["results"][0]["error"]["code"] == "bad_input"
+        again = await client.post("/v1/toy/score", content=surrogate, headers=headers)
+        assert again.json() == first.json() and len(verifier.calls) == 2
+        other = surrogate.replace("ud800", "udc00")
+        conflict = await client.post("/v1/toy/score", content=other, headers=headers)
+        assert conflict.status_code == 409
