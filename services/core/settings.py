@@ -104,6 +104,12 @@ class CoreSettings(BaseSettings):
     log_level: str = Field(default="INFO", description="Python logging level.")
 
     @property
+    def redis_named(self) -> bool:
+        """True when a Redis URL was named (``TRIBUNAL_REDIS_URL``, or ``TRIBUNAL_QUEUE=redis``):
+        it is then used even while it is down, never replaced by the embedded queue."""
+        return self.queue == "redis" or "redis_url" in self.model_fields_set
+
+    @property
     def api_key_value(self) -> str | None:
         """The bearer token, or None when auth is off."""
         return self.api_key.get_secret_value() if self.api_key else None

@@ -51,8 +51,9 @@ def uses_redis(settings: CoreSettings) -> bool:
     named (``TRIBUNAL_REDIS_URL``, or ``TRIBUNAL_QUEUE=redis``), even while it is down (the
     APIs answer 503 and the workers wait until it comes: never a silent fallback); with
     ``auto``, when one answers at the default URL."""
-    named = settings.queue == "redis" or "redis_url" in settings.model_fields_set
-    return settings.queue != "memory" and (named or redis_answers(settings.redis_url))
+    return settings.queue != "memory" and (
+        settings.redis_named or redis_answers(settings.redis_url)
+    )
 
 
 @dataclass

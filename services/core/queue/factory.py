@@ -50,11 +50,10 @@ async def build_queue(settings: CoreSettings) -> JobQueue:
         )
         return memory_queue(settings)
     queue = redis_queue(settings)
-    named = settings.queue == "redis" or "redis_url" in settings.model_fields_set
     try:
         await queue.ping()
     except QueueUnavailable as exc:
-        if named:
+        if settings.redis_named:
             logger.warning("queue: Redis at %s (%s); waiting for it", settings.redis_url, exc)
             return queue
         await queue.aclose()
