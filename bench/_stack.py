@@ -9,13 +9,23 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from tribunal.testing import stack
 from tribunal.testing.stack import TRIBUNAL, free_port
 
-__all__ = ["DATA", "ROOT", "free_port", "processes", "redis_server", "tribunal", "wait_ready"]
+__all__ = [
+    "DATA",
+    "ROOT",
+    "fake_judge_argv",
+    "free_port",
+    "processes",
+    "redis_server",
+    "tribunal",
+    "wait_ready",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
@@ -45,6 +55,14 @@ def processes(
     finally:
         for process in started:
             stack.stop_process(process)
+
+
+def fake_judge_argv(port: int, latency_ms: float, cap: int) -> list[str]:
+    """argv of the fake OpenAI-compatible judge (``tribunal.llm.testing.fake_openai``) on
+    ``port``: each call holds one of ``cap`` slots for ``latency_ms``; ``/stats`` answers 200
+    once it serves."""
+    argv = [sys.executable, "-m", "tribunal.llm.testing.fake_openai", "--port", str(port)]
+    return [*argv, "--latency-ms", f"{latency_ms:g}", "--cap", str(cap)]
 
 
 def tribunal(*args: str) -> list[str]:

@@ -10,21 +10,17 @@ for every third item), so a wrong reward is visible without scoring twice.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
 
-from bench._stack import ROOT, free_port
+from tribunal.testing.stack import RedisServer, RunningService, free_port
 
 
 def math_items(n: int) -> list[dict[str, Any]]:
@@ -110,154 +106,60 @@ def tally(n: int, results: list[dict[str, Any] | None]) -> Tally:
     return out
 
 
-@dataclass
-class Stack:
-    """A Redis (AOF, fsync every write) and Tribunal processes under one key prefix.
+class Stack(RunningService):
+    """A service's processes (``tribunal.testing.stack``) on a Redis with an append-only file
+    (fsync on every write) in ``workdir``, under a key prefix of its own; nothing started yet.
 
-    Every process starts in a session of its own; ``close`` SIGKILLs every group that is left,
-    whatever happened, so a failed scenario leaves no process behind.
+    Processes start, are signalled and stop through the stack module (sessions of their own);
+    ``close`` SIGKILLs every group that is left, and Redis, whatever happened, so a failed
+    scenario leaves no process behind.
+
+    Args:
+        workdir: Where the append-only file and the processes' logs go (created).
+        service: The service (``math``).
+        env: ``TRIBUNAL_*`` variables on top of the scenarios' (visibility timeout 4 s, two
+            verification processes per math worker).
     """
 
-    workdir: Path
-    service: str = "math"
-    env: dict[str, str] = field(default_factory=dict)
-    redis_port: int = field(default_factory=free_port)
-    api_port: int = field(default_factory=free_port)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    redis: subprocess.Popen[bytes] | None = None
-
-    def __post_init__(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.env = {
-            "TRIBUNAL_REDIS_URL": self.redis_url,
-            "TRIBUNAL_KEY_PREFIX": f"f{uuid.uuid4().hex[:10]}",
-            "TRIBUNAL_LOG_LEVEL": "INFO",
-            "TRIBUNAL_VISIBILITY_TIMEOUT_S": "4",
-            "TRIBUNAL_MATH_PROCESSES": "2",
-            **self.env,
-        }
-
-    @property
-    def redis_url(self) -> str:
-        """URL of this stack's Redis."""
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+    def __init__(
+        self, workdir: Path, service: str = "math", env: Mapping[str, str] | None = None
+    ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.redis = RedisServer.on_free_port(aof_dir=workdir)
+        super().__init__(
+            service,
+            f"http://127.0.0.1:{free_port()}",
+            workdir,
+            env={
+                "TRIBUNAL_REDIS_URL": self.redis.url,
+                "TRIBUNAL_KEY_PREFIX": f"f{uuid.uuid4().hex[:10]}",
+                "TRIBUNAL_LOG_LEVEL": "INFO",
+                "TRIBUNAL_VISIBILITY_TIMEOUT_S": "4",
+                "TRIBUNAL_MATH_PROCESSES": "2",
+                **(env or {}),
+            },
+        )
 
     @property
-    def base_url(self) -> str:
-        """URL of this stack's API."""
-        return f"http://127.0.0.1:{self.api_port}"
+    def redis_port(self) -> int:
+        """Port of this stack's Redis."""
+        return self.redis.port
 
     def start_redis(self) -> None:
-        """Start (or restart) Redis with append-only persistence in ``workdir``."""
-        self.redis = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.workdir),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ],
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        client = redis.Redis(port=self.redis_port)
-        deadline = time.monotonic() + 20
-        try:
-            while True:
-                try:
-                    if client.ping():
-                        return
-                except redis.exceptions.BusyLoadingError:
-                    pass  # replaying the AOF
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                time.sleep(0.05)
-        finally:
-            client.close()
+        """Start (or restart) Redis; return once it answers PING, its append-only file
+        replayed."""
+        self.redis.start(ready_s=20)
 
     def stop_redis(self) -> None:
-        """Shut Redis down as an operator would (SIGTERM: it flushes the AOF and exits)."""
-        assert self.redis is not None
-        self.redis.terminate()
-        self.redis.wait(20)
-        self.redis = None
-
-    def start(self, label: str, *args: str) -> subprocess.Popen[bytes]:
-        """Start ``tribunal <args>`` as ``label`` (``api`` or ``workerN``), logging to workdir."""
-        argv = [sys.executable, "-m", "tribunal.core.cli", *args]
-        if args[0] == "api":
-            argv += ["--port", str(self.api_port)]
-        with (self.workdir / f"{label}.log").open("ab") as log:
-            process = subprocess.Popen(
-                argv,
-                env={**os.environ, **self.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=ROOT,
-            )
-        self.processes[label] = process
-        return process
-
-    def start_api(self) -> None:
-        """Start the API."""
-        self.start("api", "api", self.service)
-
-    def start_worker(self, n: int) -> None:
-        """Start worker process ``worker<n>``."""
-        self.start(f"worker{n}", "worker", self.service, "--workers", "1")
-
-    def signal_group(self, label: str, sig: signal.Signals) -> None:
-        """Send ``sig`` to the process group of ``label`` (its pool children included)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.processes[label].pid, sig)
-
-    def wait_exit(self, label: str, timeout_s: float) -> int:
-        """Wait for ``label`` to exit; return its exit code."""
-        return self.processes[label].wait(timeout_s)
-
-    def log(self, label: str) -> str:
-        """The log of ``label``."""
-        path = self.workdir / f"{label}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def logs(self) -> str:
-        """Every process's log (for a failing test's report)."""
-        return "\n".join(f"--- {label}\n{self.log(label)}" for label in self.processes)
+        """Shut Redis down as an operator would (SIGTERM: it flushes the append-only file and
+        exits; SIGKILL only after 20 s)."""
+        self.redis.stop(grace_s=20)
 
     def close(self) -> None:
         """SIGKILL every process group still running, and Redis."""
-        for process in self.processes.values():
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-        if self.redis is not None and self.redis.poll() is None:
-            self.redis.kill()
-            self.redis.wait(10)
-
-    def client(self, timeout_s: float = 30.0) -> httpx.Client:
-        """An HTTP client of the API."""
-        return httpx.Client(base_url=self.base_url, timeout=timeout_s)
-
-
-@contextlib.contextmanager
-def stack(workdir: Path, **env: str) -> Iterator[Stack]:
-    """A ``Stack`` that is closed whatever happens."""
-    running = Stack(workdir, env=env)
-    try:
-        yield running
-    finally:
-        running.close()
+        self.stop(grace_s=0)
+        if self.redis.process is not None:
+            self.redis.stop(grace_s=0)
 
 
 def wait_until(
@@ -338,7 +240,7 @@ def kill_worker(stack: Stack, n: int, sig: signal.Signals) -> dict[str, Any]:
         The ``Tally`` figures, with ``exit_code`` and ``exit_s`` of worker 0 (the time from
         the signal to its exit).
     """
-    with stack.client() as client:
+    with stack.http() as client:
         _start_stack(stack, client, workers=2)
         job_id = submit(client, math_items(n))
         _mid_job(client, job_id, n)
@@ -352,7 +254,7 @@ def kill_worker(stack: Stack, n: int, sig: signal.Signals) -> dict[str, Any]:
 
 def restart_redis(stack: Stack, n: int, down_s: float = 2.0) -> dict[str, Any]:
     """Redis shut down mid-job (SIGTERM: AOF flushed) and started again after ``down_s``."""
-    with stack.client() as client:
+    with stack.http() as client:
         _start_stack(stack, client, workers=2)
         job_id = submit(client, math_items(n))
         _mid_job(client, job_id, n)
@@ -372,7 +274,7 @@ def redis_late(stack: Stack, n: int, down_s: float = 3.0) -> dict[str, Any]:
     """
     stack.start_api()
     stack.start_worker(0)
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/healthz") == 200, 120, "alive")
         time.sleep(down_s)
         readyz_down = status(client, "/readyz")
@@ -383,7 +285,7 @@ def redis_late(stack: Stack, n: int, down_s: float = 3.0) -> dict[str, Any]:
     stack.signal_group("api", signal.SIGTERM)
     stack.wait_exit("api", 30)
     stack.start_api()
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/readyz") == 200, 120, "ready again")
         figures = tally(n, collect(client, job_id, 60)).as_dict()
     return {**figures, "readyz_while_down": readyz_down}

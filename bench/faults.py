@@ -96,7 +96,7 @@ def services(root: Path) -> Iterator[dict[str, str]]:
             stack.start_redis()
             stack.start_api()
             stack.start_worker(0)
-            with stack.client() as client:
+            with stack.http() as client:
                 wait_until(lambda c=client: status(c, "/readyz") == 200, 120, f"{name} ready")
         yield {name: stack.base_url for name, stack in stacks.items()}
     finally:

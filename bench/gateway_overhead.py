@@ -49,7 +49,15 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from bench._stack import (
+    DATA,
+    fake_judge_argv,
+    free_port,
+    processes,
+    redis_server,
+    tribunal,
+    wait_ready,
+)
 from tribunal.client import ItemResult, TribunalClient, rewards
 
 TARGET_OVERHEAD_PCT = 10.0
@@ -254,11 +262,7 @@ def stack(args: argparse.Namespace) -> Iterator[tuple[dict[str, str], CpuMeter]]
             "TRIBUNAL_JUDGE_MAX_CONCURRENCY": str(int(1.5 * args.cap)),
             **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": u for n, u in urls.items() if n != "gateway"},
         }
-        fake = [
-            sys.executable, "-m", "tribunal.llm.testing.fake_openai",
-            "--port", str(judge_port), "--latency-ms", str(args.latency_ms), "--cap", str(args.cap),
-        ]  # fmt: skip
-        argvs = [fake]
+        argvs = [fake_judge_argv(judge_port, args.latency_ms, args.cap)]
         labels = ["fake_judge"]
         for name, port in ports.items():
             argvs += [

@@ -45,7 +45,6 @@ import platform
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -60,9 +59,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import ROOT, free_port
+from bench._stack import ROOT, fake_judge_argv, free_port
 from tribunal.client import ItemResult, TribunalClient
-from tribunal.testing.stack import TRIBUNAL, start_process, stop_process
+from tribunal.testing.stack import (
+    TRIBUNAL,
+    redis_server,
+    start_process,
+    stop_process,
+    wait_ready,
+)
 
 TARGET_PCT_OF_IDEAL = 90.0
 TARGET_FIRST_VERDICT_S = 1.0
@@ -122,47 +127,29 @@ class Processes:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def wait_until(probe: str, processes: Processes, timeout_s: float = 60.0) -> None:
-    """Poll ``probe`` (a URL) until it answers 200, failing early if a process died."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        processes.check_alive()
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(probe, timeout=2).status_code == 200:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"{probe} did not answer 200 within {timeout_s:g} s")
+def shared_redis_url(given_url: str | None) -> str | None:
+    """The Redis of others to use, whose keys of each run are deleted afterwards: ``given_url``
+    (``--redis-url``), else ``$TRIBUNAL_REDIS_URL`` when redis-server is not installed; None
+    when the run starts a throwaway one of its own.
 
-
-def start_redis(processes: Processes, given_url: str | None) -> str:
-    """Start a throwaway ``redis-server`` and return its URL (or return ``given_url``)."""
+    Raises:
+        SystemExit: Neither redis-server nor a URL.
+    """
     if given_url:
         return given_url
-    if shutil.which("redis-server") is None:
-        env_url = os.environ.get("TRIBUNAL_REDIS_URL")
-        if env_url:
-            return env_url
-        raise SystemExit("redis-server is not installed and TRIBUNAL_REDIS_URL is not set")
-    port = free_port()
-    argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-    processes.start("redis", [*argv, "--save", "", "--appendonly", "no"])
-    deadline = time.monotonic() + 10
-    while True:
-        processes.check_alive()
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("redis-server did not start within 10 s")
-        time.sleep(0.05)
-    return f"redis://127.0.0.1:{port}/0"
+    if shutil.which("redis-server") is not None:
+        return None
+    env_url = os.environ.get("TRIBUNAL_REDIS_URL")
+    if env_url:
+        return env_url
+    raise SystemExit("redis-server is not installed and TRIBUNAL_REDIS_URL is not set")
 
 
 def start_fake_judge(processes: Processes, latency_ms: float, cap: int) -> str:
     """Start the fake OpenAI-compatible judge; return its base URL (``.../v1``)."""
     port = free_port()
-    argv = [sys.executable, "-m", "tribunal.llm.testing.fake_openai", "--port", str(port)]
-    processes.start("fake_judge", [*argv, "--latency-ms", f"{latency_ms:g}", "--cap", str(cap)])
-    wait_until(f"http://127.0.0.1:{port}/stats", processes, timeout_s=30)
+    processes.start("fake_judge", fake_judge_argv(port, latency_ms, cap))
+    wait_ready(f"http://127.0.0.1:{port}", 30, processes.running, path="/stats")
     return f"http://127.0.0.1:{port}/v1"
 
 
@@ -300,9 +287,16 @@ async def measure(base_url: str, judge_root: str, plan: Plan, nonce: str) -> dic
 
 
 def run_one(
-    processes: Processes, redis_url: str, judge_url: str, plan: Plan, k: int, args: Any
+    processes: Processes,
+    redis_url: str,
+    judge_url: str,
+    plan: Plan,
+    k: int,
+    args: Any,
+    shared_redis: bool,
 ) -> dict[str, Any]:
-    """Start the judge API and one worker with k rubrics per call, measure, stop them."""
+    """Start the judge API and one worker with k rubrics per call, measure, stop them (and
+    delete the run's keys from a ``shared_redis``)."""
     prefix = f"bench{uuid.uuid4().hex[:10]}"
     port = free_port()
     env = {
@@ -319,7 +313,7 @@ def run_one(
     try:
         processes.start(f"api_k{k}", [*TRIBUNAL, "api", "judge", "--port", str(port)], env)
         processes.start(f"worker_k{k}", [*TRIBUNAL, "worker", "judge"], env)
-        wait_until(f"http://127.0.0.1:{port}/readyz", processes)
+        wait_ready(f"http://127.0.0.1:{port}", 60, processes.running)
         judge_root = judge_url.removesuffix("/v1")
         names = {"api": f"api_k{k}", "worker": f"worker_k{k}"}
         cpu_before = {label: processes.cpu_s(name) for label, name in names.items()}
@@ -332,7 +326,7 @@ def run_one(
     finally:
         processes.stop(f"worker_k{k}")
         processes.stop(f"api_k{k}")
-        if "redis" not in processes.running:
+        if shared_redis:
             delete_keys(redis_url, prefix)
     ideal = k * args.cap / (args.latency_ms / 1000)
     pct = 100 * result["verdicts_per_s"] / ideal
@@ -440,15 +434,21 @@ def main(argv: list[str] | None = None) -> int:
     plan = build_plan(args)
     given = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "bench/judge_throughput.py", *given])
+    # Redis (owned) stops after every other process (stop_all in the finally below).
     with (
         signals_as_interrupt(),
         tempfile.TemporaryDirectory(prefix="judge-bench-") as logs,
+        contextlib.ExitStack() as owned,
     ):
         processes = Processes(Path(logs))
+        shared_url = shared_redis_url(args.redis_url)
         try:
-            redis_url = start_redis(processes, args.redis_url)
+            redis_url = shared_url or owned.enter_context(redis_server()).url
             judge_url = start_fake_judge(processes, args.latency_ms, args.cap)
-            runs = [run_one(processes, redis_url, judge_url, plan, k, args) for k in args.k]
+            runs = [
+                run_one(processes, redis_url, judge_url, plan, k, args, shared_url is not None)
+                for k in args.k
+            ]
         except Exception:
             for name in ("fake_judge", *(f"{p}_k{k}" for k in args.k for p in ("api", "worker"))):
                 with contextlib.suppress(OSError):

@@ -16,49 +16,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
+import contextlib
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tribunal.judge.config import JudgeConfig  # noqa: E402
-from tribunal.judge.schemas import JudgeItem  # noqa: E402
-from tribunal.judge.verifier import JudgeVerifier  # noqa: E402
-from tribunal.llm.base import Completion, CompletionRequest  # noqa: E402
-from tribunal.llm.config import BackendConfig  # noqa: E402
+from bench._stack import ROOT, fake_judge_argv, free_port, processes
+from tribunal.judge.config import JudgeConfig
+from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.base import Completion, CompletionRequest
+from tribunal.llm.config import BackendConfig
+from tribunal.testing.stack import wait_ready
 
 RUBRICS_PER_ITEM = 4
 BATCH_ITEMS = 64
 
 
-def start_server(latency_ms: float, cap: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tribunal.llm.testing.fake_openai",
-            "--latency-ms",
-            str(latency_ms),
-            "--cap",
-            str(cap),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("listening "):
-        proc.kill()
-        raise RuntimeError(f"fake judge did not start: {line!r}")
-    return proc, line.split(" ", 1)[1]
+@contextlib.contextmanager
+def fake_judge(latency_ms: float, cap: int) -> Iterator[str]:
+    """Run the fake judge as a process of its own (in this one it would share the GIL with the
+    verifier under test); yield its base URL (``.../v1``); stop it on exit."""
+    port = free_port()
+    argv = fake_judge_argv(port, latency_ms, cap)
+    with processes([argv], {"PYTHONPATH": str(ROOT)}) as (server,):
+        wait_ready(f"http://127.0.0.1:{port}", 30, {"fake judge": server}, path="/stats")
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def make_items(n_verdicts: int, tag: str) -> list[JudgeItem]:
@@ -166,8 +154,7 @@ def main() -> None:
         help="verifier's in-flight limits to try (default: the server cap, and 2x it)",
     )
     args = parser.parse_args()
-    proc, url = start_server(args.latency_ms, args.cap)
-    try:
+    with fake_judge(args.latency_ms, args.cap) as url:
         limits = args.max_concurrency or [args.cap, 2 * args.cap]
         for k, workers, limit in [(k, w, m) for k in args.k for w in args.workers for m in limits]:
             r = asyncio.run(run(url, args.verdicts, k, limit, workers))
@@ -181,9 +168,6 @@ def main() -> None:
                 f" ({100 * r['verdicts_per_s'] / ideal:.1f}%); first verdict"
                 f" {r['first_verdict_s'] * 1000:.0f} ms; first batch {r['first_batch_s']:.2f} s"
             )
-    finally:
-        proc.terminate()
-        proc.wait(10)
     print(
         f"command: .venv/bin/python bench/judge_verifier_throughput.py --verdicts {args.verdicts}"
         f" --k {' '.join(map(str, args.k))} --workers {' '.join(map(str, args.workers))}"

@@ -101,8 +101,7 @@ def redis_server() -> Iterator[RedisServer]:
         return
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
-    server = RedisServer(url=f"redis://127.0.0.1:{port}/0", port=port)
+    server = RedisServer.on_free_port()
     server.start()
     yield server
     if server.process is not None and server.process.poll() is None:
@@ -114,8 +113,7 @@ def own_redis() -> Iterator[RedisServer]:
     """A Redis server of this test alone, which it may stop and restart."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    port = free_port()
-    server = RedisServer(url=f"redis://127.0.0.1:{port}/0", port=port)
+    server = RedisServer.on_free_port()
     server.start()
     yield server
     if server.process is not None and server.process.poll() is None:

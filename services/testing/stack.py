@@ -1,10 +1,12 @@
 """One launcher for tests and benchmarks: a throwaway Redis and a service's processes.
 
-``redis-server`` on a free port without persistence; ``tribunal api <name>`` and
-``tribunal worker <name>`` processes, each in a session (process group) of its own; a wait
-for ``/readyz`` that fails early when a process dies; and a stop that SIGTERMs each process
-group, then SIGKILLs it, whatever happened (the verification and sandbox processes of a
-worker go with it). ``tests/conftest.py`` and ``bench/`` both use it::
+``redis-server`` on a free port, without persistence or with an append-only file that survives
+a restart on the same port; ``tribunal api <name>`` and ``tribunal worker <name>`` processes,
+each in a session (process group) of its own, that may be signalled, waited for and started
+again; a wait for ``/readyz`` that fails early when a process dies; and a stop that SIGTERMs
+each process group, then SIGKILLs it, whatever happened (the verification and sandbox
+processes of a worker go with it). ``tests/conftest.py``, ``bench/`` and the fault scenarios
+(``bench/fault_scenarios.py``) all use it::
 
     with redis_server() as redis, service_stack("math", redis_url=redis.url) as running:
         async with running.client() as client:
@@ -24,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,29 +41,54 @@ TRIBUNAL = [sys.executable, "-m", "tribunal.core.cli"]
 """argv prefix of the ``tribunal`` command with this interpreter."""
 
 
+_GIVEN_PORTS: set[int] = set()
+_GIVEN_PORTS_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    """Return a TCP port of 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """Return a TCP port of 127.0.0.1 nobody listens on right now, never one returned before.
+
+    The kernel may hand the same free port to two binds in a row, and a caller usually picks
+    several ports before any process binds them: a port already given out is skipped, or two
+    services of one stack would race for it (the loser exits with "address already in use"
+    while its readiness check is answered by the winner).
+    """
+    with _GIVEN_PORTS_LOCK:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in _GIVEN_PORTS:
+                _GIVEN_PORTS.add(port)
+                return port
 
 
 @dataclass
 class RedisServer:
-    """A ``redis-server`` without persistence that its owner may stop and start again.
+    """A ``redis-server`` that its owner may stop and start again on the same port.
 
     Attributes:
         url: ``redis://127.0.0.1:<port>/0``.
         port: Its port (0 for a server given by URL, which this object does not own).
         process: The process, when this object started it.
+        aof_dir: Where it keeps an append-only file, fsynced on every write, so that a stop
+            (SIGTERM) and a start again lose nothing; None: no persistence at all.
     """
 
     url: str
     port: int
     process: subprocess.Popen[bytes] | None = None
+    aof_dir: Path | None = None
+
+    @classmethod
+    def on_free_port(cls, aof_dir: Path | None = None) -> RedisServer:
+        """A server (not started yet) on a port nobody listens on now."""
+        port = free_port()
+        return cls(url=f"redis://127.0.0.1:{port}/0", port=port, aof_dir=aof_dir)
 
     def start(self, ready_s: float = 10.0) -> None:
-        """Start the server on its port (again) and wait until it answers PING.
+        """Start the server on its port (again), in a session of its own, and wait until it
+        answers PING (after replaying its append-only file, if it has one).
 
         Raises:
             RuntimeError: ``redis-server`` is not installed.
@@ -68,10 +96,12 @@ class RedisServer:
         """
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        self.process = subprocess.Popen(
-            [*argv, "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL
-        )
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        if self.aof_dir is None:
+            argv += ["--appendonly", "no"]
+        else:
+            argv += ["--dir", str(self.aof_dir), "--appendonly", "yes", "--appendfsync", "always"]
+        self.process = start_process(argv, {})
         deadline = time.monotonic() + ready_s
         while not _redis_answers(self.port):
             if time.monotonic() > deadline or self.process.poll() is not None:
@@ -79,16 +109,13 @@ class RedisServer:
                 raise TimeoutError(f"redis-server on port {self.port} did not start")
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Stop the server (only one this object started)."""
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop the server (only one this object started): SIGTERM, on which it flushes its
+        append-only file and exits, then SIGKILL after ``grace_s`` (at once with 0). Stopping
+        a stopped server does nothing."""
         assert self.process is not None, "cannot stop a Redis this object did not start"
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process.returncode is None:
+            stop_process(self.process, grace_s)
 
 
 def _redis_answers(port: int) -> bool:
@@ -104,8 +131,7 @@ def _redis_answers(port: int) -> bool:
 @contextlib.contextmanager
 def redis_server() -> Iterator[RedisServer]:
     """Yield a throwaway ``redis-server`` on a free port; stop it on exit."""
-    port = free_port()
-    server = RedisServer(url=f"redis://127.0.0.1:{port}/0", port=port)
+    server = RedisServer.on_free_port()
     server.start()
     try:
         yield server
@@ -116,9 +142,9 @@ def redis_server() -> Iterator[RedisServer]:
 def start_process(
     argv: list[str], env: Mapping[str, str], log: Path | None = None, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a session (process group) of its own, output to ``log`` (or
-    nowhere), with ``env`` on top of this process's environment."""
-    out = log.open("wb") if log is not None else subprocess.DEVNULL
+    """Start ``argv`` in a session (process group) of its own, output appended to ``log``
+    (or nowhere), with ``env`` on top of this process's environment."""
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
     try:
         return subprocess.Popen(
             argv,
@@ -134,8 +160,8 @@ def start_process(
 
 
 def stop_process(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL it after ``grace_s`` seconds."""
-    if process.poll() is None:
+    """SIGTERM the process group, then SIGKILL it after ``grace_s`` seconds (at once with 0)."""
+    if grace_s > 0 and process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -150,8 +176,9 @@ def wait_ready(
     base_url: str,
     timeout_s: float,
     processes: Mapping[str, subprocess.Popen[bytes]] | None = None,
+    path: str = "/readyz",
 ) -> None:
-    """Poll ``/readyz`` until it answers 200.
+    """Poll ``path`` (``/readyz``; ``/stats`` of the fake LLM server) until it answers 200.
 
     Raises:
         RuntimeError: One of ``processes`` exited meanwhile.
@@ -163,7 +190,7 @@ def wait_ready(
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with code {process.returncode}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}{path}", timeout=2).status_code == 200:
                 return
         time.sleep(0.1)
     raise TimeoutError(f"{base_url} not ready within {timeout_s} s")
@@ -171,21 +198,57 @@ def wait_ready(
 
 @dataclass
 class RunningService:
-    """A service started as real processes.
+    """A service run as real processes: ``tribunal api <name>`` and its workers, each in a
+    session of its own, which may be signalled, waited for and started again.
 
     Attributes:
         name: The service (``math``).
         base_url: ``http://127.0.0.1:<port>``.
-        processes: ``api``, ``worker0`` ... by label.
+        log_dir: Where each process appends its output, to ``<name>-<label>.log``.
+        processes: ``api``, ``worker0`` ... by label (the latest process of each label).
         logs: Each process's log file by label.
-        env: The ``TRIBUNAL_*`` variables it was started with.
+        env: The ``TRIBUNAL_*`` variables its processes start with.
     """
 
     name: str
     base_url: str
-    processes: dict[str, subprocess.Popen[bytes]]
-    logs: dict[str, Path]
+    log_dir: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def port(self) -> int:
+        """The API's port."""
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    def start(self, label: str, *args: str) -> subprocess.Popen[bytes]:
+        """Start ``tribunal <args>`` as ``label``, which now names this process (a process
+        started before under the label should have exited); return it."""
+        self.logs[label] = self.log_dir / f"{self.name}-{label}.log"
+        self.processes[label] = start_process([*TRIBUNAL, *args], self.env, self.logs[label])
+        return self.processes[label]
+
+    def start_api(self) -> subprocess.Popen[bytes]:
+        """Start ``tribunal api <name>`` on the service's port as ``api``."""
+        return self.start("api", "api", self.name, "--port", str(self.port))
+
+    def start_worker(self, n: int = 0) -> subprocess.Popen[bytes]:
+        """Start ``tribunal worker <name> --workers 1`` as ``worker<n>``."""
+        return self.start(f"worker{n}", "worker", self.name, "--workers", "1")
+
+    def signal_group(self, label: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to the process group of ``label`` (its pool processes included)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.processes[label].pid, sig)
+
+    def wait_exit(self, label: str, timeout_s: float) -> int:
+        """Wait for ``label`` to exit; return its exit code (``-N``: killed by signal N).
+
+        Raises:
+            subprocess.TimeoutExpired: Still running after ``timeout_s``.
+        """
+        return self.processes[label].wait(timeout_s)
 
     def client(self, **kwargs: Any) -> TribunalClient:
         """Return a :class:`TribunalClient` of this service (keyword arguments passed on)."""
@@ -195,18 +258,20 @@ class RunningService:
         """Return a plain HTTP client of this service (for raw-protocol tests)."""
         return httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
+    def log(self, label: str) -> str:
+        """The log of ``label`` (every process started under it), empty if none yet."""
+        path = self.logs.get(label)
+        return path.read_text(errors="replace") if path is not None and path.exists() else ""
+
     def log_text(self) -> str:
         """Every process's log."""
-        return "\n".join(
-            f"--- {name}\n{path.read_text(errors='replace')}"
-            for name, path in self.logs.items()
-            if path.exists()
-        )
+        return "\n".join(f"--- {label}\n{self.log(label)}" for label in self.logs)
 
-    def stop(self) -> None:
-        """Stop every process (process groups: SIGTERM, then SIGKILL)."""
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop every process: SIGTERM to its group, then SIGKILL after ``grace_s`` (at
+        once with 0)."""
         for process in self.processes.values():
-            stop_process(process)
+            stop_process(process, grace_s)
 
 
 def start_service(
@@ -232,18 +297,18 @@ def start_service(
     Returns:
         The running service; on failure to become ready every process is already stopped.
     """
-    port = port or free_port()
     full_env = {"TRIBUNAL_LOG_LEVEL": "INFO", **(env or {})}
-    log_dir = log_dir or Path(tempfile.mkdtemp(prefix=f"tribunal-{name}-"))
-    argvs = {"api": [*TRIBUNAL, "api", name, "--port", str(port)]}
-    if full_env.get("TRIBUNAL_QUEUE") != "memory":
-        for n in range(workers):
-            argvs[f"worker{n}"] = [*TRIBUNAL, "worker", name, "--workers", "1"]
-    running = RunningService(name, f"http://127.0.0.1:{port}", {}, {}, full_env)
+    running = RunningService(
+        name,
+        f"http://127.0.0.1:{port or free_port()}",
+        log_dir or Path(tempfile.mkdtemp(prefix=f"tribunal-{name}-")),
+        env=full_env,
+    )
     try:
-        for label, argv in argvs.items():
-            running.logs[label] = log_dir / f"{name}-{label}.log"
-            running.processes[label] = start_process(argv, full_env, running.logs[label])
+        running.start_api()
+        if full_env.get("TRIBUNAL_QUEUE") != "memory":
+            for n in range(workers):
+                running.start_worker(n)
         wait_ready(running.base_url, ready_s, running.processes)
     except BaseException:
         running.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,16 +24,11 @@ from typing import Any
 import httpx
 import yaml
 
+from tribunal.testing.stack import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "tribunal-compose-test"
 LABEL = "com.docker.compose.project"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def podman_compose() -> list[str]:

@@ -26,4 +26,4 @@ def make_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
     for stack in stacks:
         stack.close()
         if failed is not None and failed.failed:
-            print(stack.logs())
+            print(stack.log_text())

@@ -22,7 +22,7 @@ def test_an_api_started_without_its_redis_waits_for_it_and_then_uses_it(
     stack = make_stack(TRIBUNAL_QUEUE="auto")  # the default, with TRIBUNAL_REDIS_URL named
     stack.start_api()
     stack.start_worker(0)
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/healthz") == 200, 60, "alive")
         ready = client.get("/readyz")
         assert ready.status_code == 503
@@ -41,6 +41,6 @@ def test_an_api_started_without_its_redis_waits_for_it_and_then_uses_it(
     stack.signal_group("api", signal.SIGTERM)
     stack.wait_exit("api", 20)
     stack.start_api()
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/readyz") == 200, 60, "ready again")
         assert tally(30, collect(client, job_id, 10)).clean

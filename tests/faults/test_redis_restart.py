@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 
 def _burst(stack: Stack, paths: list[str]) -> list[int]:
     def get(path: str) -> int:
-        with stack.client() as client:
+        with stack.http() as client:
             return status(client, path)
 
     with ThreadPoolExecutor(16) as pool:
@@ -46,7 +46,7 @@ def test_requests_right_after_redis_restarts_do_not_fail_on_stale_connections(
     stack.start_redis()
     stack.start_api()
     stack.start_worker(0)
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/readyz") == 200, 120, "ready")
         job_id = submit(client, math_items(10))
         assert tally(10, collect(client, job_id, 60)).clean
@@ -57,7 +57,7 @@ def test_requests_right_after_redis_restarts_do_not_fail_on_stale_connections(
     stack.start_redis()  # returns once Redis answers PING
     answers = _burst(stack, paths)
     assert answers.count(200) == len(answers), answers
-    with stack.client() as client:  # and an idle API's /readyz does not flap
+    with stack.http() as client:  # and an idle API's /readyz does not flap
         assert [status(client, "/readyz") for _ in range(20)] == [200] * 20
 
 
@@ -76,11 +76,11 @@ def test_a_sync_score_waiting_when_redis_drops_answers_with_the_job_id(
     answer: dict[str, Any] = {}
 
     def score() -> None:
-        with stack.client(timeout_s=120) as client:
+        with stack.http(timeout_s=120) as client:
             response = client.post("/v1/math/score", json={"items": math_items(5)})
             answer.update(status=response.status_code, body=response.json())
 
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/healthz") == 200, 120, "alive")
         waiting = threading.Thread(target=score)
         waiting.start()

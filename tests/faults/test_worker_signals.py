@@ -49,7 +49,7 @@ def test_readyz_turns_503_as_soon_as_the_only_worker_stops(
     stack.start_redis()
     stack.start_api()
     stack.start_worker(0)
-    with stack.client() as client:
+    with stack.http() as client:
         wait_until(lambda: status(client, "/readyz") == 200, 120, "ready")
         stack.signal_group("worker0", signal.SIGTERM)
         assert stack.wait_exit("worker0", 30) == 0

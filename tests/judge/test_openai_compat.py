@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections import deque
 
 import pytest
@@ -20,6 +19,7 @@ from tribunal.llm.base import CompletionRequest
 from tribunal.llm.config import BackendConfig
 from tribunal.llm.openai_compat import OpenAICompatBackend
 from tribunal.llm.testing import FakeOpenAIServer
+from tribunal.testing.stack import free_port
 
 
 def _request(text: str = "criterion") -> CompletionRequest:
@@ -122,14 +122,8 @@ async def test_concurrency_limit_never_exceeded(openai_compat_server: FakeOpenAI
     assert openai_compat_server.stats.max_in_flight == 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_backend_down() -> None:
-    backend = _backend(f"http://127.0.0.1:{_free_port()}/v1", max_retries=1)
+    backend = _backend(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
     with pytest.raises(BackendUnavailable, match="unreachable"):
         await backend.complete(_request())
     await backend.aclose()
