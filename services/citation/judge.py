@@ -106,7 +106,7 @@ def _scale_text() -> str:
 SYSTEM_PROMPT = _SYSTEM.format(scales=_scale_text())
 
 
-class JudgeSettings(BaseModel):
+class JudgeModeConfig(BaseModel):
     """How the judge mode calls the model (frozen; each field documents itself)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -163,9 +163,9 @@ class LLMSupport:
         settings: Batching, prompt and cache settings.
     """
 
-    def __init__(self, backend: LLMBackend, settings: JudgeSettings | None = None) -> None:
+    def __init__(self, backend: LLMBackend, settings: JudgeModeConfig | None = None) -> None:
         self.backend = backend
-        self.settings = settings or JudgeSettings()
+        self.settings = settings or JudgeModeConfig()
         self.cache = JudgmentCache(self.settings.cache_max_items)
 
     async def start(self) -> None:

@@ -8,28 +8,25 @@ from pydantic import Field, model_validator
 from pydantic_settings import NoDecode
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.judge import JudgeSettings
+from tribunal.citation.judge import JudgeModeConfig
 from tribunal.citation.lexical import LexicalThresholds
 from tribunal.core.settings import CoreSettings
 from tribunal.llm import BackendConfig
-
-DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
-"""The judge's default model (``tribunal.judge.settings``; a verifier never imports another,
-so ``tests/citation/test_settings.py`` checks that the two agree)."""
+from tribunal.llm.config import gather_backend
 
 _LEXICAL = "lexical_"
 
 
 class CitationServiceConfig(CitationConfig):
     """``TRIBUNAL_CITATION_<FIELD>``: every field of ``CitationConfig``, of the judge mode's
-    LLM backend (``BackendConfig``) and of its calls (``JudgeSettings``), plus the port.
+    LLM backend (``BackendConfig``) and of its calls (``JudgeModeConfig``), plus the port.
 
     The groups' fields are written flat and gathered here: ``TRIBUNAL_CITATION_BASE_URL`` is
     ``backend.base_url``, ``TRIBUNAL_CITATION_CLAIMS_PER_CALL`` is ``judge.claims_per_call``,
     ``TRIBUNAL_CITATION_LEXICAL_FULL`` is ``lexical.full``; ``TRIBUNAL_CITATION_BACKEND``
-    names the backend's kind. Unset kind: ``openai`` when a base URL is given, else ``none``
-    (an openai backend without a model serves the judge's, ``DEFAULT_OPENAI_MODEL``); the
-    backend asks for no log-probabilities unless told to (the verdicts are categorical).
+    names the backend's kind (``tribunal.llm.config.gather_backend``: the kind and model when
+    unset, as for the judge); the backend asks for no log-probabilities unless told to (the
+    verdicts are categorical).
     Unset support mode: ``judge`` when a backend is configured, else ``lexical``.
     """
 
@@ -37,8 +34,8 @@ class CitationServiceConfig(CitationConfig):
     backend: Annotated[BackendConfig, NoDecode] = Field(
         default_factory=BackendConfig, description="LLM backend of the judge mode (tribunal.llm)."
     )
-    judge: JudgeSettings = Field(
-        default_factory=JudgeSettings, description="How the judge mode calls the model."
+    judge: JudgeModeConfig = Field(
+        default_factory=JudgeModeConfig, description="How the judge mode calls the model."
     )
 
     @model_validator(mode="before")
@@ -47,20 +44,14 @@ class CitationServiceConfig(CitationConfig):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        backend = _group(data.pop("backend", None), BackendConfig, as_kind=True)
-        judge = _group(data.pop("judge", None), JudgeSettings)
+        backend = gather_backend(data)
+        judge = _group(data.pop("judge", None), JudgeModeConfig)
         lexical = _group(data.pop("lexical", None), LexicalThresholds)
         for name in list(data):
-            if name in BackendConfig.model_fields:
-                backend[name] = data.pop(name)
-            elif name in JudgeSettings.model_fields:
+            if name in JudgeModeConfig.model_fields:
                 judge[name] = data.pop(name)
             elif name.startswith(_LEXICAL):
                 lexical[name.removeprefix(_LEXICAL)] = data.pop(name)
-        if backend.get("kind") is None:
-            backend["kind"] = "openai" if backend.get("base_url") else "none"
-        if backend["kind"] == "openai" and not backend.get("model"):
-            backend["model"] = DEFAULT_OPENAI_MODEL
         backend.setdefault("logprobs", False)
         if data.get("support") is None:
             data["support"] = "judge" if backend["kind"] != "none" else "lexical"
@@ -78,13 +69,11 @@ class CitationServiceConfig(CitationConfig):
         }
 
 
-def _group(value: Any, model: type[Any], as_kind: bool = False) -> dict[str, Any]:
-    """A group given as a model, a dict, nothing, or (``as_kind``) the backend's kind."""
+def _group(value: Any, model: type[Any]) -> dict[str, Any]:
+    """A group given as a model, a dict or nothing."""
     if isinstance(value, model):
         return {name: getattr(value, name) for name in model.model_fields}
-    if isinstance(value, dict):
-        return dict(value)
-    return {"kind": value} if as_kind and value is not None else {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 class CitationSettings(CoreSettings):

@@ -9,10 +9,7 @@ from pydantic_settings import NoDecode
 
 from tribunal.core.settings import CoreSettings
 from tribunal.judge.config import JudgeConfig
-from tribunal.llm.config import BackendConfig
-
-DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
-"""The judge model the compose stack serves when ``TRIBUNAL_JUDGE_MODEL`` is not set."""
+from tribunal.llm.config import BackendConfig, gather_backend
 
 
 class JudgeServiceConfig(JudgeConfig):
@@ -20,9 +17,8 @@ class JudgeServiceConfig(JudgeConfig):
     (``BackendConfig``) plus the service's port.
 
     The backend's fields are written flat (``TRIBUNAL_JUDGE_BASE_URL``, not ``..._BACKEND_``)
-    and gathered into ``backend``; ``TRIBUNAL_JUDGE_BACKEND`` names its kind. An unset kind is
-    ``openai`` when a base URL is given, else ``none``; an openai backend without a model
-    serves ``DEFAULT_OPENAI_MODEL``.
+    and gathered into ``backend``; ``TRIBUNAL_JUDGE_BACKEND`` names its kind
+    (``tribunal.llm.config.gather_backend``: the kind and model when unset).
     """
 
     port: int | None = Field(default=None, description="Port of the judge API (default 8103).")
@@ -38,21 +34,7 @@ class JudgeServiceConfig(JudgeConfig):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        backend = data.pop("backend", None)
-        if isinstance(backend, BackendConfig):
-            nested = {name: getattr(backend, name) for name in BackendConfig.model_fields}
-        elif isinstance(backend, dict):
-            nested = dict(backend)
-        else:
-            nested = {} if backend is None else {"kind": backend}
-        for name in BackendConfig.model_fields:
-            if name in data:
-                nested[name] = data.pop(name)
-        if nested.get("kind") is None:
-            nested["kind"] = "openai" if nested.get("base_url") else "none"
-        if nested["kind"] == "openai" and not nested.get("model"):
-            nested["model"] = DEFAULT_OPENAI_MODEL
-        data["backend"] = nested
+        data["backend"] = gather_backend(data)
         return data
 
     def config(self) -> JudgeConfig:

@@ -17,6 +17,9 @@ BackendKind = Literal["openai", "transformers", "none"]
 """Which backend answers: any OpenAI-compatible server, an in-process transformers model, or
 ``none`` (not configured: every call fails with ``backend_unavailable``)."""
 
+DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
+"""What an openai backend serves when no model is named: the judge model of the compose stack."""
+
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 """How the openai backend constrains the answer: a JSON schema (``response_format`` of type
 ``json_schema``, guided decoding on vLLM / SGLang), JSON mode only, or nothing (prompt only)."""
@@ -110,3 +113,33 @@ class BackendConfig(BaseModel):
             "seed": self.seed,
             "chat_template_kwargs": dict(self.chat_template_kwargs),
         }
+
+
+def gather_backend(data: dict[str, Any]) -> dict[str, Any]:
+    """Take a service's backend group out of its flat settings ``data`` (changed in place).
+
+    A service reads its backend from flat variables (``TRIBUNAL_JUDGE_BASE_URL``, not
+    ``..._BACKEND_BASE_URL``) and ``TRIBUNAL_<SERVICE>_BACKEND`` names the backend's kind. The
+    group is ``data["backend"]`` (a ``BackendConfig``, a dict of its fields, a kind, or absent)
+    with every ``BackendConfig`` field found flat in ``data`` moved into it. An unset kind is
+    ``openai`` when a base URL is given, else ``none``; an openai backend without a model
+    serves :data:`DEFAULT_OPENAI_MODEL`.
+
+    Returns:
+        The group's fields, for ``BackendConfig`` to validate.
+    """
+    given = data.pop("backend", None)
+    if isinstance(given, BackendConfig):
+        group = {name: getattr(given, name) for name in BackendConfig.model_fields}
+    elif isinstance(given, dict):
+        group = dict(given)
+    else:
+        group = {} if given is None else {"kind": given}
+    for name in BackendConfig.model_fields:
+        if name in data:
+            group[name] = data.pop(name)
+    if group.get("kind") is None:
+        group["kind"] = "openai" if group.get("base_url") else "none"
+    if group["kind"] == "openai" and not group.get("model"):
+        group["model"] = DEFAULT_OPENAI_MODEL
+    return group

@@ -21,7 +21,7 @@ from tribunal.citation.judge import (
     LEVELS,
     SCALES,
     SYSTEM_PROMPT,
-    JudgeSettings,
+    JudgeModeConfig,
     LLMSupport,
     read_judgments,
 )
@@ -65,7 +65,7 @@ def verifier_for(fake: FakeOpenAIServer, **settings: Any) -> CitationVerifier:
         ),
         "TRIBUNAL_CITATION_",
     )
-    support = LLMSupport(backend, JudgeSettings(**settings))
+    support = LLMSupport(backend, JudgeModeConfig(**settings))
     return CitationVerifier(CitationConfig(support="judge"), support)
 
 

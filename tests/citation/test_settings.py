@@ -6,13 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from tribunal.citation.api import create_verifiers
-from tribunal.citation.settings import DEFAULT_OPENAI_MODEL, CitationSettings
+from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.judge.settings import DEFAULT_OPENAI_MODEL as JUDGE_DEFAULT_MODEL
-
-
-def test_the_default_model_is_the_judges() -> None:
-    assert DEFAULT_OPENAI_MODEL == JUDGE_DEFAULT_MODEL
+from tribunal.judge.settings import JudgeSettings
+from tribunal.llm.config import DEFAULT_OPENAI_MODEL
 
 
 def test_without_a_backend_the_default_mode_is_lexical_and_judge_is_unavailable() -> None:
@@ -32,6 +29,8 @@ def test_a_base_url_makes_judge_the_default_on_the_judges_model() -> None:
         False,
     )
     assert settings.citation.config().support == "judge"
+    judge = JudgeSettings(judge={"base_url": "http://127.0.0.1:9/v1"}).judge.backend
+    assert backend.model == judge.model  # the judge service's default model
     [verifier] = create_verifiers(settings)
     assert isinstance(verifier, CitationVerifier) and verifier.judge is not None
     plain = create_verifiers(CitationSettings())[0]

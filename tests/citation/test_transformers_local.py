@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.judge import SYSTEM_PROMPT, JudgeSettings, LLMSupport
+from tribunal.citation.judge import SYSTEM_PROMPT, JudgeModeConfig, LLMSupport
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.llm import BackendConfig, create_backend
@@ -43,7 +43,7 @@ def tiny_qwen3(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_judge_mode_on_cpu(tiny_qwen3: Path) -> None:
     backend = create_backend(BackendConfig(kind="transformers", model=str(tiny_qwen3)))
     verifier = CitationVerifier(
-        CitationConfig(support="judge"), LLMSupport(backend, JudgeSettings(claims_per_call=4))
+        CitationConfig(support="judge"), LLMSupport(backend, JudgeModeConfig(claims_per_call=4))
     )
     item = CitationItem(
         id="t",

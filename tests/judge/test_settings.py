@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.judge.settings import DEFAULT_OPENAI_MODEL, JudgeSettings
+from tribunal.judge.settings import JudgeSettings
+from tribunal.llm.config import DEFAULT_OPENAI_MODEL
 
 
 def test_defaults_mean_no_backend(monkeypatch: pytest.MonkeyPatch) -> None:
