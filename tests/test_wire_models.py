@@ -21,6 +21,7 @@ WIRE_MODULES = (
     "tribunal.code.schemas",
     "tribunal.judge.schemas",
     "tribunal.citation.schemas",
+    "tribunal.gateway.schemas",
 )
 FORBIDDEN = (
     "fastapi",

@@ -8,6 +8,7 @@ from tribunal.citation.judge import LLMSupport
 from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.llm import create_backend
@@ -35,7 +36,7 @@ def startup_hint(settings: CitationSettings) -> str | None:
 
 SERVICE = ServiceSpec(
     name="citation",
-    port=8104,
+    port=PORTS["citation"],
     settings_cls=CitationSettings,
     create_verifiers=create_verifiers,
     startup_hint=startup_hint,

@@ -77,6 +77,7 @@ class CitationVerifier:
     name = "citation"
     version = VERSION
     item_model: type[ScoreItem] = CitationItem
+    details_model: Any = CitationDetails
 
     def __init__(
         self,

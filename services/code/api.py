@@ -13,6 +13,7 @@ from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.errors import ALL_ERRORS, InternalError, TribunalError
+from tribunal.core.registry import PORTS
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.service import ServiceSpec
@@ -72,7 +73,7 @@ def startup_hint(settings: CodeSettings) -> str | None:
 
 SERVICE = ServiceSpec(
     name="code",
-    port=8102,
+    port=PORTS["code"],
     settings_cls=CodeSettings,
     create_verifiers=create_verifiers,
     routers=lambda: [router],

@@ -161,6 +161,7 @@ class CodeVerifier(_CodeBase):
 
     name = "code"
     item_model: type[ScoreItem] = CodeItem
+    details_model: Any = CodeDetails
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Everything of the item but its id and group."""
@@ -212,6 +213,7 @@ class CodeRunVerifier(_CodeBase):
 
     name = "code_run"
     item_model: type[ScoreItem] = RunItem
+    details_model: Any = RunDetails
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Runs are never cached (a tool call may be meant to run again)."""

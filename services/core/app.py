@@ -39,7 +39,9 @@ from tribunal.core.routes.score import score_router
 from tribunal.core.scoring import (
     ScoringService,
     job_body_type,
+    job_state_type,
     score_request_model,
+    score_response_type,
 )
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
@@ -93,10 +95,14 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
     app.include_router(health.router)
     for verifier in verifiers:
         if spec.score_routes is None or verifier.name in spec.score_routes:
-            app.include_router(score_router(verifier.name, request_models[verifier.name]))
+            app.include_router(
+                score_router(
+                    verifier.name, request_models[verifier.name], score_response_type(verifier)
+                )
+            )
     for router in spec.routers():
         app.include_router(router)
-    app.include_router(jobs.jobs_router(job_body_type(verifiers)))
+    app.include_router(jobs.jobs_router(job_body_type(verifiers), job_state_type(verifiers)))
     return app
 
 

@@ -8,9 +8,10 @@ reward of 0: an item that could not be scored has ``reward=None`` and an ``error
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+import functools
+from typing import Any, Generic, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from tribunal.core.errors import TribunalError
 from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
@@ -59,7 +60,9 @@ class ItemError(BaseModel):
 class ItemOutcome(BaseModel):
     """What a verifier returns for one item, before the core adds id, version and cache flag.
 
-    Exactly one of ``reward`` and ``error`` is set.
+    A scoring verifier sets exactly one of ``reward`` and ``error``. A verifier that gives no
+    reward (``code_run``: the run is in ``details``) leaves ``reward`` None, with an
+    ``error`` only when it failed.
     """
 
     reward: float | None = None
@@ -90,7 +93,10 @@ class ItemResult(BaseModel):
     """The result of one item, as the API returns it."""
 
     id: str
-    reward: float | None = Field(description="The reward, or null when the item has an error.")
+    reward: float | None = Field(
+        description="The reward; null when the item has an error, and for `code_run`, which "
+        "gives none (the run is in `details`)."
+    )
     error: ItemError | None = None
     details: dict[str, Any] = Field(default_factory=dict)
     verifier: VerifierInfo
@@ -146,6 +152,73 @@ class JobState(BaseModel):
     results: list[ItemResult | None] = Field(
         description="One entry per item in request order; null while that item is pending."
     )
+
+
+class NoDetails(BaseModel):
+    """``{}``: the details of an item that has an error and nothing else to report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _model_prefix(verifier: str) -> str:
+    return "".join(part.capitalize() for part in verifier.split("_"))
+
+
+@functools.cache
+def item_result_model(verifier: str, details: Any) -> type[ItemResult]:
+    """Build ``<Name>ItemResult``: an ``ItemResult`` whose ``details`` is ``details`` or ``{}``.
+
+    For the OpenAPI documents only: results reach the wire as JSON written by the workers
+    (``tribunal.core.worker.result_json``), never validated through this model, so the
+    document describes them at no cost per request. Cached, so that every route of an app
+    refers to one class (two classes of one name would get mangled names in a document).
+
+    Args:
+        verifier: The verifier's name (``code_run`` gives ``CodeRunItemResult``).
+        details: Its details model, or a union of models.
+    """
+    model: type[ItemResult] = create_model(
+        f"{_model_prefix(verifier)}ItemResult",
+        __base__=ItemResult,
+        __doc__=f"The result of one item of the {verifier} verifier, as the API returns it.",
+        details=(
+            Union[details, NoDetails],  # noqa: UP007 (a run-time union of a run-time type)
+            Field(
+                default_factory=dict,
+                description=f"What the {verifier} verifier reports about the item; {{}} when "
+                "the item has an error and nothing else to report.",
+            ),
+        ),
+    )
+    return model
+
+
+@functools.cache
+def score_response_model(verifier: str, details: Any) -> type[ScoreResponse]:
+    """Build ``<Name>ScoreResponse``: ``{"results": [<Name>ItemResult, ...]}`` (see
+    :func:`item_result_model`; for the OpenAPI documents only)."""
+    results: Any = list[item_result_model(verifier, details)]  # type: ignore[misc]
+    model: type[ScoreResponse] = create_model(
+        f"{_model_prefix(verifier)}ScoreResponse",
+        __base__=ScoreResponse,
+        __doc__=ScoreResponse.__doc__,
+        results=(results, ...),
+    )
+    return model
+
+
+@functools.cache
+def job_state_model(results: tuple[type[ItemResult], ...]) -> type[JobState]:
+    """Build the ``JobState`` of an app whose results are one of ``results`` (see
+    :func:`item_result_model`; for the OpenAPI documents only)."""
+    entry: Any = Union[(*results, None)]
+    model: type[JobState] = create_model(
+        "JobState",
+        __base__=JobState,
+        __doc__=JobState.__doc__,
+        results=(list[entry], Field(description=JobState.model_fields["results"].description)),
+    )
+    return model
 
 
 class ErrorBody(BaseModel):

@@ -25,7 +25,16 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from tribunal.core.cache import ResultCache, cache_entry
-from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem
+from tribunal.core.envelope import (
+    ItemOutcome,
+    ItemResult,
+    JobState,
+    ScoreItem,
+    ScoreResponse,
+    item_result_model,
+    job_state_model,
+    score_response_model,
+)
 from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
@@ -148,6 +157,27 @@ def job_body_type(verifiers: Sequence[Verifier]) -> Any:
     if len(models) == 1:
         return models[0]
     return Annotated[Union[tuple(models)], Field(discriminator="verifier")]  # noqa: UP007
+
+
+def result_model(verifier: Verifier) -> type[ItemResult]:
+    """The ``ItemResult`` that documents ``verifier``'s results: ``<Name>ItemResult`` when it
+    names its ``details_model``, else ``ItemResult`` (details a free object)."""
+    details = getattr(verifier, "details_model", None)
+    return ItemResult if details is None else item_result_model(verifier.name, details)
+
+
+def score_response_type(verifier: Verifier) -> type[ScoreResponse]:
+    """The response model of ``POST /v1/<verifier>/score`` in the OpenAPI document (see
+    :func:`result_model`); the route answers pre-rendered JSON, never validated by it."""
+    details = getattr(verifier, "details_model", None)
+    return ScoreResponse if details is None else score_response_model(verifier.name, details)
+
+
+def job_state_type(verifiers: Sequence[Verifier]) -> type[JobState]:
+    """The response model of ``GET /v1/jobs/{job_id}`` in the OpenAPI document: a
+    ``JobState`` whose results are those of the app's verifiers (see :func:`result_model`)."""
+    models = tuple(dict.fromkeys(result_model(v) for v in verifiers))
+    return JobState if models == (ItemResult,) else job_state_model(models)
 
 
 NO_REFUSAL_KEPT_S = 1.0

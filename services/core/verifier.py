@@ -37,6 +37,11 @@ class Verifier(Protocol):
     one slow item holds back no other; a verifier that gains from seeing the batch together
     (one that forwards it as a whole) leaves it out and gets ``score``.
 
+    Optionally, a verifier names the type of its results' ``details`` in ``details_model``
+    (a model, or a union of models, such as ``MathDetails``); its OpenAPI document then
+    describes them (``<Name>ItemResult``), else as a free object. It is read for the
+    document only: results are never validated through it.
+
     Optionally, a verifier with a pool of its own (processes, sandbox slots) defines
     ``utilisation() -> tuple[int, int]``, its ``(busy, capacity)`` now; workers report it
     with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``).

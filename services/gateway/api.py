@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI
 
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.gateway.remote import ClientVerifiers
@@ -52,7 +53,7 @@ def startup_hint(settings: GatewaySettings) -> str | None:
 
 SERVICE = ServiceSpec(
     name="gateway",
-    port=8100,
+    port=PORTS["gateway"],
     settings_cls=GatewaySettings,
     create_verifiers=create_verifiers,
     routers=routers,

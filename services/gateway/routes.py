@@ -8,10 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
-from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse
+from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse, score_response_model
 from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
@@ -24,23 +23,15 @@ from tribunal.gateway.openrlhf import (
     to_items,
     to_response,
 )
+from tribunal.gateway.schemas import GatewayDetails, GatewayScoreRequest
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
 
 router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)], route_class=JSONRoute)
 
-
-class GatewayScoreRequest(BaseModel):
-    """A batch of mixed items: each names a `verifier` (math, code, judge, citation) with
-    that verifier's fields, or a reward `spec` with the rollout fields the spec reads."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    items: list[dict[str, Any]] = Field(
-        min_length=1,
-        description='Items: {"id", "verifier": "math", "response", "ground_truth"} or '
-        '{"id", "spec": "rloo_math", "response", "ground_truth"}, ...',
-    )
+# The document's answer (results' details as the gateway writes them); answers go out as the
+# JSON text score_here assembles, never validated through it.
+_SCORE_RESPONSE = score_response_model("gateway", GatewayDetails)
 
 
 async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
@@ -108,7 +99,7 @@ async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
 
 @router.post(
     "/v1/score",
-    response_model=ScoreResponse,
+    response_model=_SCORE_RESPONSE,
     operation_id="gateway_score",
     summary="Score mixed items across verifiers and reward specs",
     responses=ERROR_RESPONSES,
@@ -121,7 +112,7 @@ async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
 
 @router.post(
     "/v1/gateway/score",
-    response_model=ScoreResponse,
+    response_model=_SCORE_RESPONSE,
     operation_id="gateway_score_named",
     summary="The same as POST /v1/score, at the path every service has",
     responses=ERROR_RESPONSES,

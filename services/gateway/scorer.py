@@ -5,18 +5,8 @@ built-ins); this module applies gates, the error policy and the combination, and
 any non-finite value (a NaN or an infinity from a verifier or from the formula is an item
 error, never a reward, and never 0).
 
-The details of a spec result::
-
-    {"spec": {"name", "version", "hash"},
-     "combine": "weighted_sum" | "product" | "min" | "formula",
-     "sub_rewards": {component: {"reward", "error", "details", "source", "verifier",
-                                 "weight", "status"}},
-     "dropped": [components dropped under on_error: renormalize],
-     "weight_scale": the factor the remaining weights were scaled by (1.0 when none dropped),
-     "closed_gate": the gate that decided the reward, or null}
-
-``status`` is ``scored``, ``default`` (no source applied; the component's default was
-used), ``error``, ``dropped`` or ``skipped`` (a gate was closed).
+The details of a spec result are written here as a dict; their shape is
+``tribunal.gateway.schemas.SpecDetails`` (one ``SubReward`` per component).
 """
 
 from __future__ import annotations
@@ -24,14 +14,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from tribunal.core.envelope import ItemError, ItemOutcome, VerifierInfo
 from tribunal.core.errors import ConfigurationError, InternalError
 from tribunal.gateway.expression import FormulaError
+from tribunal.gateway.schemas import ComponentStatus
 from tribunal.gateway.specs import LoadedSpec
-
-Status = Literal["scored", "default", "error", "dropped", "skipped"]
 
 
 @dataclass
@@ -44,7 +33,7 @@ class ComponentResult:
         details: The verifier's or built-in's details.
         source: ``math`` / ``judge`` / ... or ``builtin:<name>``; None when a default was used.
         verifier: The verifier that produced it (name, version, config hash), if remote.
-        status: See the module docstring.
+        status: See ``ComponentStatus``.
     """
 
     reward: float | None
@@ -52,7 +41,7 @@ class ComponentResult:
     details: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
     verifier: VerifierInfo | None = None
-    status: Status = "scored"
+    status: ComponentStatus = "scored"
 
     def to_dict(self, weight: float) -> dict[str, Any]:
         """The JSON-ready entry of ``sub_rewards``."""

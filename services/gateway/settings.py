@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tribunal.core.registry import local_url
 from tribunal.core.settings import CoreSettings
 from tribunal.gateway.specs import SHIPPED_DIR, LoadedSpec, load_specs
 
@@ -16,17 +17,11 @@ class GatewayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     port: int | None = Field(default=None, description="Port of the gateway API (default 8100).")
-    math_url: str = Field(
-        default="http://127.0.0.1:8101", description="Base URL of the math service."
-    )
-    code_url: str = Field(
-        default="http://127.0.0.1:8102", description="Base URL of the code service."
-    )
-    judge_url: str = Field(
-        default="http://127.0.0.1:8103", description="Base URL of the judge service."
-    )
+    math_url: str = Field(default=local_url("math"), description="Base URL of the math service.")
+    code_url: str = Field(default=local_url("code"), description="Base URL of the code service.")
+    judge_url: str = Field(default=local_url("judge"), description="Base URL of the judge service.")
     citation_url: str = Field(
-        default="http://127.0.0.1:8104", description="Base URL of the citation service."
+        default=local_url("citation"), description="Base URL of the citation service."
     )
     specs_dir: str | None = Field(
         default=None,

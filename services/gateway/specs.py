@@ -32,10 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tribunal.core.hashing import config_hash
 from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
+from tribunal.gateway.schemas import CombineRule, VerifierName
 
-VerifierName = Literal["math", "code", "judge", "citation"]
 BuiltinName = Literal["num_turns", "overlong_penalty", "contains"]
-VERIFIERS: tuple[str, ...] = ("math", "code", "judge", "citation")
 SHIPPED_DIR = Path(__file__).parent / "specs"
 
 _NAME = r"^[a-z][a-z0-9_]{0,63}$"
@@ -150,7 +149,7 @@ class RewardSpec(_Model):
     description: str = ""
     sources: tuple[str, ...] = Field(default=(), description="Papers and code it follows.")
     components: dict[str, Component] = Field(min_length=1)
-    combine: Literal["weighted_sum", "product", "min"] = "weighted_sum"
+    combine: CombineRule = "weighted_sum"
     formula: str | None = Field(default=None, description="Overrides `combine` when given.")
     on_error: Literal["fail", "renormalize"] = "fail"
 

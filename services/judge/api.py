@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.judge.settings import JudgeSettings
@@ -30,7 +31,7 @@ def startup_hint(settings: JudgeSettings) -> str | None:
 
 SERVICE = ServiceSpec(
     name="judge",
-    port=8103,
+    port=PORTS["judge"],
     settings_cls=JudgeSettings,
     create_verifiers=create_verifiers,
     startup_hint=startup_hint,

@@ -53,6 +53,7 @@ class JudgeVerifier:
     name = "judge"
     version = "1"
     item_model: type[ScoreItem] = JudgeItem
+    details_model: Any = JudgeDetails
 
     def __init__(self, config: JudgeConfig, backend: LLMBackend | None = None) -> None:
         self.config = config

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.math.settings import MathSettings
@@ -18,7 +19,7 @@ def create_verifiers(settings: MathSettings) -> list[Verifier]:
 
 
 SERVICE = ServiceSpec(
-    name="math", port=8101, settings_cls=MathSettings, create_verifiers=create_verifiers
+    name="math", port=PORTS["math"], settings_cls=MathSettings, create_verifiers=create_verifiers
 )
 
 

@@ -45,6 +45,7 @@ class MathVerifier:
     name = "math"
     version = VERSION
     item_model: type[ScoreItem] = MathItem
+    details_model: Any = MathDetails
 
     def __init__(self, config: MathConfig, *, processes: int, timeout_s: float) -> None:
         self.config = config

@@ -7,14 +7,17 @@ support verdicts against a scripted OpenAI-compatible server.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from tests.documents import assert_documented
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.envelope import ItemOutcome
+from tribunal.core.worker import result_json, verifier_info
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%) "
@@ -150,3 +153,20 @@ async def test_an_answer_of_uncited_filler_earns_nothing_under_tribunal_only() -
     assert (await score(filler)).reward == 0.0
     # DR Tulu counts sentences that need no citation as F1 = 1: 0.6 · 1 + 0.4 · 0.
     assert (await score(filler, options={"preset": "dr_tulu"})).reward == pytest.approx(0.6)
+
+
+async def test_results_are_what_the_citation_document_says() -> None:
+    verifier = CitationVerifier(CitationConfig(support="lexical"))
+    items = [
+        CitationItem(id="honest", response=HONEST, evidence=EVIDENCE, question=QUESTION),
+        CitationItem(id="invented", response=HONEST.replace("id=S1", "id=S9"), evidence=EVIDENCE),
+        CitationItem(id="no answer", response="Just text.", evidence=EVIDENCE),
+        CitationItem(
+            id="no model", response=HONEST, evidence=EVIDENCE, options={"support": "judge"}
+        ),
+    ]
+    outcomes = await verifier.score(items)
+    assert [o.error is None for o in outcomes] == [True, True, True, False]
+    for outcome in outcomes:
+        text = result_json("x", outcome, verifier_info(verifier))
+        assert_documented("citation", "CitationItemResult", json.loads(text))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from tests.documents import assert_documented
 from tribunal.code import (
     CodeConfig,
     CodeItem,
@@ -18,6 +20,7 @@ from tribunal.code import (
 )
 from tribunal.core.errors import ConfigurationError
 from tribunal.core.verifier import Verifier
+from tribunal.core.worker import result_json, verifier_info
 
 SQUARE = {
     "kind": "stdio",
@@ -244,3 +247,26 @@ def test_code_and_response_exactly_one() -> None:
     with pytest.raises(ValidationError, match="`code` or the policy's completion") as neither:
         CodeItem.model_validate({"id": "x", "language": "python", "tests": tests})
     assert [e["loc"] for e in neither.value.errors()] == [("code",)]
+
+
+async def test_results_are_what_the_code_document_says(
+    code_verifier: CodeVerifier, run_verifier: CodeRunVerifier
+) -> None:
+    scored = await code_verifier.score(
+        [
+            _item("print(int(input()) ** 2)"),
+            _item("def f(:\n"),
+            _item("int main() { return }", language="cpp"),
+            CodeItem(id="r", language="python", response="no program here", tests=SQUARE),
+            _item("x", {"kind": "assert", "entry_point": "f", "test": "def nope(c): pass"}),
+        ]
+    )
+    assert [o.error is None for o in scored] == [True, True, True, True, False]
+    for outcome in scored:
+        text = result_json("x", outcome, verifier_info(code_verifier))
+        assert_documented("code", "CodeItemResult", json.loads(text))
+    [ran] = await run_verifier.score([RunItem(id="r", language="python", code="print(1)")])
+    text = result_json("r", ran, verifier_info(run_verifier))
+    assert_documented("code", "CodeRunItemResult", json.loads(text))
+    state = {"job_id": "0" * 32, "verifier": "code", "status": "done", "total": 1}
+    assert_documented("code", "JobState", {**state, "completed": 1, "results": [json.loads(text)]})

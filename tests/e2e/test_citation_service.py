@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from bench.citation_data import TRACES, data_dir, trace_items
-from tests.conftest import RedisServer, RunningService, redis_env
+from tests.conftest import RedisServer, RunningService, need_data, redis_env
 from tribunal.llm.testing import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -69,8 +69,7 @@ def test_lexical_scores_and_gates_through_the_queue(
 def test_the_dr_tulu_traces_as_one_job(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
-    if not (data_dir() / TRACES).is_file():
-        pytest.skip(f"DR Tulu-style traces not found under {data_dir()} (set TRIBUNAL_DATA_DIR)")
+    need_data(data_dir() / TRACES)
     running = service("citation", env=env_for(redis_server, key_prefix))
     items = trace_items()
     with running.http() as client:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import TRIBUNAL, RedisServer, free_port, start_process, stop_process, wait_ready
+from tests.documents import assert_documented
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 pytestmark = [
@@ -134,6 +135,8 @@ def test_mixed_items_across_all_four_verifiers_come_back_in_order(stack: Stack) 
     assert response.status_code == 200, response.text
     results = response.json()["results"]
     assert [r["id"] for r in results] == [i["id"] for i in items]
+    for result in results:  # the verifiers' details as they came, the specs' SpecDetails
+        assert_documented("gateway", "GatewayItemResult", result)
     by_id = {r["id"]: r for r in results}
     assert by_id["m1"]["reward"] == 1.0 and by_id["m1"]["verifier"]["name"] == "math"
     assert by_id["m2"]["reward"] == 0.0
@@ -177,6 +180,7 @@ def test_jobs_and_long_poll_on_the_gateway(stack: Stack) -> None:
     assert again == {"job_id": created.json()["job_id"], "created": False}
     state = httpx.get(f"{stack.gateway}/v1/jobs/{again['job_id']}?wait=30", timeout=60).json()
     assert state["status"] == "done" and state["completed"] == 20
+    assert_documented("gateway", "JobState", state)
     assert [r["reward"] for r in state["results"]] == [float(i == i % 3) for i in range(20)]
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
+from tests.documents import assert_documented
 from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
 from tribunal.core.errors import BackendUnavailable, BadInput
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import overlong_penalty
+from tribunal.gateway.schemas import ComponentStatus, SpecDetails, SubReward
 from tribunal.gateway.settings import GatewaySettings
 
 Answer = Callable[[dict[str, Any]], tuple[float | None, ItemError | None]]
@@ -483,3 +485,62 @@ def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
         GatewaySettings(
             queue="memory", gateway={"specs_dir": str(tmp_path / "nope")}
         ).gateway.load_specs()
+
+
+DROPPED = RENORMALIZE.replace("name: refiner_renorm", "name: dropped")
+
+
+def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
+    """Spec items that reach every component status, a closed gate, a dropped component,
+    a failed item, built-ins and defaults; and a verifier item whose verifier is down."""
+    return [
+        (None, ScriptedClient({"judge": const(0.75), "citation": const(0.4)}), {
+            "spec": "refiner_rubric_citation", **REFINER
+        }),
+        (None, ScriptedClient({"judge": const(0.75)}, down={"citation"}), {
+            "spec": "refiner_rubric_citation", **REFINER
+        }),
+        (DROPPED, ScriptedClient({"judge": const(0.75)}, down={"citation"}), {
+            "spec": "dropped", **REFINER
+        }),
+        (GATED, ScriptedClient({"judge": const(0.5)}), {
+            "spec": "gated_judge", **{**REFINER, "response": "no tags"}
+        }),
+        (NAN_FORMULA, ScriptedClient({"judge": const(1.0), "citation": const(0.0)}), {
+            "spec": "ratio", **REFINER
+        }),
+        (None, ScriptedClient({"math": const(0.0)}), {
+            "spec": "tcr_agent", "response": tool_calls(2) + "\\boxed{4}", "ground_truth": "4"
+        }),
+        (None, ScriptedClient({"math": const(1.0)}), {
+            "spec": "tcr_agent", "response": "\\boxed{4}", "ground_truth": "4",
+            "response_length": 18432, "num_turns": 4,
+        }),
+        (None, ScriptedClient({}, down={"math"}), {
+            "verifier": "math", "response": "1", "ground_truth": "1"
+        }),
+    ]  # fmt: skip
+
+
+async def test_results_are_what_the_gateway_document_says() -> None:
+    info = VerifierInfo(name="gateway", version="1", config_hash="0" * 16)
+    seen: dict[str, set[Any]] = {"status": set(), "closed_gate": set(), "dropped": set()}
+    for extra, client, fields in scenarios():
+        verifier = gateway(client, extra)
+        item = verifier.item_model.model_validate({"id": "r1", **fields})
+        [text] = await verifier.score_results([item], info)
+        result = json.loads(text)
+        assert_documented("gateway", "GatewayItemResult", result)
+        if "spec" not in fields:
+            assert result["details"] == {} and result["error"] is not None
+            continue
+        details = SpecDetails.model_validate(result["details"])
+        assert set(result["details"]) == set(SpecDetails.model_fields)
+        assert list(details.sub_rewards) == list(verifier.specs[fields["spec"]].spec.components)
+        for entry in result["details"]["sub_rewards"].values():
+            assert set(entry) == set(SubReward.model_fields)
+        seen["status"] |= {entry.status for entry in details.sub_rewards.values()}
+        seen["closed_gate"].add(details.closed_gate)
+        seen["dropped"] |= set(details.dropped)
+    assert seen["status"] == set(get_args(ComponentStatus))
+    assert seen["closed_gate"] == {None, "format"} and seen["dropped"] == {"citation"}

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import socket
+import json
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.documents import assert_documented
 from tribunal.core.envelope import ItemOutcome
 from tribunal.core.verifier import Verifier
+from tribunal.core.worker import result_json, verifier_info
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.rubric_sets import load_rubric_set
 from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
+from tribunal.testing.stack import free_port
 
 VerifierFactory = Callable[..., JudgeVerifier]
 
@@ -45,12 +48,6 @@ async def _score(verifier: JudgeVerifier, *items: JudgeItem) -> list[ItemOutcome
         return await verifier.score(list(items))
     finally:
         await verifier.aclose()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _script_levels(server: FakeOpenAIServer) -> None:
@@ -229,7 +226,7 @@ async def test_some_rubrics_fail_no_partial_reward(
 
 
 async def test_backend_down_gives_backend_unavailable(make_verifier: VerifierFactory) -> None:
-    verifier = make_verifier(base_url=f"http://127.0.0.1:{_free_port()}/v1", max_retries=0)
+    verifier = make_verifier(base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
     outs = await _score(
         verifier, _item(rubrics=[{"text": "x"}]), _item("b", rubrics=[{"text": "y"}])
     )
@@ -258,3 +255,18 @@ def test_config_hash_and_cache_payload(make_verifier: VerifierFactory) -> None:
     x = a.cache_payload(_item("1", group_id="g1", rubrics=[{"text": "x"}], rubric_sets=["v3"]))
     y = a.cache_payload(_item("2", group_id="g2", rubrics=[{"text": "x"}], rubric_sets=["v3"]))
     assert x == y and x is not None and len(x["rubrics"]) == 4
+
+
+async def test_results_are_what_the_judge_document_says(
+    openai_compat_server: FakeOpenAIServer, make_verifier: VerifierFactory
+) -> None:
+    _script_levels(openai_compat_server)
+    verifier = make_verifier(aggregation="dr_tulu")
+    scored = await _score(verifier, _item(rubrics=RUBRICS))
+    down = await _score(
+        make_verifier(base_url=f"http://127.0.0.1:{free_port()}/v1"), _item(rubrics=RUBRICS)
+    )
+    assert scored[0].error is None and down[0].error is not None
+    for outcome in (*scored, *down):
+        text = result_json("x", outcome, verifier_info(verifier))
+        assert_documented("judge", "JudgeItemResult", json.loads(text))

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import json
+
+from tests.documents import assert_documented
+from tribunal.core.envelope import ItemOutcome
+from tribunal.core.worker import result_json, verifier_info
 from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathItem
 from tribunal.math.verifier import MathVerifier
 
 
-async def test_a_bad_ground_truth_raised_in_the_pool_is_that_items_bad_input() -> None:
-    verifier = MathVerifier(MathConfig(), processes=1, timeout_s=30)
+def _verifier() -> MathVerifier:
+    return MathVerifier(MathConfig(), processes=1, timeout_s=30)
+
+
+async def _scored(verifier: MathVerifier, items: list[MathItem]) -> list[ItemOutcome]:
+    """Score ``items`` on ``verifier``, started and closed here."""
     await verifier.start()
     try:
-        outcomes = await verifier.score(
-            [
-                MathItem(id="good", response="\\boxed{18}", ground_truth="18"),
-                MathItem(id="bad", response="\\boxed{18}", ground_truth="\\frac{"),
-            ]
-        )
+        return await verifier.score(items)
     finally:
         await verifier.aclose()
-    good, bad = outcomes
+
+
+async def test_a_bad_ground_truth_raised_in_the_pool_is_that_items_bad_input() -> None:
+    good, bad = await _scored(
+        _verifier(),
+        [
+            MathItem(id="good", response="\\boxed{18}", ground_truth="18"),
+            MathItem(id="bad", response="\\boxed{18}", ground_truth="\\frac{"),
+        ],
+    )
     assert good.reward == 1.0 and good.error is None
     assert bad.reward is None and bad.error is not None
     assert (bad.error.code, bad.error.field, bad.error.retryable) == (
@@ -37,3 +50,20 @@ def test_the_config_hash_moves_only_with_what_moves_a_reward() -> None:
     assert MathVerifier(MathConfig(), processes=8, timeout_s=1).config_hash() == "184153cffe342172"
     changed = MathVerifier(MathConfig(float_rounding=3), processes=1, timeout_s=5)
     assert changed.config_hash() != default.config_hash()
+
+
+async def test_results_are_what_the_math_document_says() -> None:
+    verifier = _verifier()
+    outcomes = await _scored(
+        verifier,
+        [
+            MathItem(id="right", response="\\boxed{\\frac{1}{2}}", ground_truth="0.5"),
+            MathItem(id="wrong", response="#### 17", ground_truth="18"),
+            MathItem(id="none", response="no idea", ground_truth="18"),
+            MathItem(id="bad", response="\\boxed{18}", ground_truth="\\frac{"),
+        ],
+    )
+    assert [o.reward for o in outcomes] == [1.0, 0.0, 0.0, None]
+    for outcome in outcomes:
+        text = result_json("x", outcome, verifier_info(verifier))
+        assert_documented("math", "MathItemResult", json.loads(text))

@@ -15,8 +15,10 @@ from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
 
 
-def jobs_router(job_body: Any) -> APIRouter:
-    """Build the job routes; ``job_body`` is ``scoring.job_body_type`` of the app's verifiers."""
+def jobs_router(job_body: Any, state_model: type[JobState] = JobState) -> APIRouter:
+    """Build the job routes; ``job_body`` is ``scoring.job_body_type`` of the app's verifiers,
+    ``state_model`` documents ``GET /v1/jobs/{job_id}`` (``scoring.job_state_type``: the route
+    answers JSON assembled from the stored results, never validated by it)."""
     router = APIRouter(
         prefix="/v1/jobs",
         tags=["jobs"],
@@ -45,7 +47,7 @@ def jobs_router(job_body: Any) -> APIRouter:
         return JobCreated(job_id=submitted.job_id, created=submitted.created)
 
     @router.get(
-        "/{job_id}", response_model=JobState, operation_id="get_job", responses=ERROR_RESPONSES
+        "/{job_id}", response_model=state_model, operation_id="get_job", responses=ERROR_RESPONSES
     )
     async def get_job(
         job_id: str,

@@ -21,8 +21,16 @@ from tribunal.core.scoring import (
 )
 
 
-def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRouter:
-    """Build the synchronous scoring route of one verifier."""
+def score_router(
+    verifier_name: str,
+    request_model: type[BaseModel],
+    response_model: type[ScoreResponse] = ScoreResponse,
+) -> APIRouter:
+    """Build the synchronous scoring route of one verifier.
+
+    ``response_model`` documents the answer (``scoring.score_response_type``); the route
+    answers the JSON text the workers wrote, which FastAPI passes on without validating it.
+    """
     router = APIRouter(
         prefix=f"/v1/{verifier_name}",
         tags=[verifier_name],
@@ -32,7 +40,7 @@ def score_router(verifier_name: str, request_model: type[BaseModel]) -> APIRoute
 
     @router.post(
         "/score",
-        response_model=ScoreResponse,
+        response_model=response_model,
         operation_id=f"{verifier_name}_score",
         summary=f"Score a batch with the {verifier_name} verifier",
         responses=ERROR_RESPONSES,
