@@ -110,6 +110,7 @@ class Trainer:
         if backend is None:
             backend = VLLMBackend(self.model_dir, self._sampling(), dtype="bfloat16")
         self.backend = backend
+        self.code_runner: CodeRunner | None = None
         self.rollout = self._rollout(backend)
         self.scheduler = RewardScheduler(
             sources if sources is not None else build_sources(config),
@@ -148,9 +149,13 @@ class Trainer:
         tools = self.config.tools
         if tools is None:
             return SingleTurn(backend, self.tokenizer, self.config.max_response_tokens)
-        runner = CodeRunner(tools.code_url, tools.timeout_s, tools.max_tool_output_chars)
+        self.code_runner = CodeRunner(tools.code_url, tools.timeout_s, tools.max_tool_output_chars)
         return ToolLoop(
-            backend, self.tokenizer, runner, tools.max_turns, self.config.max_response_tokens
+            backend,
+            self.tokenizer,
+            self.code_runner,
+            tools.max_turns,
+            self.config.max_response_tokens,
         )
 
     def _resume(self) -> int:
@@ -226,6 +231,8 @@ class Trainer:
             executor.shutdown(wait=True, cancel_futures=True)
             self.scheduler.close()
             self.writer.close()
+            if self.code_runner is not None:
+                self.code_runner.close()
         return history
 
     def _step(

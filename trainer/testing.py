@@ -1,7 +1,9 @@
 """A stand-in reward service for tests and benchmarks: Tribunal's jobs API (``POST /v1/jobs``,
 ``GET /v1/jobs/{id}?wait=``) on real HTTP, scoring with a Python function after a fixed
 latency. It stands in for a verifier whose behaviour a test must control (a reward a tiny
-model can learn, an exact latency, an outage); everything on the trainer's side is real."""
+model can learn, an exact latency, an outage); everything on the trainer's side is real.
+Its answers are built from the envelope's models (``JobCreated``, ``JobState``,
+``ItemResult``, ``ErrorResponse``), so their shapes are the real service's."""
 
 from __future__ import annotations
 
@@ -12,6 +14,18 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel
+
+from tribunal.core.envelope import (
+    ErrorBody,
+    ErrorResponse,
+    ItemError,
+    ItemResult,
+    JobCreated,
+    JobState,
+    VerifierInfo,
+)
 
 ScoreFn = Callable[[dict[str, Any]], float | str | None]
 
@@ -34,12 +48,17 @@ class StandInRewardServer:
         score: item -> reward; None: unscorable (a ``bad_input`` error); a string: a
             retryable error with that code (``sandbox_error``, ``timeout`` ...).
         latency_s: each job completes this long after it was created.
+
+    As the real service, a repeated ``idempotency_key`` (per verifier) answers the job it
+    made first with ``created: false``, or a 409 ``idempotency_conflict`` when it came with
+    other items.
     """
 
     def __init__(self, score: ScoreFn, latency_s: float = 0.0) -> None:
         self.score = score
         self.latency_s = latency_s
         self.jobs: dict[str, dict[str, Any]] = {}
+        self._job_of_key: dict[tuple[str, str], str] = {}
         self.items_scored = 0
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -49,46 +68,67 @@ class StandInRewardServer:
         self._thread: threading.Thread | None = None
 
     def _app(self) -> Any:
-        from fastapi import FastAPI
-        from fastapi.responses import JSONResponse
+        from fastapi import FastAPI, Response
 
         app = FastAPI()
 
-        @app.post("/v1/jobs", status_code=202)
-        async def create(body: dict[str, Any]) -> dict[str, Any]:
-            key = body.get("idempotency_key") or uuid.uuid4().hex
-            if key not in self.jobs:
-                self.jobs[key] = {
-                    "items": body["items"],
-                    "done_at": time.monotonic() + self.latency_s,
-                }
-            return {"job_id": key, "created": True}
+        def answer(model: BaseModel, status: int = 200) -> Response:
+            return Response(model.model_dump_json(), status, media_type="application/json")
+
+        @app.post("/v1/jobs")
+        async def create(body: dict[str, Any]) -> Response:
+            key = body.get("idempotency_key")
+            earlier = self._job_of_key.get((body["verifier"], key)) if key else None
+            if earlier is not None:
+                if self.jobs[earlier]["items"] != body["items"]:
+                    message = f"idempotency_key {key!r} was used for a different batch"
+                    return answer(
+                        ErrorResponse(
+                            error=ErrorBody(
+                                code="idempotency_conflict",
+                                message=f"{message} (job {earlier})",
+                                field="idempotency_key",
+                            )
+                        ),
+                        409,
+                    )
+                return answer(JobCreated(job_id=earlier, created=False), 202)
+            job_id = uuid.uuid4().hex
+            self.jobs[job_id] = {
+                "verifier": body["verifier"],
+                "items": body["items"],
+                "done_at": time.monotonic() + self.latency_s,
+            }
+            if key:
+                self._job_of_key[(body["verifier"], key)] = job_id
+            return answer(JobCreated(job_id=job_id, created=True), 202)
 
         @app.get("/v1/jobs/{job_id}")
-        async def get(job_id: str, wait: float = 0.0) -> JSONResponse:
+        async def get(job_id: str, wait: float = 0.0) -> Response:
             job = self.jobs.get(job_id)
             if job is None:
-                return JSONResponse({"error": {"code": "job_not_found", "message": job_id}}, 404)
+                message = f"no job {job_id!r} (never created, or expired)"
+                error = ErrorBody(code="job_not_found", message=message, field="job_id")
+                return answer(ErrorResponse(error=error), 404)
             remaining = job["done_at"] - time.monotonic()
             if 0 < remaining <= wait:
                 await asyncio.sleep(remaining)
             done = time.monotonic() >= job["done_at"]
-            results: list[dict[str, Any] | None] = [None] * len(job["items"])
+            results: list[ItemResult | None] = [None] * len(job["items"])
             if done:
                 results = [self._result(item) for item in job["items"]]
             if done and "counted" not in job:
                 job["counted"] = True
                 self.items_scored += len(job["items"])
-            return JSONResponse(
-                {
-                    "job_id": job_id,
-                    "verifier": "stand_in",
-                    "status": "done" if done else "pending",
-                    "total": len(job["items"]),
-                    "completed": len(job["items"]) if done else 0,
-                    "results": results,
-                }
+            state = JobState(
+                job_id=job_id,
+                verifier=job["verifier"],
+                status="done" if done else "pending",
+                total=len(job["items"]),
+                completed=len(job["items"]) if done else 0,
+                results=results,
             )
+            return answer(state)
 
         @app.get("/readyz")
         async def ready() -> dict[str, str]:
@@ -96,22 +136,16 @@ class StandInRewardServer:
 
         return app
 
-    def _result(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _result(self, item: dict[str, Any]) -> ItemResult:
         reward = self.score(item)
         error = None
         if reward is None:
-            error = {"code": "bad_input", "message": "unscorable", "retryable": False}
+            error = ItemError(code="bad_input", message="unscorable", retryable=False)
         elif isinstance(reward, str):
-            error = {"code": reward, "message": "failed", "retryable": True}
+            error = ItemError(code=reward, message="failed", retryable=True)
             reward = None
-        verifier = {"name": "stand_in", "version": "1", "config_hash": "0" * 16}
-        return {
-            "id": item["id"],
-            "reward": reward,
-            "error": error,
-            "details": {},
-            "verifier": verifier,
-        }
+        verifier = VerifierInfo(name="stand_in", version="1", config_hash="0" * 16)
+        return ItemResult(id=item["id"], reward=reward, error=error, verifier=verifier)
 
     def start(self) -> StandInRewardServer:
         """Start serving; returns once the port answers."""

@@ -14,8 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+from pydantic import ValidationError
 
+from tribunal.client import APIError, SyncTribunalClient, TransportError
+from tribunal.code.schemas import RunItem
+from tribunal.code.verdicts import TestVerdict
 from tribunal.trainer.rollout import Completion, GenerationBackend
 
 TOOL_NAME = "code_interpreter"
@@ -52,36 +55,43 @@ def parse_tool_call(text: str) -> str | None:
 
 
 class CodeRunner:
-    """Runs tool code through ``POST {code_url}/v1/code/run`` (the sandboxed code service).
+    """Runs tool code through the code service's ``POST /v1/code/run`` (``run_code`` of
+    ``tribunal.client``), in its sandbox.
 
     Args:
         code_url: base URL of the code service.
-        timeout_s: HTTP timeout per call.
+        timeout_s: HTTP timeout per call, for each phase (connect, read, write, pool).
         max_output_chars: output kept for the tool turn.
     """
 
     def __init__(self, code_url: str, timeout_s: float = 30.0, max_output_chars: int = 2000):
-        self._client = httpx.Client(base_url=code_url, timeout=timeout_s)
+        # One attempt per call: a failure reaches the policy as a tool turn at once, and a
+        # call never outlasts timeout_s per phase (retries would multiply it).
+        self._client = SyncTribunalClient(code_url, timeout=timeout_s, max_retries=0)
         self.max_output_chars = max_output_chars
 
     def run(self, code: str) -> str:
         """Run Python ``code``; return what the tool turn shows (stdout, stderr, or an error).
 
-        A failed call (service down, timeout, 4xx/5xx) becomes a tool turn that says so: the
-        policy sees the failure as a tool would report it; nothing is raised.
+        A failed call (code the service would refuse, service down, timeout, 4xx/5xx)
+        becomes a tool turn that says so: the policy sees the failure as a tool would report
+        it; nothing is raised.
         """
         try:
-            response = self._client.post("/v1/code/run", json={"language": "python", "code": code})
-        except httpx.HTTPError as exc:
-            return f"error: the code interpreter is unavailable ({type(exc).__name__})"
-        if response.status_code != 200:
-            return f"error: the code interpreter answered {response.status_code}"
-        details = response.json()
-        out = str(details.get("stdout", ""))
-        if details.get("stderr"):
-            out += ("\n" if out else "") + details["stderr"]
-        if details.get("verdict") not in (None, "accepted") and not out:
-            out = f"error: {details['verdict']}"
+            item = RunItem(id="tool_call", language="python", code=code)
+        except ValidationError as exc:  # a lone surrogate (JSON can escape one), over 1 MiB
+            return f"error: the code interpreter refused the code ({exc.errors()[0]['msg']})"
+        try:
+            details = self._client.run_code(item)
+        except TransportError as exc:
+            return f"error: the code interpreter is unavailable ({type(exc.__cause__).__name__})"
+        except APIError as exc:
+            return f"error: the code interpreter answered {exc.status}"
+        out = details.stdout
+        if details.stderr:
+            out += ("\n" if out else "") + details.stderr
+        if details.verdict is not TestVerdict.ACCEPTED and not out:
+            out = f"error: {details.verdict}"
         return out.rstrip("\n")[: self.max_output_chars]
 
     def close(self) -> None:

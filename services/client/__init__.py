@@ -1,8 +1,9 @@
 """``tribunal.client``: the one way into Tribunal's services from outside them.
 
 An async client on httpx (:class:`TribunalClient`) with a blocking facade
-(:class:`SyncTribunalClient`), typed results (the envelope's ``ItemResult``), a
-:func:`rewards` helper and one small error tree (``tribunal.client.errors``). It needs
+(:class:`SyncTribunalClient`), typed results (the envelope's ``ItemResult``; the code
+service's ``RunDetails`` for ``run_code``, its tool endpoint), a :func:`rewards` helper and
+one small error tree (``tribunal.client.errors``). It needs
 pydantic, httpx and orjson only: no server, queue or verifier dependency is imported.
 
 Example::

@@ -2,7 +2,8 @@
 
 One client talks to one service URL (``http://127.0.0.1:8101`` for math). It sends batches
 synchronously (``score``) or as jobs (``submit``, then ``wait`` or ``iter_results``), and
-returns the envelope's typed :class:`~tribunal.core.envelope.ItemResult` models.
+returns the envelope's typed :class:`~tribunal.core.envelope.ItemResult` models. On the code
+service it also runs one program as a tool call (``run_code``), outside the envelope.
 
 Load and failure handling:
 
@@ -15,7 +16,9 @@ Load and failure handling:
   (queue full) and 503 (queue or backend unavailable), honouring a longer ``Retry-After``.
   Other statuses are never retried: a 4xx is the request's fault, a 504 means the batch
   stays queued (poll it as a job), a 500 is a bug. A retried ``submit`` with an
-  idempotency key can never create a second job.
+  idempotency key can never create a second job. A read timeout is retried only where
+  sending again cannot queue the batch twice (a GET, or a batch with an idempotency key):
+  the service has the batch and is slow or stuck, and another copy would only add to it.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from tribunal.client.errors import (
 )
 
 if TYPE_CHECKING:
+    from tribunal.code.schemas import RunDetails, RunItem
     from tribunal.core.envelope import ItemResult, JobState
 
-# The envelope's models are imported where they are used (score, submit, job): building them
-# costs `tribunal score` some 20 ms of start-up, and score_json, all it sends, needs none.
+# The wire models are imported where they are used (score, submit, job, run_code): building
+# them costs `tribunal score` some 20 ms of start-up, and score_json, all it sends, needs none.
 
 Item = Mapping[str, Any] | BaseModel
 """An item to score: a dict in the verifier's item schema, or its wire model (``MathItem``)."""
@@ -174,7 +178,8 @@ class TribunalClient:
             RequestRejected: 4xx (no valid item, too many items, auth).
             ServerError: 504 (not scored within the service's deadline; ``.job_id`` is the
                 batch's job) or 500.
-            Overloaded, TransportError: After every retry.
+            Overloaded, TransportError: After every retry (TransportError at once on a read
+                timeout without ``idempotency_key``).
         """
         body = {"items": [item_json(item) for item in items]}
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
@@ -240,7 +245,8 @@ class TribunalClient:
 
         Raises:
             RequestRejected: 4xx (409 idempotency_conflict, 413, 422 ...).
-            Overloaded, TransportError: After every retry.
+            Overloaded, TransportError: After every retry (TransportError at once on a read
+                timeout without ``idempotency_key``).
         """
         body: dict[str, Any] = {
             "verifier": verifier,
@@ -248,7 +254,9 @@ class TribunalClient:
         }
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
-        response = await self._request("POST", "/v1/jobs", body=body)
+        response = await self._request(
+            "POST", "/v1/jobs", body=body, idempotent=idempotency_key is not None
+        )
         from tribunal.core.envelope import JobCreated
 
         return JobCreated.model_validate_json(response.content).job_id
@@ -303,10 +311,10 @@ class TribunalClient:
     ) -> AsyncIterator[tuple[int, ItemResult]]:
         """Yield ``(index, result)`` for each item of a job as soon as it is scored.
 
-        A trainer can use a finished group while the rest of the job is scored. Each poll is
-        a long-poll of ``poll`` seconds (it returns at once when the job is done); the
-        interval starts at ``poll_min_s`` and doubles up to ``poll_max_s`` while nothing new
-        arrives.
+        A trainer can use a finished group while the rest of the job is scored. Each read is
+        a long-poll of up to the current interval (it returns at once when the job is done);
+        the interval starts at ``poll_min_s`` and doubles up to ``poll_max_s`` while nothing
+        new arrives.
 
         Args:
             job_id: From :meth:`submit`.
@@ -334,6 +342,41 @@ class TribunalClient:
                 raise JobTimeout(job_id, state.completed, state.total, timeout_s)
             poll_s = poll_min_s if fresh else min(poll_max_s, poll_s * 2)
 
+    async def run_code(self, item: RunItem | Mapping[str, Any]) -> RunDetails:
+        """Run one program once in the code service's sandbox (``POST /v1/code/run``).
+
+        The code-interpreter tool of agentic rollouts, outside the scoring envelope: no
+        reward, no cache (each call runs the program again, a retried one too) and no batch.
+        The client's URL must be the code service's.
+
+        Args:
+            item: A ``RunItem`` (``language``, ``code``, ``stdin``, ``limits``), or a dict of
+                its fields in which ``id`` may be left out.
+
+        Returns:
+            The run: ``stdout`` and ``stderr`` (each capped, with its ``*_truncated`` flag),
+            ``exit_code``, ``verdict`` (``accepted``: exit status 0 within the limits) and
+            ``time_ms``. A program that fails is a run with its verdict, not an error.
+
+        Raises:
+            RequestRejected: 4xx, e.g. 422 ``bad_input`` with ``.field`` naming the field
+                (``language``, ``code``, ``limits.timeout_s`` ...), or 401.
+            ServerError: 500 ``sandbox_error`` (the sandbox failed, not the program;
+                ``.retryable``), 504 ``timeout`` (not run within the service's deadline).
+            Overloaded, TransportError: After every retry (TransportError at once on a read
+                timeout: the program may be running).
+
+        Examples:
+            >>> async with TribunalClient("http://127.0.0.1:8102") as client:  # doctest: +SKIP
+            ...     run = await client.run_code({"language": "python", "code": "print(6 * 7)"})
+            ...     run.stdout, run.verdict
+            ('42\\n', <TestVerdict.ACCEPTED: 'accepted'>)
+        """
+        response = await self._request("POST", "/v1/code/run", body=item_json(item))
+        from tribunal.code.schemas import RunDetails
+
+        return RunDetails.model_validate_json(response.content)
+
     async def ready(self) -> bool:
         """Return True when ``GET /readyz`` answers 200 (one attempt, no retries)."""
         try:
@@ -354,11 +397,17 @@ class TribunalClient:
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         wait_s: float = 0.0,
+        idempotent: bool = False,
     ) -> httpx.Response:
         """Send one request with retries; return a 2xx response or raise. ``body`` is sent
-        as JSON; ``content`` as it is (with the caller's ``Content-Type``)."""
+        as JSON; ``content`` as it is (with the caller's ``Content-Type``). ``idempotent``:
+        sending it again cannot queue anything twice (an idempotency key in the body), so a
+        read timeout is retried too, as for a GET or an ``Idempotency-Key`` header."""
+        resend_after_read_timeout = (
+            idempotent or method == "GET" or "Idempotency-Key" in (headers or {})
+        )
         if body is not None:
-            content = json.dumps(body, ensure_ascii=False).encode()
+            content = _json_body(body)
             headers = {"Content-Type": "application/json", **(headers or {})}
         timeout = self.timeout
         if wait_s > 0 and timeout.read is not None:
@@ -383,6 +432,11 @@ class TribunalClient:
                     )
             except httpx.TransportError as exc:
                 failure = TransportError(f"{method} {self.base_url}{path}: {exc!r}")
+                if isinstance(exc, httpx.ReadTimeout) and not resend_after_read_timeout:
+                    raise failure from exc
+                # Keep the httpx error (its type tells a refused connection from a timeout);
+                # `raise ... from` cannot, as the raise comes after the retries.
+                failure.__cause__ = exc
                 retry_after_s = None
             else:
                 if response.status_code < 400:
@@ -402,6 +456,15 @@ class TribunalClient:
         if retry_after_s is not None:
             delay = max(delay, min(retry_after_s, self.retry_after_max_s))
         return delay
+
+
+def _json_body(body: Any) -> bytes:
+    """``body`` as UTF-8 JSON; as ASCII JSON when a string holds a lone surrogate (which UTF-8
+    cannot encode, and JSON can escape): the service then says which field it cannot take."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body).encode()
 
 
 def _complete(state: JobState) -> list[ItemResult]:

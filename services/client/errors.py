@@ -4,7 +4,8 @@
 
     ClientError                     base of everything the client raises
     ├── TransportError              no HTTP answer (connect, read, write or pool timeout,
-    │                               refused or reset connection) on every attempt
+    │                               refused or reset connection) on every attempt (a read
+    │                               timeout of an unkeyed batch: on the first)
     ├── APIError                    the service answered an error: .status, .code, .message,
     │   │                           .field, .retryable (the body ``{"error": {...}}``)
     │   ├── RequestRejected         4xx other than 429: the request is at fault; never retried
@@ -27,7 +28,10 @@ class ClientError(Exception):
 
 
 class TransportError(ClientError):
-    """The service gave no HTTP answer on any attempt (connection or timeout)."""
+    """The service gave no HTTP answer (no connection, or a timeout) on any attempt; after a
+    read timeout of a batch sent without an idempotency key, on the first (the service may be
+    scoring it: sending it again could queue it twice). The last attempt's
+    ``httpx.TransportError`` is its ``__cause__``."""
 
 
 class APIError(ClientError):

@@ -8,12 +8,13 @@ event loop (use the async client there).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tribunal.client.client import Item, TribunalClient
 
 if TYPE_CHECKING:
+    from tribunal.code.schemas import RunDetails, RunItem
     from tribunal.core.envelope import ItemResult, JobState
 
 
@@ -78,6 +79,10 @@ class SyncTribunalClient:
                     return
         finally:
             self._runner.run(stream.aclose())  # type: ignore[attr-defined]
+
+    def run_code(self, item: RunItem | Mapping[str, Any]) -> RunDetails:
+        """See :meth:`TribunalClient.run_code`."""
+        return self._runner.run(self._client.run_code(item))
 
     def ready(self) -> bool:
         """See :meth:`TribunalClient.ready`."""

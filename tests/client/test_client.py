@@ -1,8 +1,11 @@
-"""``tribunal.client`` against real services (real Redis, real processes) and, for the retry
-rules, a tiny real HTTP server that answers what each test scripts."""
+"""``tribunal.client`` against real services (real Redis, real processes: a full queue's 429,
+Redis down's 503, each retried until the service has room again) and, for the exact retry
+rules (how long, how often, which statuses), a tiny real HTTP server that answers what each
+test scripts."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -12,9 +15,17 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.conftest import ROOT, RedisServer, RunningService, free_port, redis_env, stop_process
+from tests.conftest import (
+    ROOT,
+    RedisServer,
+    RunningService,
+    free_port,
+    redis_env,
+    stop_process,
+)
 from tribunal.client import (
     JobNotFoundError,
     JobTimeout,
@@ -47,10 +58,17 @@ OK_BODY = {
 
 class Scripted:
     """A real HTTP server on 127.0.0.1 answering a scripted list of (status, headers, body),
-    then 200 with ``OK_BODY``; it records when each request arrived."""
+    then 200 with ``OK_BODY``, each answer after its delay in ``delays_s`` (none past the
+    list); it records when each request arrived."""
 
-    def __init__(self, answers: list[tuple[int, dict[str, str], dict[str, Any]]], port: int = 0):
+    def __init__(
+        self,
+        answers: list[tuple[int, dict[str, str], dict[str, Any]]],
+        port: int = 0,
+        delays_s: list[float] | None = None,
+    ):
         self.answers = list(answers)
+        self.delays_s = list(delays_s or [])
         self.arrivals: list[float] = []
         script = self
 
@@ -58,16 +76,21 @@ class Scripted:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 script.arrivals.append(time.monotonic())
+                if script.delays_s:
+                    time.sleep(script.delays_s.pop(0))
                 status, headers, body = (
                     script.answers.pop(0) if script.answers else (200, {}, OK_BODY)
                 )
                 data = json.dumps(body).encode()
-                self.send_response(status)
-                for name, value in {**headers, "Content-Type": "application/json"}.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for name, value in {**headers, "Content-Type": "application/json"}.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped waiting (a read timeout)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -162,6 +185,19 @@ async def test_transport_error_after_the_last_retry() -> None:
             await client.score("math", [ITEM])
 
 
+async def test_a_read_timeout_resends_a_keyed_batch_but_not_an_unkeyed_one() -> None:
+    slow = httpx.Timeout(5.0, read=0.3)
+    with Scripted([], delays_s=[1.0]) as server:
+        async with TribunalClient(server.url, timeout=slow, backoff_s=0.01) as client:
+            with pytest.raises(TransportError, match="ReadTimeout"):
+                await client.score("math", [ITEM])
+    assert len(server.arrivals) == 1  # the service may be scoring it: not sent twice
+    with Scripted([], delays_s=[1.0]) as server:
+        async with TribunalClient(server.url, timeout=slow, backoff_s=0.01) as client:
+            results = await client.score("math", [ITEM], idempotency_key="step-3")
+    assert rewards(results) == [1.0] and len(server.arrivals) == 2
+
+
 # -- real services -------------------------------------------------------------------------
 
 
@@ -190,11 +226,58 @@ async def test_score_dicts_and_models_typed_results(math: RunningService) -> Non
     assert rewards(results) == [1.0, 1.0, 0.0]
 
 
+async def test_a_lone_surrogate_in_an_item_is_sent_and_answered(math: RunningService) -> None:
+    # UTF-8 cannot encode "\ud800" (a policy's text can hold one, e.g. a cut emoji): the
+    # client sends it escaped instead of raising UnicodeEncodeError; the service names it.
+    odd = {"id": "s", "response": "\ud83d #### 18", "ground_truth": "18"}
+    async with math.client() as client:
+        results = await client.score("math", [ITEM, odd])
+    assert [r.id for r in results] == ["a", "s"]
+    assert rewards(results) == [1.0, None]
+    assert results[1].error is not None and results[1].error.field == "items.1.response"
+
+
 async def test_a_batch_without_one_valid_item_is_rejected_once(math: RunningService) -> None:
     async with math.client() as client:
         with pytest.raises(RequestRejected) as caught:
             await client.score("math", [{"id": "x", "response": "1"}])
     assert caught.value.status == 422 and caught.value.field == "items.0.ground_truth"
+
+
+async def test_a_real_429_is_retried_after_its_retry_after_until_there_is_room(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    running = service("math", env=math_env(redis_server, key_prefix, TRIBUNAL_MAX_QUEUE_ITEMS="4"))
+    stop_process(running.processes.pop("worker0"))  # the queue fills and stays full
+    waiting = [{**ITEM, "id": f"q{i}"} for i in range(4)]
+    async with running.client() as client:
+        await client.submit("math", waiting)
+        refused = httpx.post(f"{running.base_url}/v1/math/score", json={"items": [ITEM]})
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "queue_full"
+        assert refused.headers["Retry-After"] == "1"
+        scoring = asyncio.create_task(client.score("math", [ITEM]))
+        await asyncio.sleep(1.5)  # at least one more 429 answered, and waited out
+        assert not scoring.done()
+        running.start_worker(0)
+        results = await asyncio.wait_for(scoring, 60)
+    assert rewards(results) == [1.0]
+
+
+async def test_a_real_503_while_redis_is_down_is_retried_until_it_is_back(
+    service: Callable[..., RunningService], own_redis: RedisServer, key_prefix: str
+) -> None:
+    running = service("math", env=math_env(own_redis, key_prefix))
+    own_redis.stop()
+    refused = httpx.post(f"{running.base_url}/v1/math/score", json={"items": [ITEM]})
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "queue_unavailable"
+    assert refused.headers["Retry-After"] == "1"
+    async with running.client() as client:
+        scoring = asyncio.create_task(client.score("math", [ITEM]))
+        await asyncio.sleep(1.5)
+        assert not scoring.done()
+        own_redis.start()
+        results = await asyncio.wait_for(scoring, 60)
+    assert rewards(results) == [1.0]
 
 
 async def test_long_poll_waits_for_the_job(math: RunningService) -> None:
@@ -291,7 +374,7 @@ def test_a_job_is_resumed_by_its_key_after_the_client_is_killed(
             child.stdout.close()
     assert first_job
     # The worker starts only now: nothing was scored while the client was alive.
-    running.processes["worker0"] = _start_worker(running)
+    running.start_worker(0)
     items = [{"id": f"q{i}", "response": f"#### {i}", "ground_truth": str(i)} for i in range(20)]
     with SyncTribunalClient(running.base_url) as client:
         again = client.submit("math", items, idempotency_key="run-7:chunk-0")
@@ -313,7 +396,7 @@ async def test_a_keyed_score_that_times_out_names_its_job_and_is_scored_once(
         with pytest.raises(ServerError) as caught:
             await client.score("math", items, idempotency_key="run-8:chunk-0")
         assert caught.value.status == 504 and caught.value.job_id is not None
-        running.processes["worker0"] = _start_worker(running)
+        running.start_worker(0)
         waited = await client.wait(caught.value.job_id, timeout_s=60)
         resent = await client.score("math", items, idempotency_key="run-8:chunk-0")
     assert rewards(resent) == rewards(waited) == [1.0] * 8
@@ -325,14 +408,6 @@ def _without_workers(running: RunningService) -> RunningService:
     for label in [label for label in running.processes if label.startswith("worker")]:
         stop_process(running.processes.pop(label))
     return running
-
-
-def _start_worker(running: RunningService) -> subprocess.Popen[bytes]:
-    from tests.conftest import TRIBUNAL, start_process
-
-    log = running.logs["api"].with_name("math-worker0.log")
-    running.logs["worker0"] = log
-    return start_process([*TRIBUNAL, "worker", "math"], running.env, log)
 
 
 def test_sync_facade_streams_too(math: RunningService) -> None:
