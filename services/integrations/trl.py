@@ -30,12 +30,11 @@ trl 1.16.0).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tribunal.client import ClientError
-from tribunal.integrations._gateway import score_on_gateway
+from tribunal.integrations._gateway import gateway_access, score_on_gateway
 from tribunal.integrations.rollouts import message_text, rewards_of, rollout_item, sub_reward_means
 
 logger = logging.getLogger(__name__)
@@ -45,7 +44,6 @@ RewardFunc = Callable[..., Awaitable[list[float | None]]]
 _TRAINER_KWARGS = frozenset(
     {"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"}
 )
-DEFAULT_URL = "http://127.0.0.1:8100"
 
 
 def remote_reward(
@@ -81,8 +79,7 @@ def remote_reward(
     if (spec is None) == (verifier is None):
         raise ValueError("give exactly one of spec and verifier")
     target = {"spec": spec} if spec is not None else {"verifier": str(verifier)}
-    base_url = url or os.environ.get("TRIBUNAL_GATEWAY_URL", DEFAULT_URL)
-    key = api_key or os.environ.get("TRIBUNAL_API_KEY") or None
+    base_url, key = gateway_access(url, api_key)
     renames = dict(columns or {})
     label = name or f"tribunal_{spec or verifier}"
 

@@ -28,10 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.core.envelope import ItemResult
-from tribunal.integrations._gateway import score_on_gateway
+from tribunal.integrations._gateway import gateway_access, score_on_gateway
 from tribunal.integrations.rollouts import rollout_item
-
-DEFAULT_URL = "http://127.0.0.1:8100"
 
 
 class RewardUnavailable(RuntimeError):
@@ -117,8 +115,7 @@ def compute_score_batch(
             zip(data_sources, solution_strs, ground_truths, infos, strict=True)
         )
     ]
-    base_url = url or os.environ.get("TRIBUNAL_GATEWAY_URL", DEFAULT_URL)
-    key = api_key or os.environ.get("TRIBUNAL_API_KEY") or None
+    base_url, key = gateway_access(url, api_key)
     results = asyncio.run(score_on_gateway(base_url, items, key, timeout_s))
     return [_verl_score(result) for result in results]
 
