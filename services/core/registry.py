@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import TYPE_CHECKING
 
-from tribunal.core.service import ServiceSpec
+if TYPE_CHECKING:  # imports FastAPI: a client reading PORTS needs none of it
+    from tribunal.core.service import ServiceSpec
 
 SERVICES: dict[str, str] = {
     "math": "tribunal.math.api",
@@ -17,6 +19,17 @@ SERVICES: dict[str, str] = {
 }
 """Service name -> module defining ``SERVICE: ServiceSpec``."""
 
+PORTS: dict[str, int] = {
+    "gateway": 8100,
+    "math": 8101,
+    "code": 8102,
+    "judge": 8103,
+    "citation": 8104,
+}
+"""Service name -> default port (its ``ServiceSpec.port``), here so that a client such as
+``tribunal score`` finds a service without importing it (a service module imports FastAPI
+and its verifier: a second or more)."""
+
 
 def load_service(name: str) -> ServiceSpec:
     """Return the ``ServiceSpec`` of service ``name``.
@@ -25,9 +38,25 @@ def load_service(name: str) -> ServiceSpec:
         KeyError: No service has that name (the message lists the names).
     """
     if name not in SERVICES:
-        raise KeyError(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
+        raise KeyError(_unknown(name))
     spec: ServiceSpec = importlib.import_module(SERVICES[name]).SERVICE
     return spec
+
+
+def local_url(name: str) -> str:
+    """Return ``http://127.0.0.1:<default port>`` of service ``name``: where ``make up``
+    serves it.
+
+    Raises:
+        KeyError: No service has that name (the message lists the names).
+    """
+    if name not in PORTS:
+        raise KeyError(_unknown(name))
+    return f"http://127.0.0.1:{PORTS[name]}"
+
+
+def _unknown(name: str) -> str:
+    return f"unknown service {name!r}; choose one of {', '.join(SERVICES)}"
 
 
 def available_services() -> list[str]:

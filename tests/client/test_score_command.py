@@ -9,6 +9,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,11 +23,12 @@ from tests.conftest import (
     TRIBUNAL,
     RedisServer,
     RunningService,
+    need_data,
     redis_env,
-    start_process,
     stop_process,
 )
 from tribunal.client.score_file import input_digest, read_items, score_items
+from tribunal.core.registry import PORTS, SERVICES, load_service
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,9 +36,7 @@ GSM8K = DATA / "math" / "gsm8k_test.jsonl"
 
 
 def gsm8k_items(n: int) -> list[dict[str, str]]:
-    if not GSM8K.exists():
-        pytest.skip(f"GSM8K not found at {GSM8K} (set TRIBUNAL_DATA_DIR to the shared data)")
-    with GSM8K.open() as f:
+    with need_data(GSM8K).open() as f:
         answers = [json.loads(line)["answer"] for line in f][:n]
     return [
         {"id": f"g{i}", "response": a, "ground_truth": a.split("####")[-1].strip()}
@@ -136,6 +136,49 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
     assert bad.returncode == 2 and "line 3: not JSON" in bad.stderr
 
 
+def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    """What ``tribunal score`` imports is its start-up cost (``bench/client_overhead.py``):
+    neither the service it scores (FastAPI, Redis, the verifier) nor the command line of
+    httpx (click, pygments), which httpx imports whenever they are installed."""
+    running = service("math", env=redis_env(redis_server, key_prefix))
+    script = (
+        "import sys\n"
+        "from tribunal.core.cli import main\n"
+        f"sys.argv = ['tribunal', 'score', 'math', '-', '--url', {running.base_url!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"
+    )
+    item = '{"id": "a", "response": "#### 18", "ground_truth": "18"}\n'
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=item, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["reward"] == 1.0
+    loaded = set(done.stderr.strip().splitlines()[-1].split())
+    assert {"tribunal", "httpx", "typer"} <= loaded
+    unwanted = {"fastapi", "starlette", "uvicorn", "redis", "math_verify", "sympy"}
+    assert not loaded & (unwanted | {"click", "pygments"})
+
+
+def test_an_unknown_verifier_without_url_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [*TRIBUNAL, "score", "maths", "-"], input="", capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    message = " ".join(done.stderr.split())  # typer draws it in a box
+    assert "unknown service 'maths'" in message and "--url" in message
+
+
+def test_the_default_ports_are_the_services_own() -> None:
+    """``tribunal score`` without ``--url`` reads the registry's ports, not the services."""
+    assert {name: load_service(name).port for name in SERVICES} == PORTS
+
+
 async def test_a_chunk_past_the_synchronous_deadline_is_collected_as_its_job(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -156,9 +199,7 @@ async def test_a_chunk_past_the_synchronous_deadline_is_collected_as_its_job(
         )
         await asyncio.sleep(1.0)
         assert not scoring.done()
-        running.processes["worker0"] = start_process(
-            [*TRIBUNAL, "worker", "math"], running.env, running.logs["worker0"]
-        )
+        running.start_worker(0)
         summary = await asyncio.wait_for(scoring, 60)
     results = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["id"] for r in results] == items.ids

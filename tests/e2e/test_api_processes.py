@@ -12,7 +12,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import RedisServer, RunningService, redis_env
+from tests.conftest import RedisServer, RunningService, redis_env, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -64,3 +64,27 @@ def test_two_api_processes_serve_one_port_and_report_every_request(
     while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers):
         assert time.monotonic() < deadline, "an API process outlived tribunal api"
         time.sleep(0.2)
+
+
+def test_each_api_process_logs_in_the_services_format(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    env = redis_env(
+        redis_server,
+        key_prefix,
+        TRIBUNAL_API_PROCESSES="2",
+        TRIBUNAL_SYNC_TIMEOUT_S="0.3",
+        TRIBUNAL_QUEUE="redis",
+    )
+    running = service("math", env=env)
+    stop_process(running.processes.pop("worker0"))  # nothing is scored: a 504, logged
+    item = {"id": "a", "response": "#### 1", "ground_truth": "1"}
+    with running.http() as client:
+        assert client.post("/v1/math/score", json={"items": [item]}).status_code == 504
+    # The API processes are spawned by uvicorn: the format is theirs only if uvicorn was
+    # given it (without, the line came out bare, by logging's last-resort handler).
+    line = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ERROR tribunal\.core\.app: timeout: "
+    deadline = time.monotonic() + 10
+    while not re.search(line, running.log("api"), re.MULTILINE) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert re.search(line, running.log("api"), re.MULTILINE), running.log("api")
