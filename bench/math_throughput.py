@@ -24,9 +24,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from bench.raw_loop import BATCH, send_all
 from tribunal.client import TribunalClient
-
-BATCH = 256
 
 
 def load_items() -> dict[str, list[dict[str, str]]]:
@@ -70,20 +69,9 @@ def baseline(items: list[dict[str, str]]) -> float:
 async def _send_all(
     client: httpx.AsyncClient, items: list[dict[str, str]]
 ) -> tuple[float, list[float | None]]:
-    """Score ``items`` in batches of 256, 8 requests in flight; return (items/s, rewards)."""
-    batches = [items[i : i + BATCH] for i in range(0, len(items), BATCH)]
-    semaphore = asyncio.Semaphore(8)
-    rewards: list[float | None] = []
-
-    async def send(batch: list[dict[str, str]]) -> None:
-        async with semaphore:
-            response = await client.post("/v1/math/score", json={"items": batch})
-            response.raise_for_status()
-            rewards.extend(r["reward"] for r in response.json()["results"])
-
-    started = time.perf_counter()
-    await asyncio.gather(*(send(b) for b in batches))
-    return len(items) / (time.perf_counter() - started), rewards
+    """Score ``items`` with the raw loop; return (items/s, rewards)."""
+    results, elapsed = await send_all(client, items)
+    return len(items) / elapsed, [r["reward"] for r in results]
 
 
 async def service_throughput(
