@@ -8,7 +8,6 @@ Its answers are built from the envelope's models (``JobCreated``, ``JobState``,
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from tribunal.core.envelope import (
     JobState,
     VerifierInfo,
 )
+from tribunal.testing.stack import free_port
 
 ScoreFn = Callable[[dict[str, Any]], float | str | None]
 
@@ -60,9 +60,7 @@ class StandInRewardServer:
         self.jobs: dict[str, dict[str, Any]] = {}
         self._job_of_key: dict[tuple[str, str], str] = {}
         self.items_scored = 0
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server: Any = None
         self._thread: threading.Thread | None = None
