@@ -7,6 +7,7 @@ import copy
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -103,7 +104,6 @@ def api(
 
 def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> None:
     """Serve ``processes`` uvicorn workers of the service's app factory on one port."""
-    import os
     import shutil
     import tempfile
 
@@ -244,7 +244,10 @@ def score(
     ] = "-",
     url: Annotated[
         str | None,
-        typer.Option(help="Service URL (default: http://127.0.0.1:<the verifier's port>)."),
+        typer.Option(
+            help="Service URL (default: http://127.0.0.1 on TRIBUNAL_<NAME>_PORT, else the"
+            " service's default port)."
+        ),
     ] = None,
     api_key: Annotated[
         str | None, typer.Option(envvar="TRIBUNAL_API_KEY", help="Bearer token of the service.")
@@ -279,12 +282,22 @@ def score(
 
 
 def _default_url(verifier: str) -> str:
+    """``http://127.0.0.1:<port>`` of the verifier's service, on the port ``tribunal api``
+    serves it: ``TRIBUNAL_<NAME>_PORT`` when set, else the default. Read without the
+    settings classes, which would import every service's configuration."""
     from tribunal.core.registry import local_url
 
     try:
-        return local_url(verifier)
+        url = local_url(verifier)
     except KeyError as exc:
         raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
+    variable = f"TRIBUNAL_{verifier.upper()}_PORT"
+    port = os.environ.get(variable, "").strip()
+    if not port:
+        return url
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise typer.BadParameter(f"{variable}={port!r} is not a port; or give --url")
+    return f"http://127.0.0.1:{int(port)}"
 
 
 @app.command()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -141,12 +142,14 @@ def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
 ) -> None:
     """What ``tribunal score`` imports is its start-up cost (``bench/client_overhead.py``):
     neither the service it scores (FastAPI, Redis, the verifier) nor the command line of
-    httpx (click, pygments), which httpx imports whenever they are installed."""
+    httpx (click, pygments), which httpx imports whenever they are installed. Without
+    ``--url`` it finds the service on ``TRIBUNAL_MATH_PORT``, as ``tribunal api`` serves it."""
     running = service("math", env=redis_env(redis_server, key_prefix))
+    port = str(httpx.URL(running.base_url).port)
     script = (
         "import sys\n"
         "from tribunal.core.cli import main\n"
-        f"sys.argv = ['tribunal', 'score', 'math', '-', '--url', {running.base_url!r}]\n"
+        "sys.argv = ['tribunal', 'score', 'math', '-']\n"
         "try:\n"
         "    main()\n"
         "except SystemExit as done:\n"
@@ -155,7 +158,12 @@ def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
     )
     item = '{"id": "a", "response": "#### 18", "ground_truth": "18"}\n'
     done = subprocess.run(
-        [sys.executable, "-c", script], input=item, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script],
+        input=item,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TRIBUNAL_MATH_PORT": port},
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["reward"] == 1.0
@@ -172,6 +180,19 @@ def test_an_unknown_verifier_without_url_is_refused_by_name() -> None:
     assert done.returncode == 2
     message = " ".join(done.stderr.split())  # typer draws it in a box
     assert "unknown service 'maths'" in message and "--url" in message
+
+
+def test_a_port_variable_that_is_not_a_port_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [*TRIBUNAL, "score", "math", "-"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TRIBUNAL_MATH_PORT": "81o1"},
+    )
+    assert done.returncode == 2
+    assert "TRIBUNAL_MATH_PORT='81o1' is not a port" in " ".join(done.stderr.split())
 
 
 def test_the_default_ports_are_the_services_own() -> None:
