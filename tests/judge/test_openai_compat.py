@@ -147,7 +147,10 @@ async def test_thousands_queued_calls_flow(openai_compat_server: FakeOpenAIServe
             first.append(loop.time() - t0)
 
     await asyncio.gather(*(one() for _ in range(3000)))
+    total = loop.time() - t0
     await backend.aclose()
     assert openai_compat_server.stats.answered == 3000
     assert openai_compat_server.stats.max_in_flight <= 64
-    assert first[0] < 1.0
+    # Relative, not a wall-clock bound (a loaded machine slows both): 3000 calls at 64 in
+    # flight take ~47 rounds, so an answer held back until the queue drained shows here.
+    assert first[0] < total / 4, (first[0], total)
