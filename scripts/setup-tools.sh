@@ -31,7 +31,7 @@ if ! command -v apt-get >/dev/null; then
   exit 1
 fi
 if [ "$(id -u)" -eq 0 ]; then
-  as_root=()
+  as_root=(env) # not an empty array: bash < 4.4 calls "${a[@]}" of one unbound under set -u
 elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
   as_root=(sudo -n)
 else
