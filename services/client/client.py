@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import orjson
 from pydantic import BaseModel
 
 from tribunal.client.errors import (
@@ -45,6 +44,7 @@ from tribunal.client.errors import (
     ServerError,
     TransportError,
 )
+from tribunal.core.jsonparse import loads
 
 if TYPE_CHECKING:
     from tribunal.code.schemas import RunDetails, RunItem
@@ -221,8 +221,8 @@ class TribunalClient:
             "POST", f"/v1/{verifier}/score", content=content, headers=headers
         )
         try:
-            results = orjson.loads(response.content)["results"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+            results = loads(response.content)["results"]
+        except (ValueError, KeyError, TypeError):
             results = None
         if not isinstance(results, list) or len(results) != len(items_json):
             raise ServerError(

@@ -26,6 +26,7 @@ Results are appended chunk by chunk in input order and flushed. After an interru
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -39,6 +40,7 @@ import orjson
 
 from tribunal.client.client import TribunalClient
 from tribunal.client.errors import ServerError
+from tribunal.core.jsonparse import loads, orjson_reads_exactly
 
 
 @dataclass
@@ -122,18 +124,7 @@ def read_items(data: bytes) -> InputItems:
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
-        encode: Callable[[dict[str, Any]], bytes] = orjson.dumps
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            # What orjson refuses and json reads (NaN, a lone surrogate escape, an integer
-            # past 64 bits) goes as written: the service names the field it cannot take.
-            try:
-                item = json.loads(line)
-            except ValueError as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-                raise ValueError(f"line {number}: not JSON ({reason})") from None
-            encode = _json_bytes
+        item, encode = _parse(line, number)
         if not isinstance(item, dict):
             raise ValueError(f"line {number}: an item is a JSON object")
         if "id" in item:
@@ -143,6 +134,21 @@ def read_items(data: bytes) -> InputItems:
             items.texts.append(encode(item))
         items.ids.append(item["id"])
     return items
+
+
+def _parse(line: bytes, number: int) -> tuple[Any, Callable[[dict[str, Any]], bytes]]:
+    """The item on ``line`` and the encoder that writes it back as it was read."""
+    if orjson_reads_exactly(line):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            return orjson.loads(line), orjson.dumps
+    # What orjson refuses or would change (NaN, a lone surrogate escape, an integer past 64
+    # bits) is read and written by json: the service sees it as written and names the field
+    # it cannot take.
+    try:
+        return json.loads(line), _json_bytes
+    except ValueError as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ValueError(f"line {number}: not JSON ({reason})") from None
 
 
 def _json_bytes(item: dict[str, Any]) -> bytes:
@@ -166,7 +172,7 @@ def kept_results(path: Path, items: InputItems, summary: ScoreSummary) -> int:
     end = data.rfind(b"\n") + 1
     kept = 0
     for line in data[:end].splitlines():
-        result = orjson.loads(line)
+        result = loads(line)
         if kept >= len(items) or result.get("id") != items.ids[kept]:
             raise ValueError(
                 f"{path}: line {kept + 1} is not the result of input item {kept} "

@@ -16,6 +16,7 @@ then applies its ``on_error`` policy. Nothing becomes a reward of 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -262,8 +263,9 @@ class GatewayVerifier:
                 and isinstance(outcome.get("reward"), float)
                 and outcome.get("id") == item.id
             ):
-                texts.append(orjson.dumps(outcome).decode())
-                continue
+                with contextlib.suppress(orjson.JSONEncodeError):  # an integer past 64 bits
+                    texts.append(orjson.dumps(outcome).decode())
+                    continue
             if not isinstance(outcome, ItemOutcome):
                 outcome = _passthrough(_typed(via, outcome))
             texts.append(result_json(item.id, outcome, info))

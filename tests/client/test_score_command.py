@@ -227,15 +227,17 @@ async def test_a_chunk_past_the_synchronous_deadline_is_collected_as_its_job(
     assert summary.scored == 10 and summary.mean_reward == 1.0
 
 
-def test_lines_orjson_refuses_go_as_written_and_a_broken_line_is_named() -> None:
+def test_lines_orjson_refuses_or_would_change_go_as_written_and_a_broken_line_is_named() -> None:
     data = (
         b'{"id": "a", "response": "1", "ground_truth": NaN}\n'
         b"\n"
         b'{"response": "x \\ud800", "ground_truth": "2"}\n'
         b'{"response": "\xc3\xa9", "ground_truth": "3"}\n'
+        b'{"tests": {"cases": [{"args": [99999999999999999999]}]}}\n'  # orjson: 1e+20
     )
     items = read_items(data)
-    assert items.ids == ["a", "1", "2"]
+    assert items.ids == ["a", "1", "2", "3"]
+    assert b"[99999999999999999999]" in items.texts[3]
     assert items.texts[0] == b'{"id": "a", "response": "1", "ground_truth": NaN}'
     assert json.loads(items.texts[1]) == {"response": "x \ud800", "ground_truth": "2", "id": "1"}
     assert json.loads(items.texts[2]) == {"response": "é", "ground_truth": "3", "id": "2"}

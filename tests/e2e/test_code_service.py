@@ -8,11 +8,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import redis
 
-from tests.conftest import ROOT, RedisServer, RunningService, redis_env
+from bench import code_data
+from tests.conftest import DATA, ROOT, RedisServer, RunningService, need_data, redis_env
 from tribunal.core.supervisor import EXIT_REFUSED
 
 pytestmark = [
@@ -107,6 +109,37 @@ def test_score_run_and_hostile_neighbours(
         bad = client.post("/v1/code/run", json={"language": "cobol", "code": "x"})
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "language"
         assert client.get("/healthz").status_code == 200
+
+
+def _has_int_past_64_bits(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_int_past_64_bits(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_int_past_64_bits(v) for v in value)
+    return isinstance(value, int) and not -(2**63) <= value < 2**64
+
+
+async def test_integers_past_64_bits_reach_the_program_as_integers(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    """Over HTTP as a trainer sends them: every LeetCode problem with such an argument (real
+    data) and a hand-made one. The API once parsed bodies with orjson alone, which reads
+    99999999999999999999 as 1e+20: the reference solution of smallest-divisible-digit-
+    product-ii then failed, and ``str(x)`` gave ``1.1805916207174113e+21``."""
+    need_data(DATA / "code")
+    leetcode = [i for i in code_data.leetcode()[0] if _has_int_past_64_bits(i["tests"])]
+    assert leetcode, "no LeetCode case has an integer past 64 bits any more"
+    cases = [{"args": [n], "expected": str(n)} for n in (2**70, -(2**64))]
+    as_text = {
+        "id": "as_text",
+        "language": "python",
+        "code": "def as_text(x):\n    return str(x)\n",
+        "tests": {"kind": "function", "entry_point": "as_text", "cases": cases},
+    }
+    running = service("code", env=env_for(redis_server, key_prefix))
+    async with running.client(timeout=300) as client:
+        results = await client.score("code", [as_text, *leetcode])
+    assert [(r.id, r.reward) for r in results] == [(i["id"], 1.0) for i in [as_text, *leetcode]]
 
 
 def test_the_service_refuses_to_start_when_it_cannot_isolate(

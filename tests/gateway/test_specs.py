@@ -456,6 +456,25 @@ async def test_a_malformed_verifier_result_is_an_item_error() -> None:
     assert result.error.code == "internal_error" and "malformed" in result.error.message
 
 
+async def test_a_verifier_result_holding_an_integer_past_64_bits_is_passed_on_exactly() -> None:
+    class BigDetails(ScriptedClient):
+        async def score(
+            self, verifier: str, items: Sequence[dict[str, Any]]
+        ) -> list[dict[str, Any]]:
+            results = await super().score(verifier, items)
+            return [{**r, "details": {"n": 2**70}} for r in results]
+
+    verifier = gateway(BigDetails({"math": const(1.0)}))
+    item = verifier.item_model.model_validate(
+        {"id": "a", "verifier": "math", "response": "1", "ground_truth": "1"}
+    )
+    [text] = await verifier.score_results(
+        [item], VerifierInfo(name="g", version="1", config_hash="0")
+    )
+    result = json.loads(text)
+    assert result["reward"] == 1.0 and result["details"] == {"n": 2**70}
+
+
 async def test_a_batch_refused_whole_gives_each_item_its_own_reason() -> None:
     verifier = gateway(ScriptedClient({}, refuse={"math"}))
     items = [
