@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -51,12 +52,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import code_data
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
+from tribunal.client import ClientError, ItemResult, TribunalClient
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
 RUN_BODY = {"language": "python", "code": "print(1)"}
@@ -229,13 +229,13 @@ class Stack:
         return {"workers": self.workers, **{k: self.env.get(k, "default") for k in keys}}
 
 
-async def _wait_workers(client: httpx.AsyncClient) -> None:
+async def _wait_workers(client: TribunalClient) -> None:
     """Until a run answers (the workers have started their sandboxes and probed them)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        response = await client.post("/v1/code/run", json=RUN_BODY)
-        if response.status_code == 200 and response.json()["stdout"] == "1\n":
-            return
+        with contextlib.suppress(ClientError):
+            if (await client.run_code(RUN_BODY)).stdout == "1\n":
+                return
         await asyncio.sleep(0.2)
     raise SystemExit("the code workers did not answer within 60 s")
 
@@ -245,15 +245,14 @@ async def service_run(
 ) -> dict[str, Any]:
     """/v1/code/run of print(1) at concurrency 1 (latency), at ``concurrency`` (execs/s) and
     one at a time every ``pace_ms``."""
-    limits = httpx.Limits(max_connections=concurrency + 2)
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=120, limits=limits) as client:
+    async with TribunalClient(
+        stack.base_url, max_concurrency=concurrency + 2, timeout=120, max_retries=0
+    ) as client:
 
         async def once() -> None:
-            response = await client.post("/v1/code/run", json=RUN_BODY)
-            _check(response)
-            body = response.json()
-            if body["stdout"] != "1\n" or body["verdict"] != "accepted":
-                raise SystemExit(f"/v1/code/run answered {body}")
+            run = await client.run_code(RUN_BODY)
+            if run.stdout != "1\n" or run.verdict != "accepted":
+                raise SystemExit(f"/v1/code/run answered {run}")
 
         await _wait_workers(client)
         await _timed_loops(once, 4 * stack.workers * stack.slots + 10, concurrency)  # warm-up
@@ -274,43 +273,29 @@ async def service_run(
 
 async def score_all(
     stack: Stack, pids: tuple[list[int], list[int]], items: list[dict[str, Any]], requests: int
-) -> tuple[Meter, list[dict[str, Any]]]:
+) -> tuple[Meter, list[ItemResult]]:
     """Every item in flight at once, spread round-robin over ``requests`` concurrent
     ``POST /v1/code/score`` (the API's Redis pool holds 100 connections: far more concurrent
     requests than that get 503s)."""
     chunks = [items[k::requests] for k in range(min(requests, len(items)))]
-    limits = httpx.Limits(max_connections=len(chunks) + 2)
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=600, limits=limits) as client:
+    async with TribunalClient(
+        stack.base_url, max_concurrency=len(chunks) + 2, timeout=600, max_retries=0
+    ) as client:
         await _wait_workers(client)
-
-        async def send(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            response = await client.post("/v1/code/score", json={"items": chunk})
-            _check(response)
-            return list(response.json()["results"])
-
         with Meter(*pids) as meter:
-            answers = await asyncio.gather(*(send(chunk) for chunk in chunks))
+            answers = await asyncio.gather(*(client.score("code", chunk) for chunk in chunks))
     return meter, [result for answer in answers for result in answer]
 
 
-def _check(response: httpx.Response) -> None:
-    if response.status_code != 200:
-        raise SystemExit(f"{response.request.url} answered {response.status_code}: {response.text}")
+def _failures(results: list[ItemResult]) -> list[str]:
+    return [r.id for r in results if r.reward != 1.0]
 
 
-def _failures(results: list[dict[str, Any]]) -> list[str]:
-    return [r["id"] for r in results if r["reward"] != 1.0]
-
-
-def _program_s(results: list[dict[str, Any]]) -> float:
+def _program_s(results: list[ItemResult]) -> float:
     """Seconds the programs themselves ran: the sum of every test's ``time_ms`` (a function
     call's own time; an assert item's whole check, relay included)."""
     return (
-        sum(
-            test.get("time_ms") or 0.0
-            for r in results
-            for test in (r["details"] or {}).get("tests", [])
-        )
+        sum(test.get("time_ms") or 0.0 for r in results for test in r.details.get("tests", []))
         / 1000
     )
 

@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -236,20 +235,15 @@ async def _saturate(
         return results
 
 
-async def _run_programs(
-    base_url: str, items: list[dict[str, Any]], in_flight: int
-) -> list[dict[str, Any]]:
-    """``POST /v1/code/run`` each item, ``in_flight`` at a time; return the response bodies."""
+async def _run_programs(base_url: str, items: list[dict[str, Any]], in_flight: int) -> list[Any]:
+    """Run each item once (``TribunalClient.run_code``), ``in_flight`` at a time; return the
+    runs (``RunDetails``)."""
     semaphore = asyncio.Semaphore(in_flight)
-    limits = httpx.Limits(max_connections=in_flight)
-    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as http:
+    async with TribunalClient(base_url, max_concurrency=in_flight, timeout=600) as client:
 
-        async def run(item: dict[str, Any]) -> dict[str, Any]:
+        async def run(item: dict[str, Any]) -> Any:
             async with semaphore:
-                response = await http.post("/v1/code/run", json=item)
-                response.raise_for_status()
-                body: dict[str, Any] = response.json()
-                return body
+                return await client.run_code(item)
 
         return list(await asyncio.gather(*(run(item) for item in items)))
 
@@ -391,7 +385,7 @@ def bench_code(args: argparse.Namespace) -> dict[str, Any]:
         f"{args.code_in_flight} x slots requests in flight",
         "wall_s": round(wall, 2),
         "runs_per_s": round(len(runs) / wall, 1),
-        "not_accepted": sum(r.get("verdict") != "accepted" for r in results),
+        "not_accepted": sum(r.verdict != "accepted" for r in results),
         "service_cpu_ms_per_run": per_item,
         "no_service": baseline,
         "slot_busy_share": round(len(runs) / wall / baseline["runs_per_s"], 3),
