@@ -287,17 +287,14 @@ def _default_url(verifier: str) -> str:
     settings classes, which would import every service's configuration."""
     from tribunal.core.registry import local_url
 
-    try:
-        url = local_url(verifier)
-    except KeyError as exc:
-        raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
     variable = f"TRIBUNAL_{verifier.upper()}_PORT"
     port = os.environ.get(variable, "").strip()
-    if not port:
-        return url
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if port and (not port.isdigit() or not 0 < int(port) < 65536):
         raise typer.BadParameter(f"{variable}={port!r} is not a port; or give --url")
-    return f"http://127.0.0.1:{int(port)}"
+    try:
+        return local_url(verifier, int(port) if port else None)
+    except KeyError as exc:
+        raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
 
 
 @app.command()

@@ -43,16 +43,16 @@ def load_service(name: str) -> ServiceSpec:
     return spec
 
 
-def local_url(name: str) -> str:
-    """Return ``http://127.0.0.1:<default port>`` of service ``name``: where ``make up``
-    serves it.
+def local_url(name: str, port: int | None = None) -> str:
+    """Return ``http://127.0.0.1:<port>`` of service ``name``; without ``port``, its default
+    port: where ``make up`` serves it.
 
     Raises:
         KeyError: No service has that name (the message lists the names).
     """
     if name not in PORTS:
         raise KeyError(_unknown(name))
-    return f"http://127.0.0.1:{PORTS[name]}"
+    return f"http://127.0.0.1:{PORTS[name] if port is None else port}"
 
 
 def _unknown(name: str) -> str:
