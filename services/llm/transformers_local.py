@@ -22,6 +22,7 @@ Known issues: calls run one at a time (one model, CPU-bound, in a worker thread)
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from typing import Any
 
@@ -46,6 +47,7 @@ class TransformersBackend:
         self._tokenizer: Any = None
         self._token_ids: dict[str, int] = {}
         self._max_positions: int | None = None
+        self._cache_arg = "cache"
         self._lock = threading.Lock()
 
     async def start(self) -> None:
@@ -76,6 +78,10 @@ class TransformersBackend:
         self._tokenizer = tokenizer
         self._lm = lm.to(self.config.device).eval()
         self._max_positions = getattr(lm.config, "max_position_embeddings", None)
+        # transformers 5.24 renamed forward's `past_key_values` to `cache` (the old name warns
+        # until its removal in 5.40); earlier releases know only the old name.
+        parameters = inspect.signature(lm.forward).parameters
+        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
 
     async def aclose(self) -> None:
         """Drop the model."""
@@ -138,14 +144,16 @@ class TransformersBackend:
             )
         pieces: list[TokenLogprob] = []
         n_completion = 0
+        from transformers import DynamicCache
+
+        # One cache, filled in place by every forward call of this completion.
+        cache = {self._cache_arg: DynamicCache(), "use_cache": True}
         with torch.inference_mode():
-            out = self._lm(input_ids=prompt_ids, use_cache=True)
-            past = out.past_key_values
+            self._lm(input_ids=prompt_ids, **cache)
             for n, head in enumerate(heads):
                 segment = ("{" if n == 0 else "}, ") + head
                 segment_ids = self._encode(segment)
-                out = self._lm(input_ids=segment_ids, past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = self._lm(input_ids=segment_ids, **cache)
                 logits = out.logits[0, -1, verdict_ids].float()
                 logprobs = torch.log_softmax(logits, dim=-1).tolist()
                 level = max(range(len(logprobs)), key=lambda i: logprobs[i])
@@ -153,8 +161,7 @@ class TransformersBackend:
                 top = tuple(zip(verdicts, logprobs, strict=True))
                 pieces.append(TokenLogprob(verdicts[level], logprobs[level], top))
                 chosen = torch.tensor([[verdict_ids[level]]], device=self.config.device)
-                out = self._lm(input_ids=chosen, past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                self._lm(input_ids=chosen, **cache)
                 n_completion += int(segment_ids.shape[1]) + 1
         pieces.append(TokenLogprob("}}", 0.0))
         return Completion(
