@@ -305,6 +305,7 @@ def train(
 ) -> None:
     """Train a policy with GRPO on DeepSpeed ZeRO-3, rewards from the services (needs the
     package's trainer extra: torch, DeepSpeed, transformers, datasets)."""
+    _require_trainer_extra("train")
     from tribunal.trainer.cli import train_command  # lazy: the services never import torch
 
     train_command(config, output_dir, max_steps)
@@ -320,11 +321,40 @@ def evaluate(
     """pass@1 / pass@k of a policy on the config's dataset, scored by its reward sources."""
     import json
 
+    _require_trainer_extra("evaluate")
+
     from tribunal.trainer.config import GRPOConfig
     from tribunal.trainer.evaluate import evaluate as run_evaluation
 
     result = run_evaluation(GRPOConfig.from_yaml(config), model, n, k or [1, n])
     typer.echo(json.dumps(result))
+
+
+# What `pip install 'tribunal[trainer]'` adds and the trainer imports.
+TRAINER_EXTRA = ("torch", "transformers", "deepspeed", "datasets")
+
+
+def _require_trainer_extra(command: str) -> None:
+    """Exit 2 with the install line when a package of the trainer extra is missing.
+
+    Raises:
+        typer.Exit: 2, after naming the missing packages and the extra that installs them.
+    """
+    import importlib
+
+    missing = []
+    for name in TRAINER_EXTRA:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        typer.echo(
+            f"tribunal {command} needs the trainer extra (missing: {', '.join(missing)}): "
+            "pip install 'tribunal[trainer]'",
+            err=True,
+        )
+        raise typer.Exit(2)
 
 
 def main() -> None:
