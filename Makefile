@@ -5,8 +5,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Every install reads a lock (requirements/*.txt, `make lock`): exact versions with hashes, and
+# nothing resolved at install time. The project itself is installed without its dependencies
+# and without build isolation, so that its build backend is the locked setuptools too.
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
+LOCK_BASE := requirements/base.txt
+LOCK_ALL := requirements/all.txt
 
-.PHONY: up test lint openapi bench-math clean tools
+.PHONY: up test lint lock check-lock openapi bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -14,35 +20,40 @@ tools:
 $(BIN)/python: | tools
 	$(PYTHON) -m venv $(VENV)
 
-# The services need no torch: `make up` installs the base package only.
-$(VENV)/.base: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+# The services need no torch: `make up` installs the base lock only.
+$(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
+	$(PIP) --require-hashes --no-deps -r $(LOCK_BASE)
+	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
-# Every extra the suite exercises (torch is pinned to the local CPU build in pyproject).
-$(VENV)/.all: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,judge-local,trainer,trl]'
+# Every extra the suite exercises (torch is the CPU build, pinned in the lock).
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) | $(BIN)/python
+	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
+	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 
 up: tools $(VENV)/.base
 	$(BIN)/tribunal up
 
 test: tools $(VENV)/.all
-	$(MAKE) lint
+	$(MAKE) check-lock lint
 	$(BIN)/python -m pytest
 
+# pyproject.toml, the locks and the venv agree (scripts/check_lock.py says what does not).
+check-lock: $(VENV)/.all
+	$(BIN)/python scripts/check_lock.py --venv all
+
+lock:
+	@PYTHON=$(PYTHON) scripts/lock.sh
+
 lint: $(VENV)/.all
-	$(BIN)/ruff check services trainer bench tests
-	$(BIN)/ruff format --check services trainer bench tests
+	$(BIN)/ruff check services trainer bench tests scripts
+	$(BIN)/ruff format --check services trainer bench tests scripts
 	scripts/typecheck.sh
 
 # compose.yaml's stack in real containers (podman, podman-compose): scripts/compose-test.sh.
 .PHONY: compose-test
-$(VENV)/.compose: pyproject.toml $(VENV)/.all
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,compose]'
-	touch $@
-
-compose-test: $(VENV)/.compose
+compose-test: $(VENV)/.all
 	scripts/compose-test.sh
 
 openapi: $(VENV)/.base
@@ -52,4 +63,4 @@ bench-math: $(VENV)/.base
 	$(BIN)/python bench/math_throughput.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache
+	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache

@@ -11,16 +11,13 @@
 # Debian's /usr/bin/python3 (with python3-sortedcontainers), Tribunal its own venv.
 ARG BASE=python:3.11-slim
 
-FROM ${BASE} AS requirements
-COPY pyproject.toml /
-RUN python3 -c "import tomllib; print(*tomllib.load(open('/pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" >/requirements.txt
-
 FROM ${BASE}
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY --from=requirements /requirements.txt /opt/requirements.txt
+# The services' lock (requirements/base.txt, `make lock`): the slow layer that installs it is
+# rebuilt only when the lock changes, not on every change to the code.
+COPY requirements/base.txt /opt/requirements.txt
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install -r /opt/requirements.txt \
-    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools \
+    && /opt/venv/bin/pip install --require-hashes --no-deps -r /opt/requirements.txt \
     && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
@@ -31,8 +28,10 @@ RUN apt-get update \
 COPY pyproject.toml README.md /src/
 COPY services /src/services
 COPY trainer /src/trainer
-RUN PYTHONPATH=$(python3 -c 'import os, pip; print(os.path.dirname(os.path.dirname(pip.__file__)))') \
-    /opt/venv/bin/python -m pip install --no-deps /src \
+# Built with the locked setuptools (no build isolation), then pip and setuptools go: nothing
+# installs at run time.
+RUN /opt/venv/bin/pip install --no-deps --no-build-isolation /src \
+    && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools \
     && rm -rf /src
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /root

@@ -94,6 +94,13 @@ def test_the_math_service_end_to_end_logs_every_metric(
     assert all(m["reward/scored_fraction"] == 1.0 for m in logged)
     assert all(m["groups/dropped"] == 0 for m in logged)
     assert logged[1]["off_policy_steps"] == 1
+    # the trainer extra installs TensorBoard: the same scalars are in its events
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward/math/mean")] == [1, 2]
+    assert [e.value for e in events.Scalars("kl")] == pytest.approx([m["kl"] for m in logged])
 
 
 @pytest.mark.e2e

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make lock`: compile pyproject.toml into the two locks every install reads, with hashes.
+#
+#   requirements/all.txt   every extra the suite exercises (make test, .ci/run, the device runs)
+#   requirements/base.txt  the services alone (make up, the images), pinned to all.txt's versions
+#
+# pip-tools runs in a venv of its own (.lock-venv) so that the project's venv holds exactly the
+# lock. torch resolves to the CPU build this machine's pip finds on disk (its find-links).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+tool=.lock-venv
+if [ ! -x "$tool/bin/pip-compile" ]; then
+  "$python" -m venv "$tool"
+  "$tool/bin/pip" install --quiet --disable-pip-version-check pip-tools==7.6.2
+fi
+export CUSTOM_COMPILE_COMMAND="make lock"
+common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
+  --no-emit-find-links --build-deps-for editable "$@")
+"$tool/bin/pip-compile" "${common[@]}" --extra dev --extra judge-local --extra trainer \
+  --extra trl --extra compose -o requirements/all.txt pyproject.toml
+"$tool/bin/pip-compile" "${common[@]}" -c requirements/all.txt -o requirements/base.txt \
+  pyproject.toml
