@@ -1,4 +1,5 @@
-"""The README's curl examples work as written against ``tribunal up``."""
+"""The curl examples of the README and of the docs (``docs/**/*.md``) work as written against
+``tribunal up``."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ pytestmark = pytest.mark.e2e
 
 
 def curl_commands() -> list[str]:
-    """Every ``curl`` command of the README's sh blocks, continuation lines joined."""
-    text = (ROOT / "README.md").read_text()
+    """Every ``curl`` command of the README's and the docs' sh blocks, continuation lines
+    joined."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(page.read_text() for page in pages)
     commands = []
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         joined = block.replace("\\\n", "")
