@@ -8,7 +8,7 @@ and gets advantage 0 (unscorable is not zero; TRL ``GRPOTrainer``'s NaN rule).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -63,6 +63,9 @@ def grpo_advantages(
     Returns:
         (B,) float32; NaN rewards give 0.0. The std gets ``1e-4`` added (TRL's epsilon).
 
+    Raises:
+        ValueError: An unknown ``std_scaling``.
+
     Examples:
         >>> grpo_advantages(torch.tensor([1.0, 0.0]), 2, "none").tolist()
         [0.5, -0.5]
@@ -75,6 +78,10 @@ def grpo_advantages(
         flat = rewards[~torch.isnan(rewards)]
         batch_std = flat.std() if flat.numel() > 1 else torch.tensor(0.0)
         centred = centred / (batch_std + _EPS)
+    elif std_scaling != "none":
+        raise ValueError(
+            f"unknown std_scaling {std_scaling!r}; known: {list(get_args(StdScaling))}"
+        )
     return torch.nan_to_num(centred.reshape(-1), nan=0.0)
 
 
@@ -123,12 +130,19 @@ def compute_advantages(
 
     Returns:
         (B,) float32.
+
+    Raises:
+        ValueError: An unknown ``estimator`` (or ``std_scaling``).
     """
     if estimator == "rloo":
         return rloo_advantages(rewards, group_size)
     if estimator == "dr_grpo":
         return grpo_advantages(rewards, group_size, "none")
-    return grpo_advantages(rewards, group_size, std_scaling)
+    if estimator == "grpo":
+        return grpo_advantages(rewards, group_size, std_scaling)
+    raise ValueError(
+        f"unknown advantage estimator {estimator!r}; known: {list(get_args(AdvantageEstimator))}"
+    )
 
 
 def zero_variance_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -17,6 +17,40 @@ from tribunal.trainer.advantages import AdvantageEstimator, StdScaling
 from tribunal.trainer.losses import Aggregation, KLEstimator
 
 FailurePolicy = Literal["drop_group", "retry", "stop"]
+
+
+def refuse_unknown_choices(config: Any) -> None:
+    """Refuse a value outside its field's ``Literal`` choices, naming the field.
+
+    Each field of the dataclass ``config`` typed ``Literal[...]`` (or ``Literal[...] | None``)
+    must hold one of the listed values: an unknown option is refused, never replaced by a
+    default at run time.
+
+    Raises:
+        ValueError: ``<field>: unknown value <v>; known: [...]``.
+    """
+    hints = get_type_hints(type(config))
+    for item in dataclasses.fields(config):
+        choices = _literal_choices(hints[item.name])
+        value = getattr(config, item.name)
+        # Same type too: True == 1 would pass as Literal[0, 1]'s 1, and 1.0 as well.
+        if choices is not None and not any(
+            type(value) is type(choice) and value == choice for choice in choices
+        ):
+            raise ValueError(f"{item.name}: unknown value {value!r}; known: {list(choices)}")
+
+
+def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
+    """The values a ``Literal`` (or an optional ``Literal``) admits; None for other types."""
+    if get_origin(hint) is Literal:
+        return get_args(hint)
+    args = get_args(hint)
+    literals = [arg for arg in args if get_origin(arg) is Literal]
+    if literals and all(get_origin(a) is Literal or a is type(None) for a in args):
+        return tuple(v for lit in literals for v in get_args(lit)) + (
+            (None,) if type(None) in args else ()
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -188,6 +222,7 @@ class GRPOConfig:
     """Console line every N steps (metrics.jsonl gets every step)."""
 
     def __post_init__(self) -> None:
+        refuse_unknown_choices(self)
         self._check_model_and_data()
         self._check_algorithm()
         self._check_rewards()

@@ -32,7 +32,12 @@ from tribunal.trainer.advantages import (
     zero_variance_groups,
 )
 from tribunal.trainer.config import GRPOConfig
-from tribunal.trainer.losses import clipped_policy_loss, entropy_from_logits, kl_penalty
+from tribunal.trainer.losses import (
+    aggregate,
+    clipped_policy_loss,
+    entropy_from_logits,
+    kl_penalty,
+)
 from tribunal.trainer.metrics import MetricsWriter, StepTensors, allreduce_sums, step_metrics
 from tribunal.trainer.model import build_tiny_model, load_rows, prompt_ids
 from tribunal.trainer.rewards import GroupScores, RewardScheduler, RewardSource, build_sources
@@ -108,6 +113,8 @@ class Trainer:
         )
         self.start_step = self._resume()
         if backend is None:
+            if config.rollout_backend != "vllm":
+                raise ValueError(f"rollout_backend: unknown backend {config.rollout_backend!r}")
             backend = VLLMBackend(self.model_dir, self._sampling(), dtype="bfloat16")
         self.backend = backend
         self.code_runner: CodeRunner | None = None
@@ -400,7 +407,15 @@ class Trainer:
                 ref_logp = ds.token_logprobs(ref_logits, tokens, cfg.temperature)
             kl = kl_penalty(logp, ref_logp, cfg.kl_estimator)
             per_token = per_token + cfg.beta * kl
-        loss = self._normalised(per_token, mask, totals)
+        loss = aggregate(
+            per_token,
+            mask,
+            cfg.loss_aggregation,
+            constant=cfg.max_response_tokens,
+            token_count=totals["tokens"],
+            sequence_count=totals["sequences"],
+            completion_count=totals["completions"],
+        )
         self.engine.backward(loss * self.world, scale_wrt_gas=False)
         self.engine.step()
         with torch.no_grad():
@@ -415,18 +430,6 @@ class Trainer:
                 "entropy": float((entropy * mask).sum()),
             }
         )
-
-    def _normalised(
-        self, per_token: torch.Tensor, mask: torch.Tensor, totals: dict[str, float]
-    ) -> torch.Tensor:
-        masked = per_token * mask
-        mode = self.config.loss_aggregation
-        if mode == "token_mean":
-            return masked.sum() / max(totals["tokens"], 1.0)
-        if mode == "seq_mean_token_mean":
-            per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1)
-            return per_seq.sum() / max(totals["sequences"], 1.0)
-        return masked.sum() / (totals["completions"] * self.config.max_response_tokens)
 
     # ------------------------------------------------------------- outputs
     def _maybe_checkpoint(self, done: int) -> None:

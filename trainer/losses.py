@@ -8,7 +8,7 @@ padding, tool output and masked completions. Log-probabilities are ``(B, T)`` fl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -88,13 +88,18 @@ def kl_penalty(
 
     Returns:
         (B, T) float32.
+
+    Raises:
+        ValueError: An unknown ``estimator``.
     """
     d = (ref_logprobs - logprobs).clamp(-20.0, 20.0)
     if estimator == "k1":
         return -d
     if estimator == "k2":
         return 0.5 * d * d
-    return torch.exp(d) - d - 1
+    if estimator == "k3":
+        return torch.exp(d) - d - 1
+    raise ValueError(f"unknown KL estimator {estimator!r}; known: {list(get_args(KLEstimator))}")
 
 
 def aggregate(
@@ -103,16 +108,21 @@ def aggregate(
     mode: Aggregation,
     constant: float | None = None,
     token_count: float | None = None,
+    sequence_count: float | None = None,
+    completion_count: float | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss to a scalar.
 
     - ``token_mean``: ``Σ loss·mask / Σ mask`` over the whole batch (DAPO, arXiv 2503.14476,
-      §3.3: long completions are not down-weighted). ``token_count`` overrides ``Σ mask`` so
-      that micro-batches and ranks share one denominator.
+      §3.3: long completions are not down-weighted).
     - ``seq_mean_token_mean``: mean over tokens of each completion, then over completions
       (the original GRPO, arXiv 2402.03300 eq. 3; has a length bias).
     - ``constant``: ``Σ loss·mask / (B · constant)`` (Dr. GRPO, arXiv 2503.20783, §3.2: a
       fixed normaliser, e.g. the response budget, removes the length bias).
+
+    The counts override the batch's own denominators (``Σ mask``, the completions with a
+    token in the loss, ``B``) with a whole step's, so that the losses of micro-batches and
+    ranks, each divided by the step's count, add up to the step's aggregate.
 
     Args:
         per_token: (B, T).
@@ -120,9 +130,15 @@ def aggregate(
         mode: the aggregation.
         constant: the normaliser of ``constant`` (tokens).
         token_count: the denominator of ``token_mean`` (defaults to ``mask.sum()``).
+        sequence_count: the denominator of ``seq_mean_token_mean`` (defaults to the rows with
+            a token in the mask).
+        completion_count: the ``B`` of ``constant`` (defaults to ``per_token.shape[0]``).
 
     Returns:
         () scalar; 0 when the mask is empty.
+
+    Raises:
+        ValueError: An unknown ``mode``, or ``constant`` without ``constant=``.
     """
     masked = per_token * mask
     if mode == "token_mean":
@@ -131,10 +147,16 @@ def aggregate(
     if mode == "seq_mean_token_mean":
         per_seq = masked.sum(-1) / mask.sum(-1).clamp(min=1)
         kept = (mask.sum(-1) > 0).float()
-        return (per_seq * kept).sum() / kept.sum().clamp(min=1)
-    if constant is None:
-        raise ValueError("aggregate(mode='constant') needs constant= (e.g. max_response_tokens)")
-    return masked.sum() / (per_token.shape[0] * constant)
+        sequences = kept.sum() if sequence_count is None else torch.tensor(sequence_count)
+        return (per_seq * kept).sum() / sequences.clamp(min=1)
+    if mode == "constant":
+        if constant is None:
+            raise ValueError(
+                "aggregate(mode='constant') needs constant= (e.g. max_response_tokens)"
+            )
+        completions = per_token.shape[0] if completion_count is None else completion_count
+        return masked.sum() / (completions * constant)
+    raise ValueError(f"unknown loss aggregation {mode!r}; known: {list(get_args(Aggregation))}")
 
 
 def truncation_mask(is_truncated: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -76,3 +76,11 @@ def test_tool_call_reward_only_moves_wrong_answers() -> None:
 def test_shape_errors_say_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="multiple of group_size=4"):
         grpo_advantages(torch.zeros(6), 4)
+
+
+def test_unknown_estimator_and_scaling_raise() -> None:
+    rewards = torch.tensor([1.0, 0.0])
+    with pytest.raises(ValueError, match="unknown advantage estimator 'ppo'"):
+        compute_advantages(rewards, 2, "ppo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown std_scaling 'rank'"):
+        compute_advantages(rewards, 2, "grpo", "rank")  # type: ignore[arg-type]

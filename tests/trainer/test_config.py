@@ -55,3 +55,32 @@ BASE: dict[str, Any] = {"model": "/m", "dataset": "d.jsonl", "reward_sources": [
 def test_mistakes_are_refused_with_what_to_change(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GRPOConfig.from_dict({**BASE, **change})
+
+
+CHOICE_FIELDS = {
+    "rollout_backend": ("hf", "vllm"),
+    "async_steps": (0, 1),
+    "advantage_estimator": ("grpo", "rloo", "dr_grpo"),
+    "std_scaling": ("group", "batch", "none"),
+    "loss_aggregation": ("token_mean", "seq_mean_token_mean", "constant"),
+    "kl_estimator": ("k1", "k2", "k3"),
+    "on_reward_failure": ("drop_group", "retry", "stop"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHOICE_FIELDS))
+def test_every_option_refuses_an_unknown_value_by_name(name: str) -> None:
+    for known in CHOICE_FIELDS[name]:
+        assert getattr(GRPOConfig.from_dict({**BASE, name: known}), name) == known
+    for unknown in ("bogus", True, 1.0, None):
+        with pytest.raises(ValueError, match=f"^{name}: unknown value {unknown!r}; known: "):
+            GRPOConfig.from_dict({**BASE, name: unknown})
+
+
+def test_every_choice_field_is_checked() -> None:
+    from typing import get_type_hints
+
+    from tribunal.trainer.config import _literal_choices
+
+    hints = get_type_hints(GRPOConfig)
+    assert {n for n, hint in hints.items() if _literal_choices(hint)} == set(CHOICE_FIELDS)

@@ -182,7 +182,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(
     out = tmp_path / "run"
     raw = base_config(tiny_model_dir, share_server.url, max_steps=200, save_every=2)
     config.write_text(yaml.safe_dump(raw))
-    argv = [sys.executable, "-m", "tribunal.core.cli", "train", "--config", str(config)]
+    argv = [sys.executable, "-m", "tribunal.cli", "train", "--config", str(config)]
     argv += ["--output-dir", str(out)]
     log = (tmp_path / "first.log").open("wb")
     first = subprocess.Popen(

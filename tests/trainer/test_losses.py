@@ -69,6 +69,32 @@ def test_aggregations() -> None:
     assert aggregate(per_token, torch.zeros_like(mask), "seq_mean_token_mean").item() == 0.0
 
 
+@pytest.mark.parametrize("mode", ["token_mean", "seq_mean_token_mean", "constant"])
+def test_micro_batches_divided_by_the_step_counts_add_up_to_the_step(mode: str) -> None:
+    # What the trainer does: each group's loss over the whole step's denominators.
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0], [6.0, 0.0, 0.0], [7.0, 8.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
+    counts = {
+        "token_count": float(mask.sum()),
+        "sequence_count": float((mask.sum(-1) > 0).sum()),
+        "completion_count": 4.0,
+    }
+    whole = aggregate(per_token, mask, mode, constant=3)  # type: ignore[arg-type]
+    parts = sum(
+        aggregate(per_token[i : i + 2], mask[i : i + 2], mode, constant=3, **counts)  # type: ignore[arg-type]
+        for i in (0, 2)
+    )
+    assert float(parts) == pytest.approx(float(whole))
+
+
+def test_unknown_dispatch_values_raise() -> None:
+    x = torch.zeros(2, 2)
+    with pytest.raises(ValueError, match="unknown loss aggregation 'sum'"):
+        aggregate(x, x, "sum")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown KL estimator 'k9'"):
+        kl_penalty(x, x, "k9")  # type: ignore[arg-type]
+
+
 def test_truncation_mask_and_entropy() -> None:
     mask = torch.ones(2, 3)
     assert truncation_mask(torch.tensor([False, True]), mask).tolist() == [[1, 1, 1], [0, 0, 0]]
