@@ -263,7 +263,7 @@ def score(
     Each chunk is a job with an idempotency key derived from the input's content: after
     Ctrl-C, the same command keeps the results already written and scores only the rest.
     """
-    from tribunal.core.score_command import run_score
+    from tribunal.client.score_command import run_score
 
     code = run_score(
         verifier,

@@ -95,7 +95,7 @@ def test_a_trainer_command_without_its_extra_names_the_extra(command: str) -> No
     # deepspeed made unimportable, as in an install without the trainer extra.
     code = (
         "import sys; sys.modules['deepspeed'] = None\n"
-        "from tribunal.core.cli import main\n"
+        "from tribunal.cli import main\n"
         f"sys.argv = ['tribunal', '{command}', '--config', 'c.yaml', "
         "'--output-dir' if sys.argv[1] == 'train' else '--model', 'out']\n"
         "main()\n"

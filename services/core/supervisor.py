@@ -128,7 +128,7 @@ class Supervisor:
         say("Ctrl-C stops everything.")
 
     def _spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
-        argv = [sys.executable, "-m", "tribunal.core.cli", *args]
+        argv = [sys.executable, "-m", "tribunal.cli", *args]
         # A session of its own: Ctrl-C reaches the children only through this supervisor,
         # which stops them in order.
         process = subprocess.Popen(argv, env={**os.environ, **env}, start_new_session=True)

@@ -25,7 +25,7 @@ EXIT_REFUSED = 78
 
 def member_argv(service: str, workers: int, member: int) -> list[str]:
     """The command line of member ``member`` of ``service``'s group of ``workers``."""
-    cli = [sys.executable, "-m", "tribunal.core.cli", "worker", service]
+    cli = [sys.executable, "-m", "tribunal.cli", "worker", service]
     return [*cli, "--workers", str(workers), "--member", str(member)]
 
 

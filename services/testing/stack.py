@@ -37,7 +37,7 @@ import httpx
 
 from tribunal.client import TribunalClient
 
-TRIBUNAL = [sys.executable, "-m", "tribunal.core.cli"]
+TRIBUNAL = [sys.executable, "-m", "tribunal.cli"]
 """argv prefix of the ``tribunal`` command with this interpreter."""
 
 

@@ -148,7 +148,7 @@ def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
     port = str(httpx.URL(running.base_url).port)
     script = (
         "import sys\n"
-        "from tribunal.core.cli import main\n"
+        "from tribunal.cli import main\n"
         "sys.argv = ['tribunal', 'score', 'math', '-']\n"
         "try:\n"
         "    main()\n"

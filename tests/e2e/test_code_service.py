@@ -151,7 +151,7 @@ def test_the_service_refuses_to_start_when_it_cannot_isolate(
         "TRIBUNAL_CODE_BWRAP_PATH": "/nonexistent/bwrap",
     }
     worker = subprocess.run(
-        [sys.executable, "-m", "tribunal.core.cli", "worker", "code"],
+        [sys.executable, "-m", "tribunal.cli", "worker", "code"],
         env=env,
         cwd=ROOT,
         capture_output=True,

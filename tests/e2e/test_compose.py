@@ -58,7 +58,7 @@ def local_env(service: dict[str, Any], hosts: dict[str, str]) -> dict[str, str]:
 
 def tribunal_argv(command: list[str]) -> list[str]:
     assert command[0] == "tribunal", command
-    return [sys.executable, "-m", "tribunal.core.cli", *command[1:]]
+    return [sys.executable, "-m", "tribunal.cli", *command[1:]]
 
 
 def test_compose_file_follows_the_compose_specification() -> None:

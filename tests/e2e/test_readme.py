@@ -54,7 +54,7 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
     }
     with (tmp_path / "up.log").open("wb") as log:
         up = subprocess.Popen(
-            [sys.executable, "-m", "tribunal.core.cli", "up"],
+            [sys.executable, "-m", "tribunal.cli", "up"],
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -36,7 +36,7 @@ def run_up(
     }
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "tribunal.core.cli", "up", *services],
+            [sys.executable, "-m", "tribunal.cli", "up", *services],
             env={**base, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -193,7 +193,7 @@ def test_a_worker_started_before_redis_waits_for_it(tmp_path: Path, key_prefix: 
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "tribunal.core.cli", "worker", "math"],
+            [sys.executable, "-m", "tribunal.cli", "worker", "math"],
             env=env,
             cwd=ROOT,
             stdout=out,

@@ -20,7 +20,7 @@ from tribunal.core.worker_group import EXIT_REFUSED
 
 pytestmark = pytest.mark.e2e
 
-WORKER = [sys.executable, "-m", "tribunal.core.cli", "worker"]
+WORKER = [sys.executable, "-m", "tribunal.cli", "worker"]
 
 
 def _members(group: subprocess.Popen[bytes]) -> list[psutil.Process]:
