@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tribunal.core.layout import default_api_processes
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class CoreSettings(BaseSettings):
@@ -101,7 +103,28 @@ class CoreSettings(BaseSettings):
             "to other workers (below Docker's 10 s stop timeout)."
         ),
     )
-    log_level: str = Field(default="INFO", description="Python logging level.")
+    log_level: str = Field(
+        default="INFO",
+        description="Python logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case).",
+    )
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r}; known: {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+    @model_validator(mode="after")
+    def _heartbeat_inside_visibility(self) -> CoreSettings:
+        # A worker whose heartbeat is not more frequent than the visibility timeout looks dead
+        # between two beats: its items would be claimed again and scored twice.
+        if self.worker_heartbeat_s >= self.visibility_timeout_s:
+            raise ValueError(
+                f"worker_heartbeat_s ({self.worker_heartbeat_s}) must be shorter than "
+                f"visibility_timeout_s ({self.visibility_timeout_s})"
+            )
+        return self
 
     @property
     def redis_named(self) -> bool:

@@ -216,3 +216,35 @@ def test_every_setting_is_documented(settings_cls: type[CoreSettings]) -> None:
             variables.append((f"TRIBUNAL_{name}".upper(),))
     names = set(documented())
     assert [v[0] for v in variables if not names.intersection(v)] == []
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"TRIBUNAL_LOG_LEVEL": "verbose"}, "unknown log level 'verbose'; known: DEBUG, INFO"),
+        (
+            {"TRIBUNAL_WORKER_HEARTBEAT_S": "20"},
+            r"worker_heartbeat_s \(20.0\) must be shorter than visibility_timeout_s \(15.0\)",
+        ),
+        (
+            {"TRIBUNAL_VISIBILITY_TIMEOUT_S": "2", "TRIBUNAL_WORKER_HEARTBEAT_S": "2"},
+            "must be shorter than visibility_timeout_s",
+        ),
+    ],
+)
+def test_contradictions_and_unknown_values_are_refused(
+    environment: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("TRIBUNAL_"):
+            monkeypatch.delenv(name)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    for settings_cls in (CoreSettings, *SERVICES.values()):
+        with pytest.raises(ValueError, match=message):
+            settings_cls()
+
+
+def test_a_log_level_in_any_case_is_one_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIBUNAL_LOG_LEVEL", "debug")
+    assert CoreSettings().log_level == "DEBUG"

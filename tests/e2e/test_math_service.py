@@ -57,6 +57,7 @@ def test_a_worker_killed_mid_batch_loses_and_duplicates_nothing(
         redis_server,
         key_prefix,
         TRIBUNAL_VISIBILITY_TIMEOUT_S="2",
+        TRIBUNAL_WORKER_HEARTBEAT_S="0.5",
         TRIBUNAL_WORKER_BATCH_SIZE="4",
         TRIBUNAL_WORKER_CONCURRENCY="1",
         TRIBUNAL_CACHE_TTL_S="0",
