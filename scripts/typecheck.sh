@@ -1,15 +1,6 @@
 #!/usr/bin/env bash
-# mypy on the `tribunal` package as it installs: `services/` is `tribunal`, `trainer/` is
-# `tribunal.trainer` (pyproject's package-dir). mypy cannot follow setuptools' editable-install
-# finder, so it reads a tree of symlinks laid out like the installed package.
+# mypy --strict on the package `tribunal`: its two halves, services/tribunal/ and
+# trainer/tribunal/, each module named from its path under pyproject's mypy_path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tree=.typecheck
-rm -rf "$tree"
-mkdir -p "$tree/tribunal"
-for entry in services/*; do
-  ln -s "../../$entry" "$tree/tribunal/$(basename "$entry")"
-done
-ln -s ../../trainer "$tree/tribunal/trainer"
-cd "$tree"
-exec ../.venv/bin/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache -p tribunal "$@"
+exec .venv/bin/mypy --config-file pyproject.toml services/tribunal trainer/tribunal "$@"

@@ -1,1 +1,6 @@
-"""Tribunal: reward services for reinforcement learning of language models."""
+"""Not a package: ``services/`` holds part of the installed package ``tribunal``
+(services/tribunal/)."""
+
+raise ImportError(
+    "services/ is not a package: import tribunal (its files are in services/tribunal/)"
+)

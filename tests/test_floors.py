@@ -8,6 +8,8 @@ too: they are arrows all the same."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,18 +45,13 @@ def floor_of(module: str) -> int:
 def sources() -> list[tuple[Path, str]]:
     """Every module file with its import name."""
     found = [
-        (path, "tribunal." + ".".join(path.relative_to(ROOT / "services").with_suffix("").parts))
-        for path in (ROOT / "services").rglob("*.py")
+        (path, ".".join(path.relative_to(root).with_suffix("").parts))
+        for root in (ROOT / "services", ROOT / "trainer")
+        for path in (root / "tribunal").rglob("*.py")
     ]
-    found += [
-        (
-            path,
-            "tribunal.trainer."
-            + ".".join(path.relative_to(ROOT / "trainer").with_suffix("").parts),
-        )
-        for path in (ROOT / "trainer").rglob("*.py")
+    return [
+        (path, name.removesuffix(".__init__").removesuffix(".__main__")) for path, name in found
     ]
-    return [(path, name.removesuffix(".__init__")) for path, name in found]
 
 
 def upward_imports(path: Path, module: str) -> list[str]:
@@ -104,3 +101,13 @@ def test_the_check_sees_an_upward_import(
     fake = tmp_path / "x.py"
     fake.write_text(source)
     assert len(upward_imports(fake, module)) == expected
+
+
+@pytest.mark.parametrize("folder", ["services", "trainer"])
+def test_the_source_roots_are_not_packages(folder: str) -> None:
+    # From the repository root the same file must not import under a second name.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert f"ImportError: {folder}/ is not a package: import tribunal" in done.stderr

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT
 from tribunal.trainer.config import GRPOConfig
 
-CONFIGS = sorted((ROOT / "trainer" / "configs").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "trainer/tribunal/trainer/configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
@@ -20,17 +20,17 @@ def test_shipped_configs_load(path: Path) -> None:
 
 
 def test_the_recipes_keep_their_numbers() -> None:
-    refiner = GRPOConfig.from_yaml(ROOT / "trainer/configs/refiner_grpo.yaml")
+    refiner = GRPOConfig.from_yaml(ROOT / "trainer/tribunal/trainer/configs/refiner_grpo.yaml")
     assert (refiner.prompts_per_step, refiner.group_size, refiner.learning_rate) == (32, 8, 5e-6)
     assert (refiner.beta, refiner.kl_estimator, refiner.seed) == (0.001, "k3", 42)
     assert (refiner.max_prompt_tokens, refiner.max_response_tokens) == (6144, 1024)
     assert refiner.reward_spec == "refiner_rubric_citation"
-    tcr = GRPOConfig.from_yaml(ROOT / "trainer/configs/tcr_agent.yaml")
+    tcr = GRPOConfig.from_yaml(ROOT / "trainer/tribunal/trainer/configs/tcr_agent.yaml")
     assert (tcr.epsilon_low, tcr.epsilon_high, tcr.beta, tcr.group_size) == (0.2, 0.28, 0.0, 8)
     assert (tcr.overlong_buffer_tokens, tcr.overlong_penalty_factor) == (3000, 1.0)
     assert tcr.tools is not None and tcr.tools.max_turns == 16 and tcr.tools.tool_call_reward
     assert tcr.loss_aggregation == "token_mean" and tcr.learning_rate == 1e-6
-    rloo = GRPOConfig.from_yaml(ROOT / "trainer/configs/rloo_math.yaml")
+    rloo = GRPOConfig.from_yaml(ROOT / "trainer/tribunal/trainer/configs/rloo_math.yaml")
     assert rloo.advantage_estimator == "rloo" and rloo.beta == 0.0
 
 

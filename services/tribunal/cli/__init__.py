@@ -299,7 +299,9 @@ def _default_url(verifier: str) -> str:
 
 @app.command()
 def train(
-    config: Annotated[Path, typer.Option(help="Trainer YAML (see trainer/configs/).")],
+    config: Annotated[
+        Path, typer.Option(help="Trainer YAML (see trainer/tribunal/trainer/configs/).")
+    ],
     output_dir: Annotated[Path, typer.Option(help="Checkpoints, metrics.jsonl, final/.")],
     max_steps: Annotated[int | None, typer.Option(help="Override the config's max_steps.")] = None,
 ) -> None:
@@ -365,7 +367,3 @@ def main() -> None:
     # httpx handles by leaving its CLI out.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     app()
-
-
-if __name__ == "__main__":
-    main()

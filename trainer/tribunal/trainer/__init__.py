@@ -1,0 +1,1 @@
+"""The GRPO trainer (DeepSpeed ZeRO-3); rewards reach it only over HTTP."""
