@@ -12,7 +12,7 @@ PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 LOCK_BASE := requirements/base.txt
 LOCK_ALL := requirements/all.txt
 
-.PHONY: up test lint lock check-lock openapi bench-math clean tools
+.PHONY: up test lint lock check-lock docs openapi bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -56,6 +56,11 @@ lint: $(VENV)/.all
 compose-test: $(VENV)/.all
 	scripts/compose-test.sh
 
+# The documentation site (mkdocs.yml; strict: a broken link or API reference fails it; not
+# --quiet, which hides the warnings that strict counts).
+docs: $(VENV)/.all
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 openapi: $(VENV)/.base
 	$(BIN)/tribunal openapi
 
@@ -63,4 +68,4 @@ bench-math: $(VENV)/.base
 	$(BIN)/python bench/math_throughput.py
 
 clean:
-	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache
+	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache site

@@ -81,7 +81,7 @@ def need_data(path: Path) -> Path:
     missing data set is a broken set-up rather than a reason to test less."""
     if path.exists():
         return path
-    message = f"data not found: {path} (set TRIBUNAL_DATA_DIR; README, 'Data')"
+    message = f"data not found: {path} (set TRIBUNAL_DATA_DIR; docs/development.md, 'Data')"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)

@@ -1,5 +1,5 @@
-"""Every ``TRIBUNAL_*`` variable of the README's configuration table reaches its setting, and
-every setting of the core, math and code services is in that table.
+"""Every ``TRIBUNAL_*`` variable of the configuration page's tables (generated from the settings
+classes by ``docs/hooks.py``) reaches its setting, and every setting is in those tables.
 
 Each variable is set to a value other than its default, read through the service's settings
 class exactly as a process started from that environment would, and compared with the field
@@ -9,6 +9,7 @@ verifier is built from.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -75,10 +76,19 @@ SAMPLES: dict[str, str] = {
 """Values of the variables whose sample cannot be derived from their default."""
 
 
+def _hooks() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def documented() -> list[str]:
-    """The variables of the README's configuration table (``A`` / ``_B`` rows give two)."""
+    """The variables of the configuration page's generated tables (``A`` / ``_B`` rows give
+    two)."""
     names = []
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in _hooks().settings_markdown().splitlines():
         if not line.startswith("| `TRIBUNAL_"):
             continue
         first_cell = line.split("|")[1]

@@ -1,35 +1,44 @@
-"""The curl examples of the README and of the docs (``docs/**/*.md``) work as written against
-``tribunal up``."""
+"""The examples of the README and of the docs (``docs/**/*.md``) work as written: every curl
+command against ``tribunal up``, and the README's trainer line."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import ROOT, free_port, stop_tree, wait_ready
+from tests.conftest import ROOT, RunningService, free_port, stop_tree, wait_ready
 
 pytestmark = pytest.mark.e2e
 
 
-def curl_commands() -> list[str]:
-    """Every ``curl`` command of the README's and the docs' sh blocks, continuation lines
-    joined."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    text = "\n".join(page.read_text() for page in pages)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def page_curl_commands(page: Path) -> list[str]:
+    """The ``curl`` commands of one page's sh blocks, continuation lines joined."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+    for block in re.findall(r"```sh\n(.*?)```", page.read_text(), re.S):
         joined = block.replace("\\\n", "")
         commands += [
             line.strip() for line in joined.splitlines() if line.strip().startswith("curl ")
         ]
     return commands
+
+
+def curl_commands() -> list[str]:
+    """Every ``curl`` command of the README and the docs, page by page."""
+    return [command for page in PAGES for command in page_curl_commands(page)]
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -64,23 +73,26 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
     try:
         for port in ports.values():
             wait_ready(f"http://127.0.0.1:{port}", 60, {"tribunal up": up})
-        commands = curl_commands()
-        assert len(commands) >= 5
         job_id = None
-        answers = []
-        for command in commands:
-            for documented, actual in ports.items():
-                command = command.replace(f"localhost:{documented}", f"localhost:{actual}")
-            if "<id>" in command:
-                assert job_id is not None
-                command = command.replace("<id>", job_id)
-            run = subprocess.run(
-                ["bash", "-c", command], capture_output=True, text=True, timeout=60
-            )
-            assert run.returncode == 0, (command, run.stderr)
-            answer = json.loads(run.stdout)
-            job_id = answer.get("job_id", job_id)
-            answers.append(answer)
+        by_page: dict[str, list[dict[str, Any]]] = {}
+        for page in PAGES:
+            for command in page_curl_commands(page):
+                for documented, actual in ports.items():
+                    command = command.replace(f"localhost:{documented}", f"localhost:{actual}")
+                if "<id>" in command:
+                    assert job_id is not None
+                    command = command.replace("<id>", job_id)
+                run = subprocess.run(
+                    ["bash", "-c", command], capture_output=True, text=True, timeout=60
+                )
+                assert run.returncode == 0, (command, run.stderr)
+                answer = json.loads(run.stdout)
+                job_id = answer.get("job_id", job_id)
+                by_page.setdefault(str(page.relative_to(ROOT)), []).append(answer)
+        [readme_math] = by_page.pop("README.md")
+        assert readme_math["results"][0]["reward"] == 1.0
+        answers = by_page.pop("docs/getting-started.md") + by_page.pop("docs/gateway.md")
+        answers += by_page.pop("docs/integrations.md")
         math, job, polled, code, run, raw, judge, citation, error, mixed, specs, openrlhf = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
@@ -108,6 +120,45 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             "scores": [1.0, 0.0],
             "extra_logs": {"math": [1.0, 0.0]},
         }
+        # Any other page's examples: each answers a JSON body.
+        assert all(isinstance(a, dict) for page in by_page.values() for a in page), by_page
     finally:
         stop_tree(up)
         print((tmp_path / "up.log").read_text())
+
+
+def test_readme_trainer_line(service: Callable[..., RunningService], tmp_path: Path) -> None:
+    """The README's `tribunal train` line, one step, with its config's reward URL moved to a
+    math service on a free port (the config names the default port, 8101)."""
+    text = (ROOT / "README.md").read_text()
+    [line] = [
+        line
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+        if " train " in line
+    ]
+    argv = shlex.split(line)
+    assert argv[:2] == [".venv/bin/tribunal", "train"]
+    options = dict(zip(argv[2::2], argv[3::2], strict=True))
+    shipped = ROOT / options["--config"]
+    config = yaml.safe_load(shipped.read_text())
+    math = service("math", env={"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"})
+    [source] = config["reward_sources"]
+    assert source["url"] == "http://127.0.0.1:8101"
+    source["url"] = math.base_url
+    config["dataset"] = str(shipped.parent / config["dataset"])
+    moved = tmp_path / shipped.name
+    moved.write_text(yaml.safe_dump(config))
+    out = tmp_path / options["--output-dir"]
+    command = [sys.executable, "-m", "tribunal.cli", "train", "--config", str(moved)]
+    done = subprocess.run(
+        [*command, "--output-dir", str(out), "--max-steps", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [step] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert step["step"] == 1 and step["reward/scored_fraction"] == 1.0
+    assert (out / "final" / "config.json").exists()

@@ -210,8 +210,8 @@ class TribunalClient:
             wrote them (not validated).
 
         Raises:
-            As :meth:`score`; ``ServerError`` (``bad_response``) when the answer does not hold
-            one result per item.
+            ServerError: ``bad_response`` when the answer does not hold one result per item;
+                otherwise as :meth:`score`.
         """
         headers = {"Content-Type": "application/json"}
         if idempotency_key is not None:
