@@ -16,8 +16,8 @@ from tests.documents import assert_documented
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.worker import result_json, verifier_info
+from tribunal.core.envelope import ItemOutcome, result_json
+from tribunal.core.verifier import verifier_info
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%) "

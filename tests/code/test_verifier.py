@@ -18,9 +18,9 @@ from tribunal.code import (
     CodeVerifier,
     RunItem,
 )
+from tribunal.core.envelope import result_json
 from tribunal.core.errors import ConfigurationError
-from tribunal.core.verifier import Verifier
-from tribunal.core.worker import result_json, verifier_info
+from tribunal.core.verifier import Verifier, verifier_info
 
 SQUARE = {
     "kind": "stdio",

@@ -10,13 +10,20 @@ import pytest
 
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
-from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem, VerifierInfo
+from tribunal.core.envelope import (
+    ItemError,
+    ItemOutcome,
+    ItemResult,
+    ScoreItem,
+    VerifierInfo,
+    result_json,
+)
 from tribunal.core.queue.base import JobQueue, QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.verifier import score_each
-from tribunal.core.worker import WorkerRuntime, result_json
+from tribunal.core.worker import WorkerRuntime
 
 
 @pytest.fixture(params=["memory", "redis"])

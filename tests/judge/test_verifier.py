@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from tests.documents import assert_documented
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.verifier import Verifier
-from tribunal.core.worker import result_json, verifier_info
+from tribunal.core.envelope import ItemOutcome, result_json
+from tribunal.core.verifier import Verifier, verifier_info
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.rubric_sets import load_rubric_set
 from tribunal.judge.schemas import JudgeItem

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from tests.documents import assert_documented
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.worker import result_json, verifier_info
+from tribunal.core.envelope import ItemOutcome, result_json
+from tribunal.core.verifier import verifier_info
 from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathItem
 from tribunal.math.verifier import MathVerifier

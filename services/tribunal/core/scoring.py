@@ -33,6 +33,7 @@ from tribunal.core.envelope import (
     ScoreResponse,
     item_result_model,
     job_state_model,
+    result_json,
     score_response_model,
 )
 from tribunal.core.errors import (
@@ -52,8 +53,7 @@ from tribunal.core.hashing import (
 )
 from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
 from tribunal.core.queue.keys import JOB_ID
-from tribunal.core.verifier import Verifier
-from tribunal.core.worker import result_json, verifier_info
+from tribunal.core.verifier import Verifier, verifier_info
 
 
 @dataclass(frozen=True)

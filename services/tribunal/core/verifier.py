@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tribunal.core.envelope import ItemOutcome, ScoreItem
+from tribunal.core.envelope import ItemOutcome, ScoreItem, VerifierInfo
 from tribunal.core.errors import InternalError, TribunalError
 
 logger = logging.getLogger(__name__)
@@ -120,3 +120,10 @@ async def score_guarded(
     except Exception as exc:
         logger.exception("bug while scoring item %s", item.id)
         return ItemOutcome.failed(InternalError(f"{type(exc).__name__}: {exc}"))
+
+
+def verifier_info(verifier: Verifier) -> VerifierInfo:
+    """Return the name, version and config hash stamped on every result of ``verifier``."""
+    return VerifierInfo(
+        name=verifier.name, version=verifier.version, config_hash=verifier.config_hash()
+    )

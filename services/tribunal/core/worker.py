@@ -31,11 +31,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-import orjson
 from pydantic import ValidationError
 
 from tribunal.core.cache import ResultCache
-from tribunal.core.envelope import ItemOutcome, ItemResult, ScoreItem, VerifierInfo
+from tribunal.core.envelope import ItemOutcome, ScoreItem, result_json
 from tribunal.core.errors import (
     BadInput,
     DeadLettered,
@@ -44,7 +43,7 @@ from tribunal.core.errors import (
     TribunalError,
 )
 from tribunal.core.queue.base import Delivery, JobQueue
-from tribunal.core.verifier import Verifier, score_guarded
+from tribunal.core.verifier import Verifier, score_guarded, verifier_info
 
 logger = logging.getLogger(__name__)
 
@@ -57,48 +56,6 @@ Written = tuple[Delivery, str]
 def consumer_name() -> str:
     """Return a consumer name unique to this process: ``host:pid:random``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def verifier_info(verifier: Verifier) -> VerifierInfo:
-    """Return the name, version and config hash stamped on every result of ``verifier``."""
-    return VerifierInfo(
-        name=verifier.name, version=verifier.version, config_hash=verifier.config_hash()
-    )
-
-
-def result_json(
-    item_id: str, outcome: ItemOutcome, info: VerifierInfo, *, cached: bool = False
-) -> str:
-    """Serialise one ``ItemResult``.
-
-    The outcome is a validated model already, so it is written straight from its fields
-    with orjson: building and dumping an ``ItemResult`` cost four times as much, once per
-    item in every worker and in the gateway. Details that orjson cannot write (a set, a
-    model, a non-string key ...) go through pydantic as before; the JSON is the same.
-    """
-    error, verifier = outcome.error, outcome.verifier or info
-    try:
-        data: bytes = orjson.dumps(
-            {
-                "id": item_id,
-                "reward": outcome.reward,
-                "error": None if error is None else error.__dict__,
-                "details": outcome.details,
-                "verifier": verifier.__dict__,
-                "cached": cached or outcome.cached,
-            }
-        )
-    except orjson.JSONEncodeError:
-        result = ItemResult(
-            id=item_id,
-            reward=outcome.reward,
-            error=error,
-            details=outcome.details,
-            verifier=verifier,
-            cached=cached or outcome.cached,
-        )
-        return result.model_dump_json()
-    return data.decode()
 
 
 def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:

@@ -10,12 +10,17 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
-from tribunal.core.envelope import ItemOutcome, ScoreItem, ScoreResponse, score_response_model
+from tribunal.core.envelope import (
+    ItemOutcome,
+    ScoreItem,
+    ScoreResponse,
+    result_json,
+    score_response_model,
+)
 from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import InvalidItem
-from tribunal.core.worker import result_json
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,

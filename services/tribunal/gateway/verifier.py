@@ -27,10 +27,16 @@ from typing import Any, ClassVar, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError, create_model
 
-from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem, VerifierInfo
+from tribunal.core.envelope import (
+    ItemError,
+    ItemOutcome,
+    ItemResult,
+    ScoreItem,
+    VerifierInfo,
+    result_json,
+)
 from tribunal.core.errors import BadInput, InternalError, TribunalError
 from tribunal.core.hashing import config_hash
-from tribunal.core.worker import result_json
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.schemas import GatewayDetails, GatewayItem
