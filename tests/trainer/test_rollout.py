@@ -200,3 +200,40 @@ def test_the_tool_loop_runs_code_on_the_code_service_and_masks_its_output(
     capped = ToolLoop(always, tokenizer, runner, max_turns=3, max_response_tokens=1000)
     (looping,) = capped.complete(prompt, 1, seed=0)
     assert looping.num_turns == 3 and looping.tool_calls == 2
+
+
+def test_one_pass_logprobs_equal_the_per_step_ones(tiny_model_dir: Path) -> None:
+    """The backend's log-probabilities (one forward pass after sampling) against those of
+    each decoding step's own logits, for the same sampled tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    temperature = 0.7
+    backend = HFBackend(model, tokenizer, SamplingConfig(temperature=temperature))
+    prompt = tokenizer.encode("<|im_start|>user\nHow many eggs?<|im_end|>\n<|im_start|>assistant\n")
+    got = backend.generate(prompt, 4, 12, seed=3)
+    ids = torch.tensor([prompt] * 4)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            temperature=temperature,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=12,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+    new = out.sequences[:, ids.shape[1] :]
+    steps = torch.log_softmax(torch.stack(out.logits, dim=1).float() / temperature, -1)
+    per_step = steps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    for i, generated in enumerate(got):
+        assert generated.token_ids == new[i, : len(generated.token_ids)].tolist()
+        expected = per_step[i, : len(generated.token_ids)].tolist()
+        assert generated.logprobs == pytest.approx(expected, abs=1e-4)
+    assert sum(len(g.token_ids) for g in got) > 8

@@ -143,6 +143,11 @@ def completion_logits(
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-    """``log softmax(logits / temperature)`` at ``tokens``: (G, T, V), (G, T) -> (G, T)."""
-    logp = torch.log_softmax(logits / temperature, dim=-1)
-    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    """``log softmax(logits / temperature)`` at ``tokens``: (G, T, V), (G, T) -> (G, T).
+
+    Computed as the chosen logit minus the log-sum-exp of its row, so that no second
+    ``(G, T, V)`` tensor of log-probabilities is written (V is 151,936 for Qwen3).
+    """
+    scaled = logits / temperature
+    chosen = scaled.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return chosen - torch.logsumexp(scaled, dim=-1)
