@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -108,6 +108,14 @@ class Metrics:
             "Time to answer a scoring request (enqueue to last result).",
             labelnames=["verifier", "route"],
             buckets=LATENCY_BUCKETS_S,
+            registry=None if self._shared else self.registry,
+        )
+        # Counted rather than logged: a line per refused request grows with traffic.
+        self.request_errors = Counter(
+            "tribunal_request_errors",
+            "Requests answered with an error (this process), by error code: queue_full is "
+            "load shed with 429 and Retry-After.",
+            labelnames=["code"],
             registry=None if self._shared else self.registry,
         )
 
