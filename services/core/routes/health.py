@@ -46,8 +46,10 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
 @router.get("/metrics", operation_id="metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics: queue depth, live workers, items scored, errors by class, cache
-    hits (cluster-wide) and request latency (this process)."""
+    hits, store sizes, Redis memory (cluster-wide), request latency and error answers (this
+    process)."""
     # Serve the last snapshot when Redis is down: a scrape must not fail because of it.
     with contextlib.suppress(QueueUnavailable):
-        await runtime.metrics.refresh(runtime.queue)
+        caches = {name: service.cache for name, service in runtime.services.items()}
+        await runtime.metrics.refresh(runtime.queue, caches)
     return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
