@@ -19,7 +19,7 @@ and ``_end``, ``redis_maxmemory_bytes``, ``redis_within_bound`` (used memory wit
 ``maxmemory``, no key evicted, every store within its setting), Redis's used memory every
 5 s and its growth per million items once every store is full, ``stores`` (sizes and
 bounds at the end), ``bytes_per_item`` (Redis ``MEMORY USAGE`` of a sample of each store's
-keys), ``rss_bytes`` per process at warm-up and end, ``rss_growth_max_pct`` (Tribunal's
+keys; a queued item's from a probe stream of 1,000), ``rss_bytes`` per process at warm-up and end, ``rss_growth_max_pct`` (Tribunal's
 processes: Redis grows until its stores are full, and ``redis_within_bound`` judges it),
 ``log_lines_per_1000_items``, ``responses_429`` and ``errors_other_than_429``.
 
@@ -49,6 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway_overhead import math500
 from tribunal.client import Overloaded, TribunalClient
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.testing.stack import RedisServer, RunningService, start_service
 
 
@@ -217,6 +220,35 @@ async def _bytes_per_item(client: aioredis.Redis, prefix: str) -> dict[str, floa
     return out
 
 
+async def _queued_bytes_per_item(url: str, n: int = 1000) -> float:
+    """``MEMORY USAGE`` of a stream holding ``n`` queued MATH-500 items, per item (enqueued
+    as the API does, under a prefix of its own, deleted afterwards)."""
+    queue = RedisStreamsQueue(
+        url, Keys("probe"), max_queue_items=n, result_ttl_s=60, visibility_timeout_s=60
+    )
+    try:
+        await queue.ensure_verifier("math")
+        rows = math500()
+        items = [
+            QueuedItem(
+                i,
+                {
+                    "id": f"i{i}",
+                    "response": rows[i % len(rows)]["response"],
+                    "ground_truth": rows[i % len(rows)]["ground_truth"],
+                },
+                f"1:{'0' * 16}:{'0' * 64}",
+            )
+            for i in range(n)
+        ]
+        await queue.submit("math", items, total=n, prefilled={})
+        usage = await queue.redis.memory_usage(queue.keys.stream("math"), samples=0) or 0
+        await queue.redis.delete(*[k async for k in queue.redis.scan_iter(match="probe:*")])
+        return usage / n
+    finally:
+        await queue.aclose()
+
+
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = Path(tempfile.mkdtemp(prefix="tribunal-soak-"))
     redis_server = RedisServer.on_free_port()
@@ -275,6 +307,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         info = await client.info()
         sizes = await _sizes(client, prefix)
         per_item = await _bytes_per_item(client, prefix)
+        per_item["queued_item"] = await _queued_bytes_per_item(redis_server.url)
         within = (
             int(info["used_memory"]) <= maxmemory
             and int(info["evicted_keys"]) == 0
