@@ -46,8 +46,9 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
 @router.get("/metrics", operation_id="metrics", response_class=Response)
 async def metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics: queue depth, live workers, items scored, errors by class, cache
-    hits, store sizes, Redis memory (cluster-wide), request latency and error answers (this
-    process)."""
+    hits (cluster-wide) and request latency (this process)."""
+    # Also the stores' sizes and Redis's memory (cluster-wide) and error answers (this
+    # process): docs/operations.md. Not in the docstring, which is the OpenAPI document's.
     # Serve the last snapshot when Redis is down: a scrape must not fail because of it.
     with contextlib.suppress(QueueUnavailable):
         caches = {name: service.cache for name, service in runtime.services.items()}
