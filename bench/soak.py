@@ -19,9 +19,10 @@ and ``_end``, ``redis_maxmemory_bytes``, ``redis_within_bound`` (used memory wit
 ``maxmemory``, no key evicted, every store within its setting), Redis's used memory every
 5 s and its growth per million items once every store is full, ``stores`` (sizes and
 bounds at the end), ``bytes_per_item`` (Redis ``MEMORY USAGE`` of a sample of each store's
-keys; a queued item's from a probe stream of 1,000), ``rss_bytes`` per process at warm-up and end, ``rss_growth_max_pct`` (Tribunal's
-processes: Redis grows until its stores are full, and ``redis_within_bound`` judges it),
-``log_lines_per_1000_items``, ``responses_429`` and ``errors_other_than_429``.
+keys; a queued item's from a probe stream of 1,000), ``rss_bytes`` per process at warm-up
+and end, ``rss_growth_max_pct`` (Tribunal's processes: Redis grows until its stores are
+full, and ``redis_within_bound`` judges it), ``log_lines_per_1000_items``,
+``responses_429`` and ``errors_other_than_429``.
 
     .venv/bin/python bench/soak.py --seconds 600
     .venv/bin/python bench/soak.py --seconds 150 --warmup-s 30

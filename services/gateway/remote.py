@@ -101,6 +101,9 @@ class ClientVerifiers:
         shed_wait_s: float = 600.0,
     ) -> None:
         self.shed_wait_s = shed_wait_s
+        # Verifier -> why it is failing now (shedding load, unreachable): logged when that
+        # changes, never per request (a log that grows with traffic).
+        self._failing: dict[str, str] = {}
         self.clients = {
             name: TribunalClient(
                 url,
@@ -132,9 +135,10 @@ class ClientVerifiers:
         deadline = loop.time() + self.shed_wait_s
         while True:
             try:
-                return await client.score_json(verifier, body)
+                results = await client.score_json(verifier, body)
             except APIError as exc:
                 shed = _SHED.get()
+                self._state(verifier, "sheds load (429)" if exc.status == 429 else None)
                 if exc.status == 429 and shed is None and loop.time() < deadline:
                     # A job's batch: the verifier sheds load; wait for it, never fail the job.
                     wait_s = min(exc.retry_after_s or _SHED_RETRY_AFTER_S, deadline - loop.time())
@@ -150,7 +154,22 @@ class ClientVerifiers:
                     retry_after_s=exc.retry_after_s,
                 ) from None
             except ClientError as exc:
+                self._state(verifier, "cannot be reached")
                 raise BackendUnavailable(f"{client.base_url}: {exc}") from None
+            self._state(verifier, None)
+            return results
+
+    def _state(self, verifier: str, failing: str | None) -> None:
+        """Log a verifier's change of state: failing (why), or answering again."""
+        before = self._failing.get(verifier)
+        if failing == before:
+            return
+        if failing is None:
+            self._failing.pop(verifier, None)
+            logger.info("%s answers again (it %s before)", verifier, before)
+        else:
+            self._failing[verifier] = failing
+            logger.warning("%s at %s %s", verifier, self.clients[verifier].base_url, failing)
 
     async def aclose(self) -> None:
         """Close every client's connection pool."""

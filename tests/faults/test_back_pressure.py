@@ -94,7 +94,7 @@ def test_a_synchronous_batch_a_verifier_sheds_is_a_429_with_retry_after(
 
 class _Recorder(httpx.AsyncBaseTransport):
     """A real HTTP transport that records each answer's status and sets ``refused`` on the
-    first 429."""
+    second 429."""
 
     def __init__(self) -> None:
         self.inner = httpx.AsyncHTTPTransport()
@@ -104,7 +104,7 @@ class _Recorder(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
         self.statuses.append(response.status_code)
-        if response.status_code == 429:
+        if self.statuses.count(429) >= 2:
             self.refused.set()
         return response
 
@@ -127,9 +127,13 @@ async def test_the_client_honours_the_gateways_429_and_gets_its_rewards(
         results = await asyncio.wait_for(scoring, 120)
     assert [r.reward for r in results] == [1.0]
     assert results[0].error is None
-    assert recorder.statuses[0] == 429
+    assert recorder.statuses[:2] == [429, 429]
     assert recorder.statuses[-1] == 200
     assert set(recorder.statuses) == {429, 200}
+    # The gateway says what changed, once each, not once per refused request.
+    log = shedding.gateway.log("api")
+    assert log.count("sheds load (429)") == 2, log  # the warning, and the recovery's line
+    assert log.count("math answers again") == 1, log
 
 
 async def test_a_queued_gateway_job_waits_for_a_verifier_that_sheds_load(
