@@ -19,7 +19,12 @@ VISIBILITY_S = 0.5
 
 @pytest.fixture(params=["memory", "redis"])
 async def queue(request: pytest.FixtureRequest, key_prefix: str) -> AsyncIterator[JobQueue]:
-    limits = {"max_queue_items": 10, "result_ttl_s": 60, "visibility_timeout_s": VISIBILITY_S}
+    limits = {
+        "max_queue_items": 10,
+        "result_ttl_s": 60,
+        "visibility_timeout_s": VISIBILITY_S,
+        "max_dead_letters": 3,
+    }
     q: JobQueue
     if request.param == "memory":
         q = MemoryQueue(**limits)
@@ -162,7 +167,17 @@ async def test_dead_letter_heartbeat_and_stats(queue: JobQueue) -> None:
     assert await queue.live_workers("v", within_s=5) == 1
     await queue.incr_stats("v", {"scored": 2})
     await queue.incr_stats("v", {"scored": 1, "error:timeout": 1})
-    assert await queue.stats("v") == {"scored": 3, "error:timeout": 1}
+    # Every entry ever dead-lettered is counted (the stream keeps the newest only).
+    assert await queue.stats("v") == {"scored": 3, "error:timeout": 1, "dead_lettered": 1}
+
+
+async def test_dead_letters_keep_the_newest_and_count_the_dropped(queue: JobQueue) -> None:
+    await queue.submit("v", items(5), total=5, prefilled={})
+    for delivery in await queue.claim("v", "c", 5, block_s=0.1):
+        await queue.dead_letter("v", delivery, "test")
+    sizes = await queue.store_sizes("v")
+    assert (sizes["dead_letters"], sizes["dead_letters_dropped"]) == (3, 2)
+    assert (await queue.stats("v"))["dead_lettered"] == 5
 
 
 async def test_utilisation_sums_the_live_workers_that_report_a_pool(queue: JobQueue) -> None:

@@ -37,7 +37,7 @@ async def queue_and_cache(
     else:
         server = request.getfixturevalue("redis_server")
         rq = RedisStreamsQueue(server.url, Keys(key_prefix), **limits)
-        queue, cache = rq, RedisCache(rq.redis, rq.keys, "toy", 60)
+        queue, cache = rq, RedisCache(rq.redis, rq.keys, "toy", 60, max_items=1000)
     await queue.ensure_verifier("toy")
     yield queue, cache
     await queue.aclose()

@@ -42,8 +42,22 @@ def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+PER_REQUEST_LOGGERS = ("httpx", "httpcore")
+"""Libraries that log a line per HTTP request at INFO (httpx: one per request the gateway
+makes to a verifier): a log that grows with traffic. They log at WARNING unless the level
+is DEBUG; requests are counted in /metrics instead."""
+
+
+def _quiet_level(level: str) -> str:
+    """The level of the per-request loggers under the service's ``level``."""
+    return level if level == "DEBUG" else "WARNING"
+
+
 def _setup_logging(settings: CoreSettings) -> None:
-    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    level = settings.log_level.upper()
+    logging.basicConfig(level=level, format=LOG_FORMAT)
+    for name in PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(_quiet_level(level))
 
 
 def _processes_log_config(level: str) -> dict[str, Any]:
@@ -61,6 +75,8 @@ def _processes_log_config(level: str) -> dict[str, Any]:
         "stream": "ext://sys.stderr",
     }
     config["root"] = {"handlers": ["tribunal"], "level": level}
+    for name in PER_REQUEST_LOGGERS:
+        config["loggers"][name] = {"level": _quiet_level(level)}
     return config
 
 

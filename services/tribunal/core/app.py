@@ -251,9 +251,17 @@ def _unparsable_body(exc: StarletteHTTPException) -> str | None:
     return None
 
 
+def _count_error(request: Request, code: str) -> None:
+    """Add an error answer to ``tribunal_request_errors`` (before start-up there is none)."""
+    runtime = getattr(request.app.state, "runtime", None)
+    if runtime is not None:
+        runtime.metrics.request_errors.labels(code).inc()
+
+
 def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(TribunalError)
     async def tribunal_error(request: Request, exc: TribunalError) -> JSONResponse:
+        _count_error(request, exc.code)
         # A dependency that is down (queue, backend, a refused verifier) was said once where
         # it went down; logging it again per request would flood the log.
         if exc.http_status >= 500 and not isinstance(exc, BackendUnavailable):
@@ -270,6 +278,7 @@ def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        _count_error(request, "bad_input")
         first = exc.errors()[0]
         if first.get("type") == "json_invalid":
             return _error_response(422, "bad_input", _json_error(exc, first), "body", False)
@@ -284,6 +293,9 @@ def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         unparsable = _unparsable_body(exc)
+        _count_error(
+            request, "bad_input" if unparsable else _HTTP_CODES.get(exc.status_code, "http_error")
+        )
         if unparsable is not None:
             return _error_response(422, "bad_input", unparsable, "body", False)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
@@ -294,5 +306,6 @@ def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        _count_error(request, InternalError.code)
         error = InternalError("internal error; see the service's logs")
         return _error_response(500, error.code, error.message, None, False)

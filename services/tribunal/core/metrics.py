@@ -12,13 +12,14 @@ every process's requests.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from tribunal.core.cache import ResultCache
 from tribunal.core.queue.base import JobQueue
 
 SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -35,6 +36,8 @@ class _QueueCollector(Collector):
         self.workers: dict[str, int] = {}
         self.pools: dict[str, tuple[int, int]] = {}
         self.stats: dict[str, dict[str, int]] = {}
+        self.stores: dict[str, dict[str, int]] = {}
+        self.memory_used: int | None = None
 
     def collect(self) -> Iterable[Metric]:
         depth = GaugeMetricFamily(
@@ -67,6 +70,27 @@ class _QueueCollector(Collector):
         hits = CounterMetricFamily(
             "tribunal_cache_hits", "Items answered from the result cache.", labels=["verifier"]
         )
+        stores = GaugeMetricFamily(
+            "tribunal_store_items",
+            "Items held by each bounded store: cache (result cache entries), dead_letters "
+            "(entries kept), done_jobs (finished jobs kept, all verifiers').",
+            labels=["verifier", "store"],
+        )
+        dropped = CounterMetricFamily(
+            "tribunal_dead_letters_dropped",
+            "Dead letters dropped, oldest first, past TRIBUNAL_MAX_DEAD_LETTERS.",
+            labels=["verifier"],
+        )
+        memory = GaugeMetricFamily(
+            "tribunal_redis_used_memory_bytes", "Redis's used_memory (absent without Redis)."
+        )
+        if self.memory_used is not None:
+            memory.add_metric([], self.memory_used)
+        for verifier, sizes in self.stores.items():
+            for store in ("cache", "dead_letters", "done_jobs"):
+                if store in sizes:
+                    stores.add_metric([verifier, store], sizes[store])
+            dropped.add_metric([verifier], sizes.get("dead_letters_dropped", 0))
         for verifier, value in self.depth.items():
             depth.add_metric([verifier], value)
         for verifier, value in self.workers.items():
@@ -83,7 +107,18 @@ class _QueueCollector(Collector):
             scored.add_metric([verifier, "reward"], stats.get("scored", 0))
             scored.add_metric([verifier, "error"], errors_total)
             hits.add_metric([verifier], stats.get("cache_hits", 0))
-        return [depth, workers, pool_busy, pool_capacity, scored, errors, hits]
+        return [
+            depth,
+            workers,
+            pool_busy,
+            pool_capacity,
+            scored,
+            errors,
+            hits,
+            stores,
+            dropped,
+            memory,
+        ]
 
 
 class Metrics:
@@ -110,10 +145,26 @@ class Metrics:
             buckets=LATENCY_BUCKETS_S,
             registry=None if self._shared else self.registry,
         )
+        # Counted rather than logged: a line per refused request grows with traffic.
+        self.request_errors = Counter(
+            "tribunal_request_errors",
+            "Requests answered with an error (this process), by error code: queue_full is "
+            "load shed with 429 and Retry-After.",
+            labelnames=["code"],
+            registry=None if self._shared else self.registry,
+        )
 
-    async def refresh(self, queue: JobQueue) -> None:
-        """Take a snapshot of the queue's depth, live workers and counters."""
+    async def refresh(
+        self, queue: JobQueue, caches: Mapping[str, ResultCache] | None = None
+    ) -> None:
+        """Take a snapshot of the queue's depth, live workers, counters, store sizes (and
+        ``caches``' entries, by verifier) and Redis's memory."""
+        self._queue.memory_used = await queue.memory_used()
         for verifier in self.verifiers:
+            sizes = await queue.store_sizes(verifier)
+            if caches and verifier in caches:
+                sizes["cache"] = await caches[verifier].size()
+            self._queue.stores[verifier] = sizes
             self._queue.depth[verifier] = await queue.depth(verifier)
             self._queue.workers[verifier] = await queue.live_workers(verifier, self.worker_window_s)
             self._queue.pools[verifier] = await queue.utilisation(verifier, self.worker_window_s)

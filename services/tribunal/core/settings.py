@@ -67,11 +67,26 @@ class CoreSettings(BaseSettings):
         default=60.0, gt=0, description="Longest long-poll of GET /v1/jobs/{id}?wait=."
     )
     result_ttl_s: int = Field(default=3600, ge=1, description="How long job results are kept.")
+    max_done_jobs: int = Field(
+        default=20_000,
+        ge=1,
+        description="Finished jobs whose results Redis keeps (all verifiers together); the "
+        "oldest beyond are deleted with their idempotency key (GET /v1/jobs/{id}: 404).",
+    )
+    max_dead_letters: int = Field(
+        default=10_000,
+        ge=1,
+        description="Entries kept per verifier's dead-letter stream; the oldest beyond are "
+        "dropped and counted (tribunal_dead_letters_dropped).",
+    )
     cache_ttl_s: int = Field(
         default=86400, ge=0, description="Result cache lifetime; 0 disables it."
     )
     cache_max_items: int = Field(
-        default=100_000, ge=0, description="Entries of the embedded (in-memory) result cache."
+        default=100_000,
+        ge=0,
+        description="Entries of the result cache per verifier (in Redis or in memory); the "
+        "least recently used go first.",
     )
     worker_batch_size: int = Field(default=64, ge=1, description="Items a worker pulls per read.")
     worker_concurrency: int = Field(

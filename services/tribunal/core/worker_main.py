@@ -23,7 +23,8 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
     at start, they wait for it rather than exit, so a stack can start in any order.
 
     Raises:
-        ConfigurationError: A verifier refuses to start (e.g. the code sandbox cannot isolate).
+        ConfigurationError: A verifier refuses to start (e.g. the code sandbox cannot isolate),
+            or Redis's ``maxmemory-policy`` could evict the queue's keys.
     """
     if settings.queue == "memory":
         raise ConfigurationError(
@@ -35,6 +36,13 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     queue = redis_queue(settings)
+    # A Redis that may evict queue keys is refused here too (a Redis down now is waited for).
+    with contextlib.suppress(QueueUnavailable):
+        try:
+            await queue.check_memory_policy()
+        except ConfigurationError:
+            await queue.aclose()
+            raise
     verifiers = spec.create_verifiers(settings)
     started = []
     try:

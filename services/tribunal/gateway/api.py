@@ -33,6 +33,7 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
             settings.gateway.timeout_s,
             settings.api_key_value,
             max_retries=settings.gateway.retries,
+            shed_wait_s=settings.gateway.shed_wait_s,
         )
 
     return [GatewayVerifier(settings.gateway.load_specs(), client)]

@@ -5,21 +5,75 @@ result cache and enqueues, exactly as for any other client; the gateway then nee
 knowledge of the verifiers' payloads, versions or Redis keys, works with verifiers on other
 hosts or behind their own load balancers, and a verifier can be upgraded without touching
 it. The cost is one HTTP hop per verifier and batch, measured by bench/gateway_overhead.py.
+
+Back-pressure (a verifier answering 429 ``queue_full`` after the client's retries) is passed
+on, never turned into a reward: a synchronous route that scores inside :func:`placing`
+learns which verifiers shed its items and answers 429 with their longest ``Retry-After``;
+outside it (the gateway's queue worker, scoring a job) the request waits for the verifier
+and tries again, up to ``shed_wait_s``, so that a queued job waits instead of failing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
 
 from tribunal.client import APIError, ClientError, TribunalClient
-from tribunal.core.errors import ALL_ERRORS, BackendUnavailable
+from tribunal.core.errors import ALL_ERRORS, BackendUnavailable, QueueFull
+
+logger = logging.getLogger(__name__)
 
 _BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
+
+_SHED_RETRY_AFTER_S = 1.0
+"""Retry-After assumed when a verifier's 429 carries none."""
+
+
+class LoadShed:
+    """The verifiers that shed a synchronous batch's items (429) and their longest
+    ``Retry-After`` (s)."""
+
+    def __init__(self) -> None:
+        self.verifiers: set[str] = set()
+        self.retry_after_s = 0.0
+
+    def add(self, verifier: str, retry_after_s: float | None) -> None:
+        """Record that ``verifier`` refused items, asking for ``retry_after_s``."""
+        self.verifiers.add(verifier)
+        self.retry_after_s = max(self.retry_after_s, retry_after_s or _SHED_RETRY_AFTER_S)
+
+    def error(self) -> QueueFull | None:
+        """The 429 of the whole batch, or None when no verifier shed any item."""
+        if not self.verifiers:
+            return None
+        names = ", ".join(sorted(self.verifiers))
+        return QueueFull(
+            f"{names}: the verifier's queue is full and could not take this batch's items; "
+            f"retry the batch after {self.retry_after_s:g} s (Retry-After)",
+            retry_after_s=self.retry_after_s,
+        )
+
+
+_SHED: ContextVar[LoadShed | None] = ContextVar("tribunal_gateway_shed", default=None)
+
+
+@contextlib.contextmanager
+def placing(shed: LoadShed) -> Iterator[LoadShed]:
+    """Score synchronously within this block: a verifier's 429 is recorded in ``shed`` (and
+    its items get ``queue_full``) rather than waited out. Tasks started inside the block
+    (``asyncio.gather``, ``wait_for``) see it too."""
+    token = _SHED.set(shed)
+    try:
+        yield shed
+    finally:
+        _SHED.reset(token)
 
 
 class ClientVerifiers:
@@ -33,6 +87,8 @@ class ClientVerifiers:
         max_retries: Retries of a request that failed for a retryable reason (the client
             backs off, honouring ``Retry-After``).
         max_concurrency: Requests in flight per verifier.
+        shed_wait_s: Outside :func:`placing` (a job), how long a batch a verifier refuses
+            with 429 keeps waiting for it before its items get ``queue_full``.
     """
 
     def __init__(
@@ -42,7 +98,12 @@ class ClientVerifiers:
         api_key: str | None,
         max_retries: int = 2,
         max_concurrency: int = 64,
+        shed_wait_s: float = 600.0,
     ) -> None:
+        self.shed_wait_s = shed_wait_s
+        # Verifier -> why it is failing now (shedding load, unreachable): logged when that
+        # changes, never per request (a log that grows with traffic).
+        self._failing: dict[str, str] = {}
         self.clients = {
             name: TribunalClient(
                 url,
@@ -58,24 +119,57 @@ class ClientVerifiers:
         """Score ``items`` on ``verifier``; one result per item, in order, as the verifier
         wrote it (decoded ``ItemResult`` JSON).
 
+        A 429 (the verifier sheds load) is waited out and retried for up to
+        ``shed_wait_s`` outside :func:`placing`; inside it, it is recorded in the block's
+        ``LoadShed`` and raised at once.
+
         Raises:
             TribunalError: The request failed as a whole: the verifier's own error class
-                when it answered one, ``BackendUnavailable`` (retryable) when it could not
-                be reached.
+                when it answered one (``QueueFull`` for a 429), ``BackendUnavailable``
+                (retryable) when it could not be reached.
         """
         client = self.clients[verifier]
-        try:
-            # Items encoded with orjson (json.dumps was a fifth of the gateway's CPU per item).
-            return await client.score_json(verifier, [_item_json(item) for item in items])
-        except APIError as exc:
-            cls = _BY_CODE.get(exc.code, BackendUnavailable)
-            raise cls(
-                f"{client.base_url}: {exc.message}",
-                field=exc.field,
-                retry_after_s=exc.retry_after_s,
-            ) from None
-        except ClientError as exc:
-            raise BackendUnavailable(f"{client.base_url}: {exc}") from None
+        # Items encoded with orjson (json.dumps was a fifth of the gateway's CPU per item).
+        body = [_item_json(item) for item in items]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.shed_wait_s
+        while True:
+            try:
+                results = await client.score_json(verifier, body)
+            except APIError as exc:
+                shed = _SHED.get()
+                self._state(verifier, "sheds load (429)" if exc.status == 429 else None)
+                if exc.status == 429 and shed is None and loop.time() < deadline:
+                    # A job's batch: the verifier sheds load; wait for it, never fail the job.
+                    wait_s = min(exc.retry_after_s or _SHED_RETRY_AFTER_S, deadline - loop.time())
+                    logger.debug("%s sheds load (429); waiting %.1f s", verifier, wait_s)
+                    await asyncio.sleep(max(wait_s, 0.0))
+                    continue
+                if exc.status == 429 and shed is not None:
+                    shed.add(verifier, exc.retry_after_s)
+                cls = _BY_CODE.get(exc.code, BackendUnavailable)
+                raise cls(
+                    f"{client.base_url}: {exc.message}",
+                    field=exc.field,
+                    retry_after_s=exc.retry_after_s,
+                ) from None
+            except ClientError as exc:
+                self._state(verifier, "cannot be reached")
+                raise BackendUnavailable(f"{client.base_url}: {exc}") from None
+            self._state(verifier, None)
+            return results
+
+    def _state(self, verifier: str, failing: str | None) -> None:
+        """Log a verifier's change of state: failing (why), or answering again."""
+        before = self._failing.get(verifier)
+        if failing == before:
+            return
+        if failing is None:
+            self._failing.pop(verifier, None)
+            logger.info("%s answers again (it %s before)", verifier, before)
+        else:
+            self._failing[verifier] = failing
+            logger.warning("%s at %s %s", verifier, self.clients[verifier].base_url, failing)
 
     async def aclose(self) -> None:
         """Close every client's connection pool."""

@@ -28,6 +28,7 @@ from tribunal.gateway.openrlhf import (
     to_items,
     to_response,
 )
+from tribunal.gateway.remote import LoadShed, placing
 from tribunal.gateway.schemas import GatewayDetails, GatewayScoreRequest
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
@@ -48,9 +49,15 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     bench/gateway_overhead.py. Jobs (``/v1/jobs``) still go through the queue and the
     gateway worker, with their idempotency and at-least-once delivery.
 
+    A batch that a verifier could not place (it shed load: 429) is answered 429 as a whole,
+    with the verifier's longest ``Retry-After``, never with ``reward: null`` items inside a
+    200: the trainer backs off and sends it again (the items that were scored are then
+    answered from the verifiers' caches).
+
     Raises:
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
         BadInput: No item of the batch is valid.
+        QueueFull: A verifier shed this batch's items (429, ``Retry-After``).
         ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
     """
     service = runtime.services["gateway"]
@@ -69,15 +76,20 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     timeout_s = runtime.settings.sync_timeout_s
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
+    shed = LoadShed()
     try:
-        results = await asyncio.wait_for(
-            verifier.score_results([item for _, item in valid], service.info), timeout_s
-        )
+        with placing(shed):
+            results = await asyncio.wait_for(
+                verifier.score_results([item for _, item in valid], service.info), timeout_s
+            )
     except TimeoutError:
         raise ScoringTimeout(
             f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
             "(POST /v1/jobs)"
         ) from None
+    refused = shed.error()
+    if refused is not None:
+        raise refused
     texts: list[str] = [""] * len(items)
     for (index, _), text in zip(valid, results, strict=True):
         texts[index] = text

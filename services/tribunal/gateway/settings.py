@@ -36,6 +36,13 @@ class GatewayConfig(BaseModel):
         description="Retries of a verifier request that failed for a retryable reason "
         "(429, 503, no answer); then its items get the error.",
     )
+    shed_wait_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long the gateway's worker keeps a job's batch waiting for a verifier "
+        "that sheds load (429) before its items get queue_full; the synchronous routes answer "
+        "429 with Retry-After instead of waiting.",
+    )
     openrlhf_spec: str = Field(
         default="rloo_math",
         description="Reward spec of POST /get_reward (OpenRLHF); /get_reward/<spec> picks one.",

@@ -201,6 +201,16 @@ class JobQueue(Protocol):
         """Return the cluster-wide counters."""
         ...
 
+    async def store_sizes(self, verifier: str) -> dict[str, int]:
+        """Sizes of the bounded stores (for ``/metrics``): ``dead_letters`` (entries kept),
+        ``dead_letters_dropped`` (dropped past ``max_dead_letters``, ever) and ``done_jobs``
+        (finished jobs kept, all verifiers')."""
+        ...
+
+    async def memory_used(self) -> int | None:
+        """Bytes the backing store uses (Redis's ``used_memory``); None in this process."""
+        ...
+
     async def aclose(self) -> None:
         """Close connections and stop background tasks."""
         ...

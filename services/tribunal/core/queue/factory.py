@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from tribunal.core.cache import MemoryCache, NoCache, RedisCache, ResultCache
-from tribunal.core.errors import QueueUnavailable
+from tribunal.core.errors import ConfigurationError, QueueUnavailable
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
@@ -23,6 +23,8 @@ def redis_queue(settings: CoreSettings) -> RedisStreamsQueue:
         max_queue_items=settings.max_queue_items,
         result_ttl_s=settings.result_ttl_s,
         visibility_timeout_s=settings.visibility_timeout_s,
+        max_done_jobs=settings.max_done_jobs,
+        max_dead_letters=settings.max_dead_letters,
     )
 
 
@@ -32,6 +34,7 @@ def memory_queue(settings: CoreSettings) -> MemoryQueue:
         max_queue_items=settings.max_queue_items,
         result_ttl_s=settings.result_ttl_s,
         visibility_timeout_s=settings.visibility_timeout_s,
+        max_dead_letters=settings.max_dead_letters,
     )
 
 
@@ -43,6 +46,10 @@ async def build_queue(settings: CoreSettings) -> JobQueue:
     same, requests answer 503 ``queue_unavailable`` and ``/readyz`` 503 until it comes, and
     nothing accepted is lost on the next restart. Only ``auto`` with no URL named falls back
     to the embedded queue, when nothing answers at the default URL, and says so.
+
+    Raises:
+        ConfigurationError: Redis answers with a ``maxmemory-policy`` that could evict the
+            queue's keys (anything but ``noeviction``).
     """
     if settings.queue == "memory":
         logger.warning(
@@ -63,6 +70,11 @@ async def build_queue(settings: CoreSettings) -> JobQueue:
             settings.redis_url,
         )
         return memory_queue(settings)
+    try:
+        await queue.check_memory_policy()
+    except ConfigurationError:
+        await queue.aclose()
+        raise
     logger.info("queue: Redis at %s", settings.redis_url)
     return queue
 
@@ -72,5 +84,7 @@ def build_cache(settings: CoreSettings, queue: JobQueue, verifier: str) -> Resul
     if settings.cache_ttl_s == 0:
         return NoCache()
     if isinstance(queue, RedisStreamsQueue):
-        return RedisCache(queue.redis, queue.keys, verifier, settings.cache_ttl_s)
+        return RedisCache(
+            queue.redis, queue.keys, verifier, settings.cache_ttl_s, settings.cache_max_items
+        )
     return MemoryCache(settings.cache_max_items, settings.cache_ttl_s)

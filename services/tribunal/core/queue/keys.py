@@ -63,6 +63,16 @@ class Keys:
         """String: a cached item outcome (``entry`` = version:config hash:input hash)."""
         return f"{self.prefix}:cache:{verifier}:{entry}"
 
+    def cache_index(self, verifier: str) -> str:
+        """Sorted set: cache key name -> time of its last use (unix s), for LRU eviction."""
+        return f"{self.prefix}:cache:{verifier}:index"
+
+    @property
+    def done_jobs(self) -> str:
+        """Sorted set: id of a job whose last result was written -> when (unix s); the
+        oldest beyond ``TRIBUNAL_MAX_DONE_JOBS`` are deleted."""
+        return f"{self.prefix}:jobs:done"
+
     @property
     def done_channel(self) -> str:
         """Pub/sub channel on which a job id is published when its last result is written."""

@@ -31,7 +31,7 @@ class _Pending:
 class _Stream:
     ready: deque[Delivery] = field(default_factory=deque)
     pending: OrderedDict[str, _Pending] = field(default_factory=OrderedDict)
-    dead: list[tuple[Delivery, str]] = field(default_factory=list)
+    dead: deque[tuple[Delivery, str]] = field(default_factory=deque)
     workers: dict[str, float] = field(default_factory=dict)
     utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
@@ -53,6 +53,8 @@ class MemoryQueue:
         max_queue_items: Bound on entries per verifier (429 above).
         result_ttl_s: Lifetime of jobs and idempotency keys (s).
         visibility_timeout_s: Idle time after which another consumer may claim an entry (s).
+        max_dead_letters: Entries kept per dead-letter list; the oldest beyond are dropped
+            and counted.
         retry_after_s: Retry-After sent with ``QueueFull`` (s).
     """
 
@@ -64,9 +66,11 @@ class MemoryQueue:
         max_queue_items: int,
         result_ttl_s: int,
         visibility_timeout_s: float,
+        max_dead_letters: int = 10_000,
         retry_after_s: float = 1.0,
     ) -> None:
         self.max_queue_items = max_queue_items
+        self.max_dead_letters = max_dead_letters
         self.result_ttl_s = result_ttl_s
         self.visibility_timeout_s = visibility_timeout_s
         self.retry_after_s = retry_after_s
@@ -248,8 +252,13 @@ class MemoryQueue:
                 job.done.set()
 
     async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
-        """Keep the entry in the verifier's dead-letter list."""
-        self._stream(verifier).dead.append((delivery, reason))
+        """Keep the entry in the verifier's dead-letter list (the newest
+        ``max_dead_letters``)."""
+        stream = self._stream(verifier)
+        stream.dead.append((delivery, reason))
+        stream.stats["dead_lettered"] = stream.stats.get("dead_lettered", 0) + 1
+        while len(stream.dead) > self.max_dead_letters:
+            stream.dead.popleft()
 
     async def heartbeat(
         self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
@@ -304,6 +313,20 @@ class MemoryQueue:
     def dead_letters(self, verifier: str) -> list[tuple[Delivery, str]]:
         """Entries moved to the dead-letter list, with their reason (for inspection)."""
         return list(self._stream(verifier).dead)
+
+    async def store_sizes(self, verifier: str) -> dict[str, int]:
+        """Dead letters kept and dropped; jobs held (done or not, until their TTL)."""
+        self._expire()
+        stream = self._stream(verifier)
+        return {
+            "dead_letters": len(stream.dead),
+            "dead_letters_dropped": stream.stats.get("dead_lettered", 0) - len(stream.dead),
+            "done_jobs": sum(1 for job in self._jobs.values() if job.record.is_done),
+        }
+
+    async def memory_used(self) -> int | None:
+        """None: the queue is part of this process's memory."""
+        return None
 
     async def aclose(self) -> None:
         """Nothing to close."""

@@ -24,10 +24,16 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
+from tribunal.core.errors import (
+    ConfigurationError,
+    IdempotencyConflict,
+    JobNotFound,
+    QueueFull,
+    QueueUnavailable,
+)
 from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 
@@ -36,11 +42,33 @@ logger = logging.getLogger(__name__)
 _REFUSAL_TTL_S = 7 * 86400
 """A worker's refusal to start is forgotten after a week (or as soon as one starts)."""
 
-_SUBMIT = """
+# A finished job joins the done index; beyond max_done the oldest finished jobs are deleted
+# (metadata, results and idempotency key): with the TTL, this bounds what jobs hold.
+_KEEP_DONE = """
+local function keep_done(prefix, job_id, now, max_done)
+  local done = prefix .. ':jobs:done'
+  redis.call('ZADD', done, now, job_id)
+  local over = redis.call('ZCARD', done) - max_done
+  if over > 0 then
+    local old = redis.call('ZPOPMIN', done, over)
+    for i = 1, #old, 2 do
+      local meta = prefix .. ':job:' .. old[i]
+      local idem = redis.call('HGET', meta, 'idem')
+      if idem then redis.call('DEL', idem) end
+      redis.call('DEL', meta, meta .. ':results')
+    end
+  end
+end
+"""
+
+_SUBMIT = (
+    _KEEP_DONE
+    + """
 local stream, meta, results, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local max_queue, ttl, job_id, verifier = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local total, request_hash = tonumber(ARGV[5]), ARGV[6]
 local n_pre, n_items, channel = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
+local prefix, now, max_done = ARGV[10], ARGV[11], tonumber(ARGV[12])
 if redis.call('EXISTS', meta) == 1 then return {'created', job_id} end
 if idem ~= '' then
   local existing = redis.call('GET', idem)
@@ -49,8 +77,9 @@ end
 local depth = redis.call('XLEN', stream)
 if n_items > 0 and depth + n_items > max_queue then return {'full', tostring(depth)} end
 redis.call('HSET', meta, 'verifier', verifier, 'total', total)
+if idem ~= '' then redis.call('HSET', meta, 'idem', idem) end
 redis.call('EXPIRE', meta, ttl)
-local a = 10
+local a = 13
 for _ = 1, n_pre do
   redis.call('HSET', results, ARGV[a], ARGV[a + 1])
   a = a + 2
@@ -62,14 +91,21 @@ for _ = 1, n_items do
   a = a + 3
 end
 if idem ~= '' then redis.call('SET', idem, job_id .. '|' .. request_hash, 'EX', ttl) end
-if n_items == 0 then redis.call('PUBLISH', channel, job_id) end
+if n_items == 0 then
+  keep_done(prefix, job_id, now, max_done)
+  redis.call('PUBLISH', channel, job_id)
+end
 return {'created', job_id}
 """
+)
 
-_COMPLETE = """
+_COMPLETE = (
+    _KEEP_DONE
+    + """
 local stream, stats = KEYS[1], KEYS[2]
 local group, ttl, prefix, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local a = 6
+local now, max_done = ARGV[6], tonumber(ARGV[7])
+local a = 8
 for _ = 1, tonumber(ARGV[5]) do
   redis.call('HINCRBY', stats, ARGV[a], ARGV[a + 1])
   a = a + 2
@@ -81,6 +117,7 @@ while a <= #ARGV do
     redis.call('EXPIRE', results, ttl)
     local total = redis.call('HGET', prefix .. ':job:' .. job_id, 'total')
     if total and redis.call('HLEN', results) >= tonumber(total) then
+      keep_done(prefix, job_id, now, max_done)
       redis.call('PUBLISH', channel, job_id)
     end
   end
@@ -90,6 +127,7 @@ while a <= #ARGV do
 end
 return 1
 """
+)
 
 
 class RedisStreamsQueue:
@@ -101,6 +139,10 @@ class RedisStreamsQueue:
         max_queue_items: Bound on entries per verifier stream (429 above).
         result_ttl_s: Lifetime of job metadata, results and idempotency keys (s).
         visibility_timeout_s: Idle time after which another worker may claim an entry (s).
+        max_done_jobs: Finished jobs kept; the oldest beyond are deleted with their results
+            and idempotency key (``TRIBUNAL_MAX_DONE_JOBS``).
+        max_dead_letters: Entries kept per dead-letter stream; the oldest beyond are dropped
+            and counted (``TRIBUNAL_MAX_DEAD_LETTERS``).
         retry_after_s: Retry-After sent with ``QueueFull`` and ``QueueUnavailable`` (s).
         max_connections: Connections to Redis this process may hold.
         pool_timeout_s: How long a command waits for a free connection before it fails (s).
@@ -116,11 +158,15 @@ class RedisStreamsQueue:
         max_queue_items: int,
         result_ttl_s: int,
         visibility_timeout_s: float,
+        max_done_jobs: int = 20_000,
+        max_dead_letters: int = 10_000,
         retry_after_s: float = 1.0,
         max_connections: int = 512,
         pool_timeout_s: float = 20.0,
     ) -> None:
         self.url = url
+        self.max_done_jobs = max_done_jobs
+        self.max_dead_letters = max_dead_letters
         self.keys = keys
         self.max_queue_items = max_queue_items
         self.result_ttl_s = result_ttl_s
@@ -156,6 +202,15 @@ class RedisStreamsQueue:
     async def _unavailable_as_503(self) -> AsyncIterator[None]:
         try:
             yield
+        except OutOfMemoryError as exc:
+            # Redis at its maxmemory (noeviction): nothing is evicted, writes are refused.
+            # Back-pressure, as for a full queue: finished jobs and cache entries expire.
+            raise QueueFull(
+                f"Redis at {self.url} is at its maxmemory and refuses writes ({exc}); retry "
+                "later (operators: raise maxmemory or lower the stores' bounds, "
+                "docs/operations.md)",
+                retry_after_s=self.retry_after_s,
+            ) from exc
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise QueueUnavailable(
                 f"the queue is unavailable: Redis at {self.url} is not reachable ({exc})",
@@ -203,6 +258,9 @@ class RedisStreamsQueue:
             len(prefilled),
             len(items),
             self.keys.done_channel,
+            self.keys.prefix,
+            time.time(),
+            self.max_done_jobs,
         ]
         for index, result in prefilled.items():
             args += [index, result]
@@ -413,6 +471,8 @@ class RedisStreamsQueue:
             self.keys.prefix,
             self.keys.done_channel,
             len(counters),
+            time.time(),
+            self.max_done_jobs,
         ]
         for name, amount in counters.items():
             args += [name, amount]
@@ -423,9 +483,11 @@ class RedisStreamsQueue:
             await self._complete(keys=keys, args=args)
 
     async def dead_letter(self, verifier: str, delivery: Delivery, reason: str) -> None:
-        """Copy the entry, with its delivery count and the reason, to the dead-letter stream."""
-        async with self._unavailable_as_503():
-            await self.redis.xadd(
+        """Copy the entry, with its delivery count and the reason, to the dead-letter stream,
+        which keeps the newest ``max_dead_letters`` (the count of every entry ever copied is
+        the ``dead_lettered`` counter, so the dropped ones are counted too)."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.xadd(
                 self.keys.dead_letters(verifier),
                 {
                     "job": delivery.job_id,
@@ -434,8 +496,61 @@ class RedisStreamsQueue:
                     "deliveries": delivery.deliveries,
                     "reason": reason,
                 },
-                maxlen=100_000,
-                approximate=True,
+                maxlen=self.max_dead_letters,
+                approximate=False,
+            )
+            pipe.hincrby(self.keys.stats(verifier), "dead_lettered", 1)
+            await pipe.execute()
+
+    async def store_sizes(self, verifier: str) -> dict[str, int]:
+        """Sizes of the bounded stores of ``verifier``: ``dead_letters`` (entries kept),
+        ``dead_letters_dropped`` (oldest dropped past the cap, ever) and ``done_jobs``
+        (finished jobs kept, every verifier's)."""
+        async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.keys.dead_letters(verifier))
+            pipe.hget(self.keys.stats(verifier), "dead_lettered")
+            pipe.zcard(self.keys.done_jobs)
+            kept, ever, done = await pipe.execute()
+        return {
+            "dead_letters": int(kept),
+            "dead_letters_dropped": max(0, int(ever or 0) - int(kept)),
+            "done_jobs": int(done),
+        }
+
+    async def memory_used(self) -> int | None:
+        """Redis's ``used_memory`` (bytes)."""
+        async with self._unavailable_as_503():
+            info = await self.redis.info("memory")
+        return int(info["used_memory"])
+
+    async def check_memory_policy(self) -> None:
+        """Refuse a Redis that may evict the queue's keys.
+
+        Any ``maxmemory-policy`` but ``noeviction`` lets Redis delete keys when it is full:
+        ``allkeys-*`` any key (a stream of queued items), ``volatile-*`` keys with a TTL
+        (job results still being collected). Tribunal bounds its own stores instead.
+
+        Raises:
+            ConfigurationError: The policy could evict queue keys.
+            QueueUnavailable: Redis does not answer.
+        """
+        async with self._unavailable_as_503():
+            try:
+                config = await self.redis.config_get("maxmemory-policy")
+            except ResponseError as exc:  # CONFIG disabled or renamed (managed Redis)
+                logger.warning(
+                    "could not read Redis's maxmemory-policy (%s): make sure it is noeviction",
+                    exc,
+                )
+                return
+        policy = config.get("maxmemory-policy", "noeviction")
+        if policy != "noeviction":
+            raise ConfigurationError(
+                f"Redis at {self.url} has maxmemory-policy {policy}: when full it may evict the "
+                "queue's streams and job results (queued items lost). Set maxmemory-policy "
+                "noeviction (redis-server --maxmemory-policy noeviction, or CONFIG SET); "
+                "Tribunal bounds its own stores (TRIBUNAL_CACHE_MAX_ITEMS, "
+                "TRIBUNAL_MAX_DONE_JOBS, TRIBUNAL_MAX_DEAD_LETTERS, TRIBUNAL_MAX_QUEUE_ITEMS)"
             )
 
     async def heartbeat(

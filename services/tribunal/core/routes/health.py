@@ -47,7 +47,10 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
 async def metrics(runtime: RuntimeDep) -> Response:
     """Prometheus metrics: queue depth, live workers, items scored, errors by class, cache
     hits (cluster-wide) and request latency (this process)."""
+    # Also the stores' sizes and Redis's memory (cluster-wide) and error answers (this
+    # process): docs/operations.md. Not in the docstring, which is the OpenAPI document's.
     # Serve the last snapshot when Redis is down: a scrape must not fail because of it.
     with contextlib.suppress(QueueUnavailable):
-        await runtime.metrics.refresh(runtime.queue)
+        caches = {name: service.cache for name, service in runtime.services.items()}
+        await runtime.metrics.refresh(runtime.queue, caches)
     return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
