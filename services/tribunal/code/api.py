@@ -1,25 +1,23 @@
-"""The code service on port 8102: ``POST /v1/code/score`` and ``POST /v1/code/run``."""
+"""The code service on port 8102: ``POST /v1/code/score``, ``POST /v1/code/run`` and
+SandboxFusion's ``POST /run_code`` (:mod:`tribunal.code.sandbox_fusion`)."""
 
 from __future__ import annotations
-
-import json
 
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
+from tribunal.code import sandbox_fusion
+from tribunal.code.runs import run_once
 from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.code.settings import CodeSettings
 from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.errors import ALL_ERRORS, InternalError, TribunalError
 from tribunal.core.registry import PORTS
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
-
-_ERRORS_BY_CODE = {cls.code: cls for cls in ALL_ERRORS if cls is not TribunalError}
 
 
 class RunRequest(RunItem):
@@ -47,14 +45,7 @@ async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
     workers' sandbox slots; batches of runs can go through `POST /v1/jobs` with
     `"verifier": "code_run"`, whose results are envelopes with `reward: null` and the run
     in `details`."""
-    service = runtime.services["code_run"]
-    text = await service.score([body], runtime.settings.sync_timeout_s)
-    [result] = json.loads(text)["results"]
-    error = result["error"]
-    if error is not None:
-        cls = _ERRORS_BY_CODE.get(error["code"], InternalError)
-        raise cls(error["message"], field=error.get("field"))
-    return RunDetails.model_validate(result["details"])
+    return await run_once(body, runtime)
 
 
 def create_verifiers(settings: CodeSettings) -> list[Verifier]:
@@ -76,7 +67,7 @@ SERVICE = ServiceSpec(
     port=PORTS["code"],
     settings_cls=CodeSettings,
     create_verifiers=create_verifiers,
-    routers=lambda: [router],
+    routers=lambda: [router, sandbox_fusion.router],
     score_routes=("code",),
     startup_hint=startup_hint,
 )
