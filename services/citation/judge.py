@@ -296,14 +296,16 @@ def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[C
 
     Raises:
         Refusal: The model or its provider refused.
-        ParseError: The answer is not JSON, or a key lacks a verdict 0, 1 or 2.
+        ParseError: The answer is not one JSON object that ends it (cut by the token limit,
+            a second object, trailing text, a duplicate key: ``tribunal.llm.answers``), or a
+            key lacks a verdict 0, 1 or 2.
     """
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the model refused: {completion.refusal or 'content filter'}"[:500])
-    answer = answers.parse_json_object(completion.text)
-    if answer is None:
-        why = "it hit the token limit" if completion.finish_reason == "length" else "not JSON"
-        raise ParseError(f"unreadable citation verdicts ({why}): {completion.text[:200]!r}")
+    try:
+        answer = answers.read_answer_object(completion.text, completion.finish_reason)
+    except ParseError as exc:
+        raise ParseError(f"citation verdicts: {exc.message}") from None
     out = []
     for index, task in enumerate(tasks):
         if not task.is_cited:
@@ -321,13 +323,14 @@ def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[C
 
 def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     entry = answer.get(key)
-    value = entry.get("verdict") if isinstance(entry, dict) else None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or value not in LEVELS:
-        raise ParseError(f"no verdict 0, 1 or 2 for {key}: {str(entry)[:200]!r}")
+    raw = entry.get("verdict") if isinstance(entry, dict) else None
+    level = answers.read_level(raw, LEVELS)
+    if level is None:
+        shown = json.dumps(raw) if raw is None or isinstance(raw, str | int | float) else "?"
+        raise ParseError(f"no verdict 0, 1 or 2 for {key}: {answers.preview(shown)}")
     assert isinstance(entry, dict)
-    return int(value), str(entry.get("reason", ""))
+    reason = entry.get("reason", "")
+    return level, reason if isinstance(reason, str) else ""
 
 
 def _one_line(text: str) -> str:

@@ -279,6 +279,7 @@ class JudgeVerifier:
                 result.reward_term = reward_term(rubric, slot.score)
                 result.score_source = slot.source
                 result.verdict_probs = slot.probs
+                result.verdict_flag = slot.flag
                 result.reason = slot.reason or None
                 scored.append((rubric, slot.score))
             else:
