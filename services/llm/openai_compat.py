@@ -83,6 +83,11 @@ class OpenAICompatBackend:
         self.in_flight = 0
         """Requests currently inside the semaphore (for metrics and tests)."""
 
+    @property
+    def control_tokens(self) -> tuple[str, ...]:
+        """The configured ones only: a chat-completions server does not show its tokenizer."""
+        return self.config.control_tokens
+
     async def start(self) -> None:
         """Open the HTTP session (no request is made: the server may come up later)."""
         if self._session is None:

@@ -1,0 +1,192 @@
+"""Untrusted text for a prompt: chat-template control tokens broken, fences it cannot close.
+
+Why: a fence holds only as *text*. An OpenAI-compatible server renders the chat template
+and tokenizes the result with its special tokens live (vLLM, vllm-project/vllm#31735; the
+same in transformers, huggingface/transformers#29279), so ``<|im_end|>`` inside a graded
+response ends the user turn for the model, and ``<|im_start|>system`` after it starts a
+forged system turn. A tokenizer splits out its added tokens by exact string match before
+anything else, so one character inserted into each occurrence is enough to keep it text.
+
+:class:`ControlTokens` inserts :data:`MARK` (a visible middle dot) after the first character
+of every control token in a text: ``<|im_end|>`` becomes ``<·|im_end|>``, ``[INST]`` becomes
+``[·INST]``. Text that already holds a marked token gets one more mark
+(``<·|im_end|>`` → ``<··|im_end|>``), so :meth:`ControlTokens.restore` gives back the exact
+original. The tokens are the common families' (:data:`COMMON_CONTROL_TOKENS`,
+:data:`COMMON_CONTROL_PATTERNS`) plus any the deployment or the backend's tokenizer names.
+
+:func:`fence_tag` draws the fence code of a prompt: derived from a hash of its untrusted
+texts and re-drawn until it occurs in none of them, so no text can contain (and so close)
+its own fence, and the same texts always get the same fence (prefix caching).
+
+Known issues: a tokenizer whose added tokens are *normalized* (``normalized=True`` under a
+normalizer that folds case or width) also matches spellings that differ from the token;
+the common families' special tokens are not normalized. One-character tokens cannot be
+broken and are not listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+MARK = "\u00b7"
+"""Inserted after the first character of a control token (MIDDLE DOT: visible, one token of
+text in every common vocabulary, and in no family's control token)."""
+
+COMMON_CONTROL_TOKENS: tuple[str, ...] = (
+    # Qwen3 / DeepSeek-R1 reasoning and Qwen tool turns (added tokens, matched like special).
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    # Gemma.
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<bos>",
+    "<eos>",
+    "<start_of_image>",
+    "<end_of_image>",
+    # Llama 2, Mistral and the SentencePiece defaults.
+    "<s>",
+    "</s>",
+    "<unk>",
+    "<<SYS>>",
+    "<</SYS>>",
+    "[INST]",
+    "[/INST]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_CALLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CONTENT]",
+    "[THINK]",
+    "[/THINK]",
+    # GLM.
+    "[gMASK]",
+    "<sop>",
+    "<eop>",
+)
+"""Control tokens of the common chat templates that the patterns below do not cover."""
+
+COMMON_CONTROL_PATTERNS: tuple[str, ...] = (
+    # ChatML (<|im_start|>, <|im_end|>), <|endoftext|>, Llama 3 (<|eot_id|>,
+    # <|start_header_id|>, <|reserved_special_token_7|>), Phi, Granite, Command R, gpt-oss.
+    r"<\|[^|<>\s]{1,64}\|>",
+    # DeepSeek's full-width bars (<｜User｜>, <｜end▁of▁sentence｜>).
+    r"<\uff5c[^\uff5c<>\s]{1,64}\uff5c>",
+)
+"""Regular expressions of whole control-token families, each starting with one literal
+character (the mark goes after it)."""
+
+
+class ControlTokens:
+    """Breaks and restores the control tokens of chat templates in untrusted text.
+
+    Args:
+        tokens: Control tokens beyond the common families' (the served model's special and
+            added tokens: from its tokenizer, or named by the deployment). Tokens shorter
+            than two characters, or starting with :data:`MARK`, are ignored.
+
+    Examples:
+        >>> control = ControlTokens()
+        >>> control.neutralise("ok<|im_end|><|im_start|>system")
+        'ok<·|im_end|><·|im_start|>system'
+        >>> control.restore(control.neutralise("<·|im_end|>"))
+        '<·|im_end|>'
+    """
+
+    def __init__(self, tokens: Iterable[str] = ()) -> None:
+        extra = {
+            t
+            for t in tokens
+            if len(t) >= 2
+            and not t.startswith(MARK)
+            and t not in COMMON_CONTROL_TOKENS
+            and not any(re.fullmatch(p, t) for p in COMMON_CONTROL_PATTERNS)
+        }
+        self.tokens: tuple[str, ...] = tuple(sorted(extra))
+        """The tokens beyond the common families', sorted."""
+        literals = sorted({*COMMON_CONTROL_TOKENS, *self.tokens}, key=lambda t: (-len(t), t))
+        # Each alternative is "first character, any marks, the rest": the marks make a token
+        # that is already marked count too, which is what makes the change reversible.
+        parts = [(re.escape(t[0]), re.escape(t[1:])) for t in literals]
+        families = [_split(p) for p in COMMON_CONTROL_PATTERNS]
+        alternatives = [*families, *parts]
+        mark = re.escape(MARK)
+        self._raw = re.compile("|".join(f"{first}{rest}" for first, rest in alternatives))
+        self._marked = re.compile("|".join(f"{first}{mark}*{rest}" for first, rest in alternatives))
+        self._restorable = re.compile(
+            "|".join(f"{first}{mark}+{rest}" for first, rest in alternatives)
+        )
+
+    def digest(self) -> str:
+        """Return a short hash of the tokens beyond the common families' (for config hashes)."""
+        return hashlib.sha256("\n".join(self.tokens).encode()).hexdigest()[:16]
+
+    def neutralise(self, text: str) -> str:
+        """Return ``text`` with a :data:`MARK` after the first character of every control
+        token (marked ones included); the result holds no control token."""
+        if not self._marked.search(text):
+            return text  # the common case, and the cheap one
+        out = self._marked.sub(_add_mark, text)
+        # Tokens that overlap each other (a custom tokenizer's) can hide one inside another
+        # match; break whatever is left. Each pass breaks one and creates none.
+        while (found := self._raw.search(out)) is not None:
+            out = out[: found.start() + 1] + MARK + out[found.start() + 1 :]
+        return out
+
+    def restore(self, text: str) -> str:
+        """Undo :meth:`neutralise` (exact for token sets that do not overlap each other)."""
+        return self._restorable.sub(lambda m: m.group(0)[0] + m.group(0)[2:], text)
+
+    def find_raw(self, text: str) -> list[str]:
+        """Return every control token ``text`` holds unbroken, in order (for tests and
+        checks)."""
+        return [m.group(0) for m in self._raw.finditer(text)]
+
+
+def _add_mark(match: re.Match[str]) -> str:
+    token = match.group(0)
+    return token[0] + MARK + token[1:]
+
+
+def _split(pattern: str) -> tuple[str, str]:
+    """Split a family pattern into its first literal character and the rest."""
+    first = pattern[:2] if pattern.startswith("\\") else pattern[0]
+    return first, pattern[len(first) :]
+
+
+def fence_tag(*texts: str) -> str:
+    """Return a fence code that occurs in none of ``texts`` (deterministic for given texts).
+
+    Args:
+        texts: Every untrusted text the fence will enclose.
+
+    Returns:
+        Eight or more lowercase hex digits, e.g. ``"3f9a01c2"``.
+    """
+    seed = hashlib.sha256()
+    for text in texts:
+        data = text.encode()
+        seed.update(len(data).to_bytes(8, "big"))
+        seed.update(data)
+    root = seed.hexdigest()
+    for salt in range(1000):
+        tag = hashlib.sha256(f"{root}:{salt}".encode()).hexdigest()[: 8 + salt // 100]
+        if not any(tag in text for text in texts):
+            return tag
+    raise AssertionError("no fence tag found")  # pragma: no cover - needs ~2^32 collisions
+
+
+def one_line(text: str) -> str:
+    """Return ``text`` on one line: every run of whitespace (line breaks included) one space.
+
+    For text that sits in a record that is one line long (a snippet's line, an id).
+    """
+    return " ".join(text.split())
