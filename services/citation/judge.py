@@ -19,7 +19,8 @@ ones the prompt asked for (DR Tulu's async precision scorer looked for
 ``[[Fully supported]]`` in answers to a prompt that offers ``[[Relevant]]``, so it always read
 0). A verdict that cannot be read is a ``ParseError`` after one retry, never a 0.
 
-Judgments are cached per (claim, cited snippets, question, model, prompt version). An
+Judgments are cached per (kind, claim, cited snippets, question, model, prompt version), keyed
+by the canonical encoding both judges share (``tribunal.llm.keys``). An
 uncited sentence is judged with the question but without the rest of the answer (DR Tulu
 shows the whole response) so that its judgment can be cached per sentence.
 """
@@ -27,7 +28,6 @@ shows the whole response) so that its judgment can be cached per sentence.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections import OrderedDict
@@ -41,6 +41,7 @@ from tribunal.citation.support import SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
 from tribunal.core.errors import ParseError, Refusal, TribunalError
 from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
+from tribunal.llm.keys import judgment_key
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
 PROMPT_VERSION = "citation-2"
@@ -187,11 +188,22 @@ class LLMSupport:
         await self.backend.aclose()
 
     def cache_key(self, question: str, task: ClaimTask) -> str:
-        """Key of one claim's judgment: model, prompt version, question, claim, snippets."""
-        parts = [self.backend.model, PROMPT_VERSION, question, task.text]
-        for sid, text in task.snippets:
-            parts += [sid, text]
-        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+        """Key of one claim's judgment (``tribunal.llm.keys.judgment_key``): its kind (a cited
+        claim's support, or an uncited sentence's need), model, prompt version, the control
+        tokens broken, the snippet cut, question, text and cited snippets."""
+        return judgment_key(
+            "claim_support" if task.is_cited else "claim_need",
+            {
+                "model": self.backend.model,
+                "prompt_version": PROMPT_VERSION,
+                "control_tokens": self.control.tokens,
+                "max_snippet_chars": self.settings.max_snippet_chars,
+                "question": question,
+                "text": task.text,
+                "cited": task.is_cited,
+                "snippets": [[sid, text] for sid, text in task.snippets],
+            },
+        )
 
     async def judge(
         self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]

@@ -87,3 +87,26 @@ def test_no_text_can_hold_the_fence_code() -> None:
     other = re.match(r"Fence code: (\w+)", again)
     assert other is not None and other.group(1) != code.group(1)
     assert again.count(f"</snippets-{other.group(1)}>") == 1
+
+
+async def test_an_uncited_sentence_spelling_a_cited_claim_gets_its_own_judgment(
+    openai_compat_server: FakeOpenAIServer,
+) -> None:
+    # Red team (class 4): keys joined with NUL served this uncited sentence the cited claim's
+    # judgment, so it escaped the recall penalty for a sentence that needs a citation.
+    cited = ClaimTask("The rate was 9%.", (("S1", "Rate 9%."),))
+    uncited = ClaimTask("The rate was 9%.\x00S1\x00Rate 9%.")
+    support = _support(openai_compat_server.base_url)
+    assert support.cache_key("Q", cited) != support.cache_key("Q", uncited)
+    assert support.cache_key("Q", ClaimTask("x")) != support.cache_key(
+        "Q", ClaimTask("x", (("S1", "s"),))
+    )
+    await support.start()
+    try:
+        first = await support.judge("Q", [cited], {})
+        second = await support.judge("Q", [uncited], {})
+    finally:
+        await support.aclose()
+    assert first.calls == 1 and second.calls == 1  # asked, not served from the cache
+    [judged] = second.judgments
+    assert judged.support is None and judged.needs_citation is not None and not judged.cached

@@ -129,3 +129,20 @@ async def test_contradicting_logprobs_are_flagged_and_the_written_verdict_paid(
     [rubric] = out.details["rubrics"]
     assert rubric["verdict_flag"] == LOGPROBS_CONTRADICT and rubric["score_source"] == "verdict"
     assert rubric["verdict_probs"]["2"] == 0.9
+
+
+async def test_texts_that_spell_a_key_boundary_are_judged_apart(
+    openai_compat_server: FakeOpenAIServer, make_verifier: VerifierFactory
+) -> None:
+    rubrics = [{"text": "States the dose.", "weight": 1, "polarity": "positive"}]
+    a = JudgeItem(id="a", question="Q\x00A", response="B", rubrics=rubrics, rubric_sets=[])
+    b = JudgeItem(id="b", question="Q", response="A\x00B", rubrics=rubrics, rubric_sets=[])
+    verifier = make_verifier()
+    await verifier.start()
+    try:
+        await verifier.score([a])
+        [out] = await verifier.score([b])
+    finally:
+        await verifier.aclose()
+    assert len(openai_compat_server.stats.requests) == 2
+    assert out.details["usage"]["cached_rubrics"] == 0
