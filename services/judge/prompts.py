@@ -126,9 +126,11 @@ def shared_prefix(question: str, response: str, control: ControlTokens | None = 
     return _shared_prefix(question, response, control)[0]
 
 
+@functools.lru_cache(maxsize=1024)
 def _shared_prefix(question: str, response: str, control: ControlTokens | None) -> tuple[str, str]:
-    # The tag is drawn over the raw texts: a mark is no hex digit, so breaking a control
-    # token can remove an occurrence of the tag but never create one.
+    # Cached: every rubric call of one response builds the same prefix. The tag is drawn
+    # over the raw texts: a mark is no hex digit, so breaking a control token can remove an
+    # occurrence of the tag but never create one.
     tag = fence_tag(question, response)
     control = control or default_control_tokens()
     question, response = control.neutralise(question), control.neutralise(response)
@@ -156,7 +158,7 @@ def criteria_block(
         control: The control tokens to break (default: :func:`default_control_tokens`).
     """
     control = control or default_control_tokens()
-    texts = [control.neutralise(rubric.text) for rubric in rubrics]
+    texts = [_neutralised(rubric.text, control) for rubric in rubrics]
     lines = ["Criteria (judge each one separately):"]
     if any(tag in text for text in texts):
         tag = fence_tag(tag, *texts)
@@ -170,6 +172,19 @@ def criteria_block(
     lines.append("")
     lines.append(f"Reply with only this JSON object, one entry per criterion: {{{example}}}")
     return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=4096)
+def _neutralised(text: str, control: ControlTokens) -> str:
+    # Cached: rubric texts repeat across items (static sets, a dataset's shared rubrics).
+    return control.neutralise(text)
+
+
+def clear_prompt_caches() -> None:
+    """Empty the caches of shared prefixes and neutralised rubric texts (benchmarks: a cold
+    measurement)."""
+    _shared_prefix.cache_clear()
+    _neutralised.cache_clear()
 
 
 def build_prompt(
