@@ -211,8 +211,9 @@ def fence_tag(*texts: str) -> str:
     Returns:
         Eight or more lowercase hex digits, e.g. ``"3f9a01c2"``.
     """
-    # Length-prefixed, so that moving text from one field to the next changes the seed.
-    root = hashlib.sha256("".join([f"{len(t)}:{t}" for t in texts]).encode()).hexdigest()
+    # The seed only makes the tag deterministic; the loop below is what makes it safe, so
+    # a plain join does (two splits of one text may share a seed, never an unsafe tag).
+    root = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
     for salt in range(1000):
         tag = hashlib.sha256(f"{root}:{salt}".encode()).hexdigest()[: 8 + salt // 100]
         for text in texts:
