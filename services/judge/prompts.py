@@ -158,33 +158,31 @@ def criteria_block(
         control: The control tokens to break (default: :func:`default_control_tokens`).
     """
     control = control or default_control_tokens()
-    texts = [_neutralised(rubric.text, control) for rubric in rubrics]
+    texts = [control.neutralise(rubric.text) for rubric in rubrics]
     lines = ["Criteria (judge each one separately):"]
-    if any(tag in text for text in texts):
-        tag = fence_tag(tag, *texts)
-        lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
+    for text in texts:
+        if tag in text:
+            tag = fence_tag(tag, *texts)
+            lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
+            break
     for key, rubric, text in zip(keys, rubrics, texts, strict=True):
         lines.append(f"[{key}] {_QUESTION_BY_POLARITY[rubric.polarity]}")
         lines.append(f"<criterion-{tag}>\n{text}\n</criterion-{tag}>")
-    example = ", ".join(
-        f'"{key}": {{"reason": "<one or two sentences>", "verdict": <0, 1 or 2>}}' for key in keys
-    )
-    lines.append("")
-    lines.append(f"Reply with only this JSON object, one entry per criterion: {{{example}}}")
+    lines.append(_answer_format(tuple(keys)))
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=4096)
-def _neutralised(text: str, control: ControlTokens) -> str:
-    # Cached: rubric texts repeat across items (static sets, a dataset's shared rubrics).
-    return control.neutralise(text)
+@functools.lru_cache(maxsize=64)
+def _answer_format(keys: tuple[str, ...]) -> str:
+    example = ", ".join(
+        f'"{key}": {{"reason": "<one or two sentences>", "verdict": <0, 1 or 2>}}' for key in keys
+    )
+    return f"\nReply with only this JSON object, one entry per criterion: {{{example}}}"
 
 
 def clear_prompt_caches() -> None:
-    """Empty the caches of shared prefixes and neutralised rubric texts (benchmarks: a cold
-    measurement)."""
+    """Empty the cache of shared prefixes (benchmarks: a cold measurement)."""
     _shared_prefix.cache_clear()
-    _neutralised.cache_clear()
 
 
 def build_prompt(
