@@ -77,12 +77,13 @@ COMMON_CONTROL_TOKENS: tuple[str, ...] = (
 COMMON_CONTROL_PATTERNS: tuple[str, ...] = (
     # ChatML (<|im_start|>, <|im_end|>), <|endoftext|>, Llama 3 (<|eot_id|>,
     # <|start_header_id|>, <|reserved_special_token_7|>), Phi, Granite, Command R, gpt-oss.
-    r"<\|[^|<>\s]{1,64}\|>",
+    r"<\|[^|<>\[\]\s]{1,64}\|>",
     # DeepSeek's full-width bars (<｜User｜>, <｜end▁of▁sentence｜>).
-    r"<\uff5c[^\uff5c<>\s]{1,64}\uff5c>",
+    r"<\uff5c[^\uff5c<>\[\]\s]{1,64}\uff5c>",
 )
 """Regular expressions of whole control-token families, each starting with one literal
-character (the mark goes after it)."""
+character (the mark goes after it). Their inner text holds no ``<`` or ``[``, so no other
+token can start inside one of their matches."""
 
 
 class ControlTokens:
@@ -127,6 +128,8 @@ class ControlTokens:
         self._firsts = tuple(sorted({t[0] for t in literals} | {"<"}))
         """Every token starts with one of these: a text without them is returned at C speed,
         and only their positions are tried (a regex scan of a whole text costs ~20 ns/char)."""
+        self._may_overlap = _may_overlap(literals, self._firsts)
+        """Whether a token can start inside another's match (then one pass may leave one)."""
 
     def digest(self) -> str:
         """Return a short hash of the tokens beyond the common families' (for config hashes)."""
@@ -152,7 +155,7 @@ class ControlTokens:
         out = "".join(pieces)
         # Tokens that overlap each other (a custom tokenizer's) can hide one inside another
         # match; break whatever is left. Each pass breaks one and creates none.
-        while found := self._spans(out, self._raw, first_only=True):
+        while self._may_overlap and (found := self._spans(out, self._raw, first_only=True)):
             start = found[0][0]
             out = out[: start + 1] + MARK + out[start + 1 :]
         return out
@@ -189,6 +192,31 @@ class ControlTokens:
         """Return every control token ``text`` holds unbroken, in order (for tests and
         checks)."""
         return [m.group(0) for m in self._raw.finditer(text)]
+
+
+def _may_overlap(literals: Iterable[str], firsts: tuple[str, ...]) -> bool:
+    """Whether a token can start inside the match of another, so that breaking the outer one
+    leaves it whole.
+
+    A token starts with one of ``firsts``, so only those characters at offset >= 1 of a
+    literal matter: there, another literal that agrees with the rest of it, or the opening
+    of a family (``<|``, ``<｜``, or a ``<`` that the following text could continue), can
+    start. The families' inner text holds neither ``<`` nor ``[``, so a first character
+    other than those two could start a token inside a family's match.
+    """
+    literals = list(literals)
+    if set(firsts) - {"<", "["}:
+        return True
+    for outer in literals:
+        for i in range(1, len(outer)):
+            if outer[i] not in firsts:
+                continue
+            rest = outer[i:]
+            if rest == "<" or rest[:2] in ("<|", "<\uff5c"):
+                return True
+            if any(t.startswith(rest) or rest.startswith(t) for t in literals):
+                return True
+    return False
 
 
 def _add_mark(match: re.Match[str]) -> str:

@@ -82,8 +82,12 @@ def test_overlapping_tokens_are_never_left_raw() -> None:
 
 
 def test_random_mixtures_round_trip() -> None:
-    control = ControlTokens()
-    pieces = [*FAMILIES, MARK, "<", "|", ">", "[", "]", "/", "im_end", "think", "a", "\n", " "]
+    # One pass is proven enough for these tokens (no token can start inside another's
+    # match); the mixtures check that proof, and that restore is exact.
+    control = ControlTokens(["[[END]]"])
+    assert not control._may_overlap
+    pieces = [*FAMILIES, "[[END]]", "<|x", "[INST]|>", MARK, "<", "|", ">", "[", "]", "/"]
+    pieces += ["im_end", "think", "a", "\n", " ", "｜", "SYS"]
     rng = random.Random(29)
     for _ in range(500):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
