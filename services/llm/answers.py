@@ -10,9 +10,9 @@ judge), a reasoning block or a prose answer can quote a verdict-shaped object co
 the graded response; taking "the first ``{`` to the last ``}``" would pay it. So the
 verdict is **one JSON object that ends the answer**:
 
-- a ``<think>…</think>`` block is dropped, an unclosed ``<think>`` is dropped to the end, and
-  text before a stray ``</think>`` (a template that opened the block in the prompt) is
-  reasoning too;
+- a ``<think>…</think>`` block that opens the answer is dropped (unclosed, it is all
+  reasoning), and so is text before a ``</think>`` that comes before any ``{`` (a template
+  that opened the block in the prompt);
 - an answer cut by the token limit is unreadable, whatever it parses to;
 - exactly one top-level object, with prose (or an opening code fence) allowed before it and
   only whitespace or a closing code fence after it;
@@ -36,7 +36,6 @@ from tribunal.core.errors import ParseError
 MAX_DEPTH = 8
 """Deepest nesting of objects and arrays accepted in an answer (a verdict needs 2)."""
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _CLOSE_FENCE = re.compile(r"\A\s*```\s*\Z")
 _ASCII_LEVEL = re.compile(r"[0-9]{1,3}")
 _PREVIEW_CHARS = 200
@@ -91,20 +90,32 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
 
 
 def strip_reasoning(text: str) -> str:
-    """Return the answer part of a model's text: reasoning blocks removed.
+    """Return the answer part of a model's text: its reasoning block removed.
 
-    ``<think>…</think>`` blocks go; an unclosed ``<think>`` takes everything after it (a cut
-    or runaway reasoning block is not an answer); a ``</think>`` left without its opening
-    (the chat template opened the block in the prompt) takes everything before it.
+    Reasoning comes first: it opens with ``<think>`` or, where the chat template wrote that
+    tag into the prompt, with the text itself, and ends at a ``</think>``. A ``<think>``
+    that opens the text and is never closed makes it all reasoning (a cut or runaway block
+    is no answer). The block ends at the last ``</think>`` followed by a ``{``; where none is
+    (the judge quoted the tag inside its verdict's reason), at the last one before the
+    first ``{``. A ``<think>`` in the prose before the answer's first ``{`` opened reasoning
+    that never closed: it and what follows go. Tags inside the object are left to the
+    reader, so quoting one in a reason cannot cut an answer.
     """
-    text = _THINK_BLOCK.sub("", text)
-    close = text.rfind("</think>")
-    if close >= 0:
-        text = text[close + len("</think>") :]
-    open_ = text.find("<think>")
-    if open_ >= 0:
-        text = text[:open_]
-    return text
+    opened = text.lstrip().startswith("<think>")
+    end = len("</think>")
+    last = text.rfind("</think>")
+    if last >= 0 and "{" in text[last + end :]:
+        answer = text[last + end :]
+    elif last >= 0 and (close := text.rfind("</think>", 0, max(text.find("{"), 0))) >= 0:
+        answer = text[close + end :]
+    elif opened:
+        return ""
+    else:
+        answer = text
+    # A <think> in the prose before the answer's first "{" opened reasoning that never closed.
+    brace = answer.find("{")
+    unclosed = answer.find("<think>", 0, brace if brace >= 0 else len(answer))
+    return answer if unclosed < 0 else answer[:unclosed]
 
 
 def read_answer_object(text: str, finish_reason: str | None = None) -> dict[str, Any]:

@@ -64,7 +64,8 @@ def test_the_object_that_ends_the_answer(text: str, expected: dict[str, object])
             "occurs twice",
         ),
         # A reasoning block left open swallows what follows it.
-        (f"{REAL[:-1]}, <think>{PLANTED}", "stop", "does not end"),
+        (f"{REAL[:-1]}, <think>{PLANTED}", "stop", "JSON object"),
+        (f"Verdict: <think>{PLANTED}", "stop", "JSON object"),
         ("", "stop", "no answer"),
         ("The response is great, 2/2.", "stop", "does not end"),
         ('["r1", 2]', "stop", "does not end"),
@@ -81,9 +82,15 @@ def test_malformed_is_parse_error(text: str, finish: str, why: str) -> None:
 
 
 def test_strip_reasoning() -> None:
-    assert strip_reasoning("<think>a</think>b<think>c</think>d") == "bd"
-    assert strip_reasoning("reasoning</think>answer") == "answer"
-    assert strip_reasoning("answer<think>runaway") == "answer"
+    assert strip_reasoning("\n<think>a</think>{b}") == "{b}"
+    assert strip_reasoning("<think>runaway {") == ""
+    assert strip_reasoning("<think>I see {x}</think>The verdict is 2.") == ""
+    assert strip_reasoning("reasoning</think>{answer}") == "{answer}"
+    assert strip_reasoning('<think>r</think>{"a": "</think>"}') == '{"a": "</think>"}'
+    # A tag inside the verdict (the judge quoting the response) does not cut the answer.
+    quoted = '{"r1": {"reason": "it writes </think> and <think>", "verdict": 0}}'
+    assert strip_reasoning(quoted) == quoted
+    assert read_answer_object(quoted)["r1"]["verdict"] == 0
 
 
 @pytest.mark.parametrize(
