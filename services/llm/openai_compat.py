@@ -218,7 +218,9 @@ def _completion_from(data: Any, verdict_tokens: tuple[str, ...]) -> Completion:
     try:
         choice = data["choices"][0]
         message = choice.get("message") or {}
-        usage = data.get("usage") or {}
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        logprobs = choice.get("logprobs")
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             # Content parts (a list) or an object: not an answer we can read as text.
@@ -230,7 +232,9 @@ def _completion_from(data: Any, verdict_tokens: tuple[str, ...]) -> Completion:
         return Completion(
             text=content or "",
             finish_reason=_str_or_none(choice.get("finish_reason")),
-            tokens=_tokens_from((choice.get("logprobs") or {}).get("content"), verdict_tokens),
+            tokens=_tokens_from(
+                logprobs.get("content") if isinstance(logprobs, dict) else None, verdict_tokens
+            ),
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
             refusal=None if refusal is None else str(refusal),

@@ -11,10 +11,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tribunal.core.envelope import ItemOutcome
+from tribunal.core.errors import ParseError
 from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verdict import LOGPROBS_CONTRADICT
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.llm.openai_compat import _completion_from
 from tribunal.llm.testing import FakeOpenAIServer
 
 VerifierFactory = Callable[..., JudgeVerifier]
@@ -146,3 +150,37 @@ async def test_texts_that_spell_a_key_boundary_are_judged_apart(
         await verifier.aclose()
     assert len(openai_compat_server.stats.requests) == 2
     assert out.details["usage"]["cached_rubrics"] == 0
+
+
+async def test_malformed_usage_and_logprobs_blocks_keep_the_verdict(
+    openai_compat_server: FakeOpenAIServer, make_verifier: VerifierFactory
+) -> None:
+    text = '{"r1": {"reason": "ok", "verdict": 2}}'
+    replies = [
+        {"content": text, "logprobs": ["not", "a", "block"]},
+        {"content": text, "logprobs": {"content": [{"token": 7, "logprob": 0.0}]}},
+        {"content": text, "logprobs": {"content": [{"token": text, "logprob": "high"}]}},
+    ]
+    for reply in replies:
+        openai_compat_server.script.replies = deque([reply])
+        out = await _score(make_verifier(cache_max_items=0))
+        assert out.error is None and out.reward == 1.0, reply
+
+
+@pytest.mark.parametrize(
+    ("body", "readable"),
+    [
+        ({"choices": [{"message": {"content": "{}"}}], "usage": [1, 2]}, True),
+        ({"choices": [{"message": {"content": "{}"}, "finish_reason": {"x": 1}}]}, True),
+        ({"choices": [{"message": {"content": ["part"]}}]}, False),
+        ({"choices": []}, False),
+        ({"choices": "none"}, False),
+        ([], False),
+    ],
+)
+def test_completion_bodies(body: Any, readable: bool) -> None:
+    if readable:
+        assert _completion_from(body, ("0", "1", "2")).text == "{}"
+    else:
+        with pytest.raises(ParseError):
+            _completion_from(body, ("0", "1", "2"))
