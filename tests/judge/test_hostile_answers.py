@@ -6,6 +6,7 @@ HTTP; the judge reads them through the openai backend as it reads vLLM's.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Callable
@@ -184,3 +185,20 @@ def test_completion_bodies(body: Any, readable: bool) -> None:
     else:
         with pytest.raises(ParseError):
             _completion_from(body, ("0", "1", "2"))
+
+
+@pytest.mark.parametrize(
+    ("structured_output", "says"),
+    [("json_schema", "json_schema (enforced by vLLM"), ("json_object", "NOT enforced")],
+)
+async def test_startup_log_says_whether_the_schema_is_enforced(
+    make_verifier: VerifierFactory,
+    caplog: pytest.LogCaptureFixture,
+    structured_output: str,
+    says: str,
+) -> None:
+    verifier = make_verifier(structured_output=structured_output)
+    with caplog.at_level(logging.INFO, logger="tribunal.judge.verifier"):
+        await verifier.start()
+    await verifier.aclose()
+    assert says in caplog.text
