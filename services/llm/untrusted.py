@@ -131,10 +131,6 @@ class ControlTokens:
         self._may_overlap = _may_overlap(literals, self._firsts)
         """Whether a token can start inside another's match (then one pass may leave one)."""
 
-    def digest(self) -> str:
-        """Return a short hash of the tokens beyond the common families' (for config hashes)."""
-        return hashlib.sha256("\n".join(self.tokens).encode()).hexdigest()[:16]
-
     def neutralise(self, text: str) -> str:
         """Return ``text`` with a :data:`MARK` after the first character of every control
         token (marked ones included); the result holds no control token."""
@@ -217,11 +213,6 @@ def _may_overlap(literals: Iterable[str], firsts: tuple[str, ...]) -> bool:
             if any(t.startswith(rest) or rest.startswith(t) for t in literals):
                 return True
     return False
-
-
-def _add_mark(match: re.Match[str]) -> str:
-    token = match.group(0)
-    return token[0] + MARK + token[1:]
 
 
 def _split(pattern: str) -> tuple[str, str]:

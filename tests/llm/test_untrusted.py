@@ -72,7 +72,6 @@ def test_extra_tokens_from_a_tokenizer_or_the_deployment() -> None:
     assert control.tokens == ("[[END]]",)
     out = control.neutralise("a[[END]]b x")
     assert out == "a[·[END]]b x" and control.restore(out) == "a[[END]]b x"
-    assert control.digest() != ControlTokens().digest()
 
 
 def test_overlapping_tokens_are_never_left_raw() -> None:
