@@ -126,11 +126,12 @@ def shared_prefix(question: str, response: str, control: ControlTokens | None = 
     return _shared_prefix(question, response, control)[0]
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=32)
 def _shared_prefix(question: str, response: str, control: ControlTokens | None) -> tuple[str, str]:
-    # Cached: every rubric call of one response builds the same prefix. The tag is drawn
-    # over the raw texts: a mark is no hex digit, so breaking a control token can remove an
-    # occurrence of the tag but never create one.
+    # Cached: every rubric call of one response builds the same prefix, and the calls of one
+    # item are built one after another. Small: a prefix can be 600,000 characters. The tag
+    # is drawn over the raw texts: a mark is no hex digit, so breaking a control token can
+    # remove an occurrence of the tag but never create one.
     tag = fence_tag(question, response)
     control = control or default_control_tokens()
     question, response = control.neutralise(question), control.neutralise(response)
