@@ -161,23 +161,25 @@ class ControlTokens:
     ) -> list[tuple[int, int]]:
         """Leftmost non-overlapping matches of ``pattern`` (as ``re.sub`` takes them), tried
         only where a token's first character occurs."""
-        starts: list[int] = []
+        found: list[tuple[int, int]] = []
         for first in self._firsts:
             pos = text.find(first)
             while pos >= 0:
-                starts.append(pos)
+                match = pattern.match(text, pos)
+                if match is not None:
+                    found.append(match.span())
                 pos = text.find(first, pos + 1)
+        if len(found) < 2:
+            return found
+        # Matches may overlap (a token inside another's match): keep the leftmost of each.
         spans: list[tuple[int, int]] = []
         end = 0
-        for pos in sorted(starts):
-            if pos < end:
-                continue
-            match = pattern.match(text, pos)
-            if match is not None:
-                spans.append(match.span())
+        for start, stop in sorted(found):
+            if start >= end:
+                spans.append((start, stop))
                 if first_only:
                     break
-                end = match.end()
+                end = stop
         return spans
 
     def restore(self, text: str) -> str:
