@@ -1,32 +1,33 @@
 """An in-process LRU of verdicts, keyed by what decides a verdict.
 
-Key: sha256 of (judge model, prompt version and digest, backend settings that move a
-verdict, rubrics per call, question, response, rubric text and polarity). Only readable
-verdicts are stored; errors never are. The core's result cache sits above this one and
+Key (``tribunal.llm.keys.judgment_key``, canonical JSON shared with the citation judge):
+(judge model, prompt version and digest, backend settings that move a verdict, rubrics per
+call, question, response) as one response key, then (response key, rubric text, polarity).
+Only readable verdicts are stored; errors never are. The core's result cache sits above this one and
 holds whole items; this one also serves rubrics shared between items (static sets, GRPO
 groups whose completions repeat) and items whose other rubrics changed.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
 from tribunal.judge.verdict import ParsedVerdict
+from tribunal.llm.keys import judgment_key
 
 
 def response_digest(context: str, question: str, response: str) -> str:
-    """Return the hash of everything shared by the rubrics of one response."""
-    h = hashlib.sha256(context.encode())
-    for part in (question, response):
-        h.update(b"\x00")
-        h.update(part.encode())
-    return h.hexdigest()
+    """Return the key of everything shared by the rubrics of one response."""
+    return judgment_key(
+        "rubric_response", {"context": context, "question": question, "response": response}
+    )
 
 
 def verdict_key(response_key: str, rubric_text: str, polarity: str) -> str:
     """Return the cache key of one rubric of one response."""
-    return hashlib.sha256(f"{response_key}\x00{polarity}\x00{rubric_text}".encode()).hexdigest()
+    return judgment_key(
+        "rubric", {"response": response_key, "polarity": polarity, "text": rubric_text}
+    )
 
 
 class VerdictCache:

@@ -201,6 +201,14 @@ class RubricResult(BaseModel):
     verdict_probs: dict[str, float] | None = Field(
         default=None, description="P(level) for levels 0, 1, 2 when log-probabilities were read."
     )
+    verdict_flag: str | None = Field(
+        default=None,
+        description=(
+            "logprobs_contradict_verdict: the verdict token's log-probabilities favour another "
+            "level than the one the judge wrote; the written level is scored (score_source "
+            "verdict) and verdict_probs shows the distribution."
+        ),
+    )
     reason: str | None = Field(default=None, description="The judge's short reason.")
     cached: bool = Field(default=False, description="Served from the verdict cache.")
     error: ItemError | None = Field(default=None, description="Why this rubric has no score.")

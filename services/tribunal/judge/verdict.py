@@ -6,12 +6,15 @@ log-probabilities of the verdict token, the score is the expectation
 ``Σ_l P(l)·l / 2`` over the levels, with P renormalised over the verdict tokens the server
 listed (so a judge torn between 1 and 2 scores 0.75, not 0.5 or 1).
 
-A verdict that cannot be read is a :class:`ParseError` for that rubric, never a score of 0.
+A verdict that cannot be read is a :class:`ParseError` for that rubric, never a score of 0;
+log-probabilities that favour another level than the written one are not paid (the written
+level is, and the verdict is flagged).
 A refusal of the whole call raises :class:`Refusal`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -24,7 +27,12 @@ from tribunal.llm import answers
 from tribunal.llm.base import Completion, TokenLogprob
 
 _MAX_LEVEL = max(VERDICT_LEVELS)
-_VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?(\d)')
+_VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?([0-9])')
+_PROB_TOLERANCE = 1e-6
+
+LOGPROBS_CONTRADICT = "logprobs_contradict_verdict"
+"""Flag of a verdict whose token log-probabilities favour another level than the one written
+(the written level is scored; the probabilities are kept in the details)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class ParsedVerdict:
         source: ``logprobs`` or ``verdict``.
         probs: P(level) by level (``"0"``, ``"1"``, ``"2"``) when log-probabilities were read.
         reason: The judge's short reason ('' when the backend writes none).
+        flag: :data:`LOGPROBS_CONTRADICT` when the log-probabilities favour another level
+            than the one written (then ``source`` is ``verdict``), else None.
     """
 
     level: int
@@ -44,12 +54,19 @@ class ParsedVerdict:
     source: Literal["logprobs", "verdict"]
     probs: dict[str, float] | None
     reason: str
+    flag: str | None = None
 
 
 def read_verdicts(
     completion: Completion, keys: Sequence[str], max_reason_chars: int = 1000
 ) -> dict[str, ParsedVerdict | ParseError]:
     """Read one verdict per key from a completion.
+
+    The answer must be one JSON object that ends it (``tribunal.llm.answers``): a cut
+    answer, a second object, trailing text or a duplicate key make every key a
+    ``ParseError``. Log-probabilities refine the score only where they agree with the
+    written verdict; where another level is more probable than the one written, the
+    written verdict is used and ``flag`` says so.
 
     Args:
         completion: The backend's answer.
@@ -64,44 +81,46 @@ def read_verdicts(
     """
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the judge refused: {completion.refusal or 'content filter'}"[:500])
-    obj = answers.parse_json_object(completion.text)
-    if obj is None:
-        why = (
-            "it hit the token limit"
-            if completion.finish_reason == "length"
-            else "it is not a JSON object"
-        )
-        error = ParseError(f"unreadable judge answer ({why}): {completion.text[:200]!r}")
-        return dict.fromkeys(keys, error)
+    try:
+        obj = answers.read_answer_object(completion.text, completion.finish_reason)
+    except ParseError as exc:
+        return dict.fromkeys(keys, ParseError(f"judge answer: {exc.message}"))
     if len(keys) == 1 and keys[0] not in obj and "verdict" in obj:
         obj = {keys[0]: obj}  # JSON mode / prompt-only answers sometimes drop the key
     probs_in_order = _verdict_token_probs(completion, obj)
     out: dict[str, ParsedVerdict | ParseError] = {}
     for key in keys:
         entry = obj.get(key)
-        level = _level(entry.get("verdict") if isinstance(entry, dict) else None)
+        raw = entry.get("verdict") if isinstance(entry, dict) else None
+        level = answers.read_level(raw, VERDICT_LEVELS)
         if level is None:
-            out[key] = ParseError(f"no verdict 0, 1 or 2 for {key}: {str(entry)[:200]!r}")
+            shown = answers.preview(json.dumps(raw) if _is_scalar(raw) else type(raw).__name__)
+            out[key] = ParseError(f"no verdict 0, 1 or 2 for {key}: {shown}")
             continue
         assert isinstance(entry, dict)
-        reason = str(entry.get("reason", ""))[:max_reason_chars]
-        probs = probs_in_order.get(key)
-        if probs is None:
-            out[key] = ParsedVerdict(level, level / _MAX_LEVEL, "verdict", None, reason)
-        else:
-            expected = sum(p * int(lvl) for lvl, p in probs.items()) / _MAX_LEVEL
-            out[key] = ParsedVerdict(level, min(1.0, max(0.0, expected)), "logprobs", probs, reason)
+        reason = entry.get("reason", "")
+        reason = (reason if isinstance(reason, str) else "")[:max_reason_chars]
+        out[key] = _verdict(level, reason, probs_in_order.get(key))
     return out
 
 
-def _level(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and value in VERDICT_LEVELS:
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit() and int(value) in VERDICT_LEVELS:
-        return int(value)
-    return None
+def _verdict(level: int, reason: str, probs: dict[str, float] | None) -> ParsedVerdict:
+    """The verdict of one key: the expected level where the log-probabilities agree."""
+    if probs is None:
+        return ParsedVerdict(level, level / _MAX_LEVEL, "verdict", None, reason)
+    if probs[str(level)] + _PROB_TOLERANCE < max(probs.values()):
+        # The server says another level was more probable than the one it wrote: at
+        # temperature 0 that is a constrained decoder forcing the token, or a server bug.
+        # Either way the distribution does not describe this verdict: pay what was written.
+        return ParsedVerdict(
+            level, level / _MAX_LEVEL, "verdict", probs, reason, LOGPROBS_CONTRADICT
+        )
+    expected = sum(p * int(lvl) for lvl, p in probs.items()) / _MAX_LEVEL
+    return ParsedVerdict(level, min(1.0, max(0.0, expected)), "logprobs", probs, reason)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _verdict_token_probs(

@@ -33,6 +33,7 @@ from tribunal.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricRe
 from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 from tribunal.llm import LLMBackend, create_backend
+from tribunal.llm.untrusted import ControlTokens
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class JudgeVerifier:
         self.config = config
         self.backend: LLMBackend | None = backend
         self.cache = VerdictCache(config.cache_max_items)
+        self.control = ControlTokens(backend.control_tokens if backend else ())
+        """The control tokens broken in every untrusted text (the backend's, once started)."""
         self._inflight: dict[str, asyncio.Future[ParsedVerdict]] = {}
         # Admission in front of prompt building: with 10,000 calls queued, only ~2x the
         # backend's concurrency have built prompts, so the first requests leave at once
@@ -107,7 +110,15 @@ class JudgeVerifier:
         if self.backend is None:
             self.backend = create_backend(self.config.backend, env_prefix="TRIBUNAL_JUDGE_")
         await self.backend.start()
-        logger.info("judge backend %s model=%r ready", self.backend.kind, self.backend.model)
+        self.control = ControlTokens(self.backend.control_tokens)
+        logger.info(
+            "judge backend %s model=%r ready; verdict schema %s; %d control tokens beyond the "
+            "common families' are broken in untrusted text",
+            self.backend.kind,
+            self.backend.model,
+            _schema_enforcement(self.backend.kind, self.config.backend.structured_output),
+            len(self.control.tokens),
+        )
 
     async def aclose(self) -> None:
         """Close the backend."""
@@ -232,7 +243,7 @@ class JudgeVerifier:
         self, item: JudgeItem, rubrics: list[Rubric], attempt: int, usage: JudgeUsage
     ) -> list[ParsedVerdict | TribunalError]:
         assert self.backend is not None
-        prompt = build_prompt(item.question, item.response, rubrics)
+        prompt = build_prompt(item.question, item.response, rubrics, self.control)
         budget = self.config.max_tokens_per_rubric * len(rubrics) + 32
         request = build_request(
             prompt,
@@ -279,6 +290,7 @@ class JudgeVerifier:
                 result.reward_term = reward_term(rubric, slot.score)
                 result.score_source = slot.source
                 result.verdict_probs = slot.probs
+                result.verdict_flag = slot.flag
                 result.reason = slot.reason or None
                 scored.append((rubric, slot.score))
             else:
@@ -304,6 +316,18 @@ class JudgeVerifier:
             return ItemOutcome.failed(exc, details.to_dict())
         details.raw_reward = raw
         return ItemOutcome(reward=reward, details=details.to_dict())
+
+
+def _schema_enforcement(kind: str, structured_output: str) -> str:
+    """Say whether the verdict schema is enforced (the docs list what holds only then)."""
+    if kind == "transformers":
+        return "enforced (the backend writes the JSON; the model picks only the verdicts)"
+    if kind == "openai" and structured_output == "json_schema":
+        return (
+            "sent as response_format json_schema (enforced by vLLM / SGLang guided decoding; "
+            "a hosted API that ignores response_format does not enforce it)"
+        )
+    return f"NOT enforced (structured_output={structured_output}): answers are read strictly"
 
 
 def _item_error(errors: list[TribunalError], n_rubrics: int) -> TribunalError:

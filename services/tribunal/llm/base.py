@@ -91,6 +91,13 @@ class LLMBackend(Protocol):
     kind: str
     model: str
 
+    @property
+    def control_tokens(self) -> tuple[str, ...]:
+        """Control tokens of the model's chat template that this backend knows beyond the
+        common families' (``tribunal.llm.untrusted``): the configured ones, and after
+        :meth:`start` its tokenizer's where it has one."""
+        ...
+
     async def start(self) -> None:
         """Open clients or load the model."""
         ...
@@ -134,6 +141,11 @@ class NullBackend:
     def __init__(self, model: str, reason: str) -> None:
         self.model = model
         self.reason = reason
+
+    @property
+    def control_tokens(self) -> tuple[str, ...]:
+        """None: no model is ever asked."""
+        return ()
 
     async def start(self) -> None:
         """Nothing to open."""

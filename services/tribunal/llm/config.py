@@ -91,7 +91,23 @@ class BackendConfig(BaseModel):
         description="Sent as chat_template_kwargs (vLLM / SGLang extension; a JSON object, e.g. "
         '{"enable_thinking": false} for Qwen3 judges); {}: not sent (hosted APIs).',
     )
+    control_tokens: tuple[str, ...] = Field(
+        default=(),
+        description="Control tokens of the served model's chat template beyond the common "
+        "families' (ChatML, Llama 3, Gemma, Mistral, Qwen3 <think>, DeepSeek ...): broken in "
+        "every untrusted text of a prompt so that they cannot tokenize as special tokens. "
+        "The transformers backend adds its tokenizer's own; an openai backend cannot see the "
+        "server's tokenizer, so name any unusual ones here (a JSON list).",
+    )
     device: str = Field(default="cpu", description="Torch device of the transformers backend.")
+
+    @field_validator("control_tokens", mode="before")
+    @classmethod
+    def _list_to_tuple(cls, value: Any) -> Any:
+        """Accept a JSON list (the environment's form)."""
+        if isinstance(value, str):
+            value = json.loads(value)
+        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("chat_template_kwargs", mode="before")
     @classmethod
@@ -112,6 +128,7 @@ class BackendConfig(BaseModel):
             "temperature": self.temperature,
             "seed": self.seed,
             "chat_template_kwargs": dict(self.chat_template_kwargs),
+            "control_tokens": sorted(set(self.control_tokens)),
         }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from typing import Any
 
@@ -81,6 +82,11 @@ class OpenAICompatBackend:
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0
         """Requests currently inside the semaphore (for metrics and tests)."""
+
+    @property
+    def control_tokens(self) -> tuple[str, ...]:
+        """The configured ones only: a chat-completions server does not show its tokenizer."""
+        return self.config.control_tokens
 
     async def start(self) -> None:
         """Open the HTTP session (no request is made: the server may come up later)."""
@@ -212,32 +218,70 @@ def _completion_from(data: Any, verdict_tokens: tuple[str, ...]) -> Completion:
     try:
         choice = data["choices"][0]
         message = choice.get("message") or {}
-        usage = data.get("usage") or {}
-        content = message.get("content") or ""
-        tokens = _tokens_from((choice.get("logprobs") or {}).get("content"), verdict_tokens)
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        logprobs = choice.get("logprobs")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            # Content parts (a list) or an object: not an answer we can read as text.
+            raise ParseError(
+                f"LLM backend answered a message content of type {type(content).__name__}, "
+                "not a string"
+            )
+        refusal = message.get("refusal")
         return Completion(
-            text=content,
-            finish_reason=choice.get("finish_reason"),
-            tokens=tokens,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            refusal=message.get("refusal"),
+            text=content or "",
+            finish_reason=_str_or_none(choice.get("finish_reason")),
+            tokens=_tokens_from(
+                logprobs.get("content") if isinstance(logprobs, dict) else None, verdict_tokens
+            ),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            refusal=None if refusal is None else str(refusal),
         )
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ParseError(f"LLM backend answered a body that is not a completion: {exc!r}") from None
 
 
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _count(value: Any) -> int:
+    """A usage count; what is not a non-negative integer counts as unknown (0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _logprob(value: Any) -> float:
+    """A log-probability; null or a non-number is NaN (skipped by every reader)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return math.nan
+
+
 def _tokens_from(content: Any, verdict_tokens: tuple[str, ...]) -> tuple[TokenLogprob, ...] | None:
     """Per-token log-probabilities; alternatives are kept only on tokens that are a verdict
     (once JSON punctuation is stripped): a reason of 60 tokens x 5 alternatives is otherwise
-    parsed for nothing."""
-    if not content:
+    parsed for nothing.
+
+    Log-probabilities only refine a written verdict, so a malformed block never costs the
+    verdict: a token that is not a string drops them all (None: the written verdict is
+    used), a null log-probability is NaN and an alternative without a token is skipped.
+    """
+    if not content or not isinstance(content, list):
         return None
     out = []
     for t in content:
-        text = str(t["token"])
+        text = t.get("token") if isinstance(t, dict) else None
+        if not isinstance(text, str):
+            return None
         top: tuple[tuple[str, float], ...] = ()
         if text.strip(JSON_TOKEN_PUNCTUATION) in verdict_tokens:
-            top = tuple((str(a["token"]), float(a["logprob"])) for a in t.get("top_logprobs") or ())
-        out.append(TokenLogprob(token=text, logprob=float(t["logprob"]), top=top))
+            alternatives = t.get("top_logprobs")
+            top = tuple(
+                (a["token"], _logprob(a.get("logprob")))
+                for a in (alternatives if isinstance(alternatives, list) else ())
+                if isinstance(a, dict) and isinstance(a.get("token"), str)
+            )
+        out.append(TokenLogprob(token=text, logprob=_logprob(t.get("logprob")), top=top))
     return tuple(out)

@@ -50,6 +50,16 @@ class TransformersBackend:
         self._cache_arg = "cache"
         self._lock = threading.Lock()
 
+    @property
+    def control_tokens(self) -> tuple[str, ...]:
+        """The configured ones, and once started the tokenizer's special and added tokens
+        (plain words among the added tokens structure no template and are left out)."""
+        if self._tokenizer is None:
+            return self.config.control_tokens
+        found = set(self._tokenizer.all_special_tokens)
+        found |= {t for t in self._tokenizer.get_added_vocab() if not t.strip().isalnum()}
+        return tuple(sorted({*self.config.control_tokens, *found}))
+
     async def start(self) -> None:
         """Load tokenizer and weights (in a thread; this can take seconds).
 

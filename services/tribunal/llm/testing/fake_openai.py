@@ -55,6 +55,10 @@ class FakeScript:
         faults: Applied in order, one per request, before answering normally.
         hang_s: How long a ``timeout`` fault holds the request.
         reason: The reason written for every verdict.
+        replies: Raw choices, one per request (after ``faults``), answered instead of the
+            scripted verdicts: ``{"content": ..., "finish_reason": ..., "logprobs": ...}``,
+            each key optional (content defaults to '', finish_reason to ``stop``), any JSON
+            value allowed, so that tests can send what a hostile or broken server would.
     """
 
     default_level: int = 2
@@ -64,6 +68,7 @@ class FakeScript:
     faults: deque[str] = field(default_factory=deque)
     hang_s: float = 2.0
     reason: str = "Scripted verdict."
+    replies: deque[dict[str, Any]] = field(default_factory=deque)
 
     def level_for(self, criterion: str) -> int:
         """Return the level this script gives a criterion."""
@@ -267,6 +272,8 @@ class FakeOpenAIServer:
         if fault == "context":
             too_long = "This model's maximum context length is 4096 tokens"
             return web.json_response({"error": {"message": too_long}}, status=400)
+        if self.script.replies:
+            return self._raw_reply(body, self.script.replies.popleft())
         user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
         criteria = dict(_CRITERION.findall(user))
         keys = _schema_keys(body) or list(criteria)
@@ -292,6 +299,24 @@ class FakeOpenAIServer:
                     "completion_tokens": len(pieces),
                     "total_tokens": prompt_chars // 4 + len(pieces),
                 },
+            }
+        )
+
+    def _raw_reply(self, body: dict[str, Any], reply: dict[str, Any]) -> web.Response:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": reply.get("content", ""), "refusal": None},
+            "finish_reason": reply.get("finish_reason", "stop"),
+        }
+        if "logprobs" in reply:
+            choice["logprobs"] = reply["logprobs"]
+        return web.json_response(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [choice],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )
 
