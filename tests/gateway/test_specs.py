@@ -128,8 +128,10 @@ async def test_static_sets_can_be_dropped() -> None:
 
 
 def tool_calls(n: int) -> str:
+    """``n`` Hermes calls, each answered by the tool in a turn of its own (ChatML)."""
     call = '<tool_call>{"name": "python", "arguments": {"code": "1+1"}}</tool_call>'
-    return "Let me compute.\n" + "\n<tool_response>2</tool_response>\n".join([call] * n)
+    answered = call + "<|im_end|>\n<|im_start|>user\n<tool_response>2</tool_response><|im_end|>"
+    return "Let me compute.\n" + "\n<|im_start|>assistant\n".join([answered] * n)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +142,7 @@ def tool_calls(n: int) -> str:
         (0.0, {"num_turns": 6}, -0.8),  # wrong after 2 tool calls: -1 + 0.05 * 4
         (0.0, {"num_turns": 12}, -0.6),  # capped at -0.6: min(-0.6, -0.5)
         (0.0, {"num_turns": 0}, -1.1),  # verl's num_turns=0 (DemyAgent's "original")
-        (0.0, {"response_extra": 3}, -0.7),  # 3 <tool_call> blocks counted: 2 + 6 turns
+        (0.0, {"response_extra": 3}, -0.7),  # 3 answered <tool_call> blocks: 2 + 6 turns
     ],
 )
 async def test_tcr_agent_by_hand(correct: float, fields: dict[str, Any], expected: float) -> None:
@@ -158,7 +160,8 @@ async def test_tcr_agent_by_hand(correct: float, fields: dict[str, Any], expecte
     by_hand = 1.0 if correct else min(-0.6, outcome_sign + 0.05 * (turns - 2))
     assert by_hand == pytest.approx(expected)
     assert outcome.reward == pytest.approx(expected)
-    assert outcome.details["sub_rewards"]["overlong"]["status"] == "default"
+    overlong = outcome.details["sub_rewards"]["overlong"]
+    assert (overlong["reward"], overlong["details"]["source"]) == (0.0, "estimate")
     assert outcome.details["sub_rewards"]["num_turns"]["reward"] == turns
 
 
@@ -185,7 +188,7 @@ async def test_tcr_agent_overlong_penalty_by_hand(length: int, expected_penalty:
     # DAPO Eq. 13 with L_max = 20480, L_cache = 4096: 0 up to 16384, linear to -1 at 20480.
     assert overlong_penalty({"response_length": length}, {"max_length": 20480, "buffer": 4096}) == (
         pytest.approx(expected_penalty),
-        {"response_length": length, "max_length": 20480, "buffer": 4096},
+        {"response_length": length, "source": "field", "max_length": 20480, "buffer": 4096},
     )
     client = ScriptedClient({"math": const(1.0)})
     outcome = await score_one(
@@ -507,6 +510,13 @@ def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
 
 
 DROPPED = RENORMALIZE.replace("name: refiner_renorm", "name: dropped")
+DEFAULTED = """
+name: defaulted
+version: "1"
+components:
+  math: {verifier: math, inputs: {response: response, ground_truth: ground_truth}}
+  style: {when: style_notes, builtin: contains, params: {all_of: ["QED"]}, default: 0}
+"""
 
 
 def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
@@ -534,6 +544,9 @@ def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
         (None, ScriptedClient({"math": const(1.0)}), {
             "spec": "tcr_agent", "response": "\\boxed{4}", "ground_truth": "4",
             "response_length": 18432, "num_turns": 4,
+        }),
+        (DEFAULTED, ScriptedClient({"math": const(1.0)}), {
+            "spec": "defaulted", "response": "\\boxed{4}", "ground_truth": "4"
         }),
         (None, ScriptedClient({}, down={"math"}), {
             "verifier": "math", "response": "1", "ground_truth": "1"
