@@ -92,6 +92,7 @@ _RETRACTION = re.compile(
 # Text-mode commands whose braces hold words (``\\text{ or maybe }``).
 _TEXT_MODE = re.compile(r"\\(?:text\w*|mbox|mathrm|textbf|operatorname|mathit)\s*\{([^{}]*)\}")
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_LETTER = re.compile(r"[A-Za-z]")
 _PLAIN_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z][A-Za-z'’]*")
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z][A-Za-z'’]+")
 _MATH_TOKEN = re.compile(
@@ -149,8 +150,9 @@ def uncommitted(
     Returns:
         The reason (see the module docstring), or None.
     """
-    gold_words = words_of(gold)
-    multiple = is_multiple(gold)
+    relation = _LEADING_RELATION.match(answer)
+    if relation is not None and not _LEADING_RELATION.match(gold):
+        return _RELATION_REASON.get(relation.group().strip()[:3], "bounded")
     flat = _TEXT_MODE.sub(lambda m: " " + m.group(1) + " ", answer)
     # What states the answer: read whole. The words just before it: only a negation, a
     # hedge, and (unless it is a box) a bound; "the maximum value is \boxed{5}", "at most
@@ -159,6 +161,21 @@ def uncommitted(
     stated = stated.lower().replace("’", "'")
     lead = _clause_before(before).lower().replace("’", "'")
     tail = _clause_after(after).lower().replace("’", "'")
+    if _LETTER.search(stated) or lead or tail:  # no word at all: nothing to hedge with
+        reason = _worded(answer, stated, lead, tail, gold, boxed=boxed)
+        if reason is not None:
+            return reason
+    if after and _RETRACTION.search(after):
+        return "retracted"
+    return None
+
+
+def _worded(
+    answer: str, stated: str, lead: str, tail: str, gold: str, *, boxed: bool
+) -> Reason | None:
+    """The word checks of :func:`uncommitted` (``stated``, ``lead``, ``tail``: lowercased)."""
+    gold_words = words_of(gold)
+    multiple = is_multiple(gold)
 
     def found(pattern: re.Pattern[str], text: str) -> bool:
         return any(
@@ -166,9 +183,6 @@ def uncommitted(
             for m in pattern.finditer(text)
         )
 
-    relation = _LEADING_RELATION.match(answer)
-    if relation is not None and not _LEADING_RELATION.match(gold):
-        return _RELATION_REASON.get(relation.group().strip()[:3], "bounded")
     if found(_NEGATED, stated) or found(_NEGATED_LEAD, lead):
         return "negated"
     if found(_BOUNDED, stated) or (not boxed and found(_BOUNDED, lead)):
@@ -182,8 +196,6 @@ def uncommitted(
         return _TRAILING_REASON.get(trailing.group().split()[0], "hedged")
     if boxed and _stray_words(answer, gold_words | ({"and", "or"} if multiple else set())):
         return "words"
-    if _RETRACTION.search(after):
-        return "retracted"
     return None
 
 

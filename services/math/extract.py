@@ -112,7 +112,7 @@ _MAX_JOINER_CHARS = 120
 _MAX_PARTS = 64
 _BEFORE_CHARS = 200
 # A line that starts with ``####`` (or more) and what follows it on the line.
-_HASH_LINE = re.compile(r"^[ \t]*#{4,}[ \t]*(.*)$", re.MULTILINE)
+_HASH_LINE = re.compile(r"[ \t]*#{4,}[ \t]*(.*)")
 # A Markdown heading's text starts with a word ("#### Step 2"); an answer with a value.
 _HEADING = re.compile(r"[*_ \t]*[A-Za-z]{2,}")
 
@@ -329,14 +329,20 @@ def _match_braces(text: str, start: int) -> dict[int, int]:
 
 def _after_hashes(text: str) -> tuple[Extraction, int] | None:
     """Return the rest of the last line that starts with ``####`` and is not a Markdown
-    heading (GSM8K's answer line), and where that line starts."""
-    if "####" not in text:
-        return None
-    for line in reversed(list(_HASH_LINE.finditer(text))):
-        content = clean_answer(line.group(1))
-        if content and not _HEADING.match(line.group(1)):
-            found = Extraction(content, "gsm8k_hash", after=text[line.end() :])
-            return found, line.start()
+    heading (GSM8K's answer line), and where that line starts.
+
+    Walks back from the last ``####`` (``str.rfind``: no pass over the text per line).
+    """
+    position = text.rfind("####")
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        if text[line_start:position].strip(" \t#") == "":
+            line = _HASH_LINE.match(text, line_start)
+            assert line is not None  # spaces, hashes, then "####"
+            content = clean_answer(line.group(1))
+            if content and not _HEADING.match(line.group(1)):
+                return Extraction(content, "gsm8k_hash", after=text[line.end() :]), line_start
+        position = text.rfind("####", 0, line_start)
     return None
 
 
