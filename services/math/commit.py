@@ -62,7 +62,9 @@ _TRAILING_REASON: dict[str, Reason] = {
 }
 # Just before an answer only these count: "is not \boxed{7}", "probably 7".
 _NEGATED_LEAD = re.compile(r"\b(?:not|never)\b|n't\b")
-_HEDGED_LEAD = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b")
+_HEDGED_LEAD = re.compile(
+    r"\b(?:maybe|perhaps|possibly|probably|could|might|may|guess|think|believe|suppose)\b"
+)
 _RELATION_REASON: dict[str, Reason] = {
     "\\ne": "negated",
     "\\no": "negated",

@@ -53,6 +53,8 @@ def test_hacks_earn_less_than_honest_answers(case: dict[str, Any]) -> None:
         ("\\boxed{\\geq 7}", "bounded"),
         ("The answer is 7, or possibly nine", "hedged"),
         ("\\boxed{7 \\text{ or maybe } 9}", "hedged"),
+        ("The answer could be 7", "hedged"),
+        ("I guess 7.", "hedged"),
         ("\\boxed{\\pm 7}", "multiple"),
         ("The answer is 7 and 9.", "multiple"),
         ("\\boxed{\\text{about } 7}", "words"),
