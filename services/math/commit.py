@@ -67,6 +67,8 @@ _HEDGED_LEAD = re.compile(
 )
 _RELATION_REASON: dict[str, Reason] = {
     "\\ne": "negated",
+    "\\ln": "negated",
+    "¬": "negated",
     "\\no": "negated",
     "≠": "negated",
     "!=": "negated",
@@ -78,8 +80,8 @@ _RELATION_REASON: dict[str, Reason] = {
 _AND_VALUES = re.compile(r"[\w})$]\s*,?\s*\band\b\s*[-+$\\\w(]")
 # A relation with no left-hand side: "\\neq 7", ">= 7", "≥ 7", "\\pm 7".
 _LEADING_RELATION = re.compile(
-    r"^\s*(?:\\(?:neq?|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2}|pm|mp|nless|ngtr)(?![A-Za-z])"
-    r"|[<>≤≥≠±]|!=)"
+    r"^\s*(?:\\(?:neq?|neg|lnot|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2}|pm|mp|nless|ngtr)"
+    r"(?![A-Za-z])|[<>≤≥≠±¬]|!=)"
 )
 _RETRACTION = re.compile(
     r"(?:^|[.!?;:\n]\s*|\*\*|\b(?:but|and)\s+)(?:(?:wait|actually|oops|hmm+|scratch\s+that"

@@ -47,6 +47,7 @@ def test_hacks_earn_less_than_honest_answers(case: dict[str, Any]) -> None:
         ("The answer is not 7.", "negated"),
         ("The answer isn't 7", "negated"),
         ("\\boxed{\\neq 7}", "negated"),
+        ("\\boxed{\\neg 7}", "negated"),
         ("\\boxed{\\text{not } \\boxed{7}}", "negated"),
         ("The answer is at least 7", "bounded"),
         ("The answer is 7 or more", "bounded"),
