@@ -576,3 +576,42 @@ async def test_results_are_what_the_gateway_document_says() -> None:
         seen["dropped"] |= set(details.dropped)
     assert seen["status"] == set(get_args(ComponentStatus))
     assert seen["closed_gate"] == {None, "format"} and seen["dropped"] == {"citation"}
+
+
+TOKENIZED = """
+name: tokenized
+version: "1"
+components:
+  overlong:
+    builtin: overlong_penalty
+    params: {max_length: 120, buffer: 100, tokenizer: TOKENIZER}
+"""
+
+
+async def test_the_overlong_penalty_counts_tokens_with_the_named_tokenizer(
+    tmp_path: Path,
+) -> None:
+    # A byte-level BPE trained here (no download): the penalty measures the response in its
+    # tokens when the rollout sends no response_length; a tokenizer that cannot load is an
+    # item error naming it, never a reward.
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(["the answer is seven " * 20], trainer=trainer)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe).save_pretrained(tmp_path / "tok")
+    response = "the answer is seven " * 25
+    tokens = len(transformers.AutoTokenizer.from_pretrained(tmp_path / "tok").encode(response))
+    assert 20 < tokens < 120 < len(response.encode()) // 4  # the estimate would be -1
+    verifier = gateway(ScriptedClient({}), TOKENIZED.replace("TOKENIZER", str(tmp_path / "tok")))
+    outcome = await score_one(verifier, spec="tokenized", response=response)
+    overlong = outcome.details["sub_rewards"]["overlong"]["details"]
+    assert (overlong["source"], overlong["response_length"]) == ("tokenizer", tokens)
+    assert outcome.reward == pytest.approx((20 - tokens) / 100)
+    missing = TOKENIZED.replace("TOKENIZER", str(tmp_path / "nope")).replace("tokenized", "nope")
+    outcome = await score_one(gateway(ScriptedClient({}), missing), spec="nope", response="hi")
+    assert outcome.reward is None and outcome.error is not None
+    assert outcome.error.code == "configuration_error" and "nope" in outcome.error.message
