@@ -23,7 +23,9 @@ the ground truth itself holds never count, so a gold ``\\text{no solution}`` is 
   "Actually,", "that is wrong", "I made a mistake", "scratch that").
 
 Approximation words (approximately, about, roughly, ``\\approx``) are not hedges: the value
-is compared as written. Every pattern is a fixed alternation of words: linear in the text.
+is compared as written. Every pattern is a fixed alternation of words with whitespace runs
+matched possessively, and a sentence's start is found by looking back from its first word
+(never a pattern anchored on each character of a run of newlines): linear in the text.
 """
 
 from __future__ import annotations
@@ -77,22 +79,30 @@ _RELATION_REASON: dict[str, Reason] = {
     "±": "multiple",
 }
 # Two values joined by "and": "7 and 9", "$7$ and $9$", "7, and nine".
-_AND_VALUES = re.compile(r"[\w})$]\s*,?\s*\band\b\s*[-+$\\\w(]")
+_AND_VALUES = re.compile(r"[\w})$]\s*+,?\s*+\band\b\s*+[-+$\\\w(]")
 # A relation with no left-hand side: "\\neq 7", ">= 7", "≥ 7", "\\pm 7".
 _LEADING_RELATION = re.compile(
     r"^\s*(?:\\(?:neq?|neg|lnot|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2}|pm|mp|nless|ngtr)"
     r"(?![A-Za-z])|[<>≤≥≠±¬]|!=)"
 )
-_RETRACTION = re.compile(
-    r"(?:^|[.!?;:\n]\s*|\*\*|\b(?:but|and)\s+)(?:(?:wait|actually|oops|hmm+|scratch\s+that"
-    r"|on\s+second\s+thought|correction)\b|no\s*,)"
-    r"|\b(?:that|this|it|which|above|answer|result|value)\s*(?:is|was|'s|’s|seems|looks)\s+"
-    r"(?:wrong|incorrect|not\s+(?:right|correct|the\s+answer))\b"
-    r"|\b(?:made|make)\s+(?:a|an)\s+(?:mistake|error)\b"
-    r"|\b(?:disregard|retract)\b|\bignore\s+(?:that|this|the\s+above)\b"
-    r"|^[\s,.$*)}\]]*(?:is|was|'s)\s+(?:not|wrong|incorrect)\b",
+# A sentence that takes the answer back: its first word (after a sentence end, "**", "but"
+# or "and"; see _retracted), or a phrase anywhere.
+_RETRACTION_START = re.compile(
+    r"\b(?:(?:wait|actually|oops|hmm+|correction)\b|scratch\s++that\b|on\s++second\s++thought\b"
+    r"|no\s*+,)",
     re.IGNORECASE,
 )
+_RETRACTION = re.compile(
+    r"\b(?:that|this|it|which|above|answer|result|value)\s*+(?:is|was|'s|’s|seems|looks)\s++"
+    r"(?:wrong|incorrect|not\s++(?:right|correct|the\s++answer))\b"
+    r"|\b(?:made|make)\s++(?:a|an)\s++(?:mistake|error)\b"
+    r"|\b(?:disregard|retract)\b|\bignore\s++(?:that|this|the\s++above)\b",
+    re.IGNORECASE,
+)
+# The answer's own sentence going on to deny it: "$\\boxed{7}$ is not right".
+_DENIED = re.compile(r"[\s,.$*)}\]]*+(?:is|was|'s)\s++(?:not|wrong|incorrect)\b", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"(?:[.!?;:]|\*\*|\b(?:but|and))\Z", re.IGNORECASE)
+_LOOK_BACK = 40
 # Text-mode commands whose braces hold words (``\\text{ or maybe }``).
 _TEXT_MODE = re.compile(r"\\(?:text\w*|mbox|mathrm|textbf|operatorname|mathit)\s*\{([^{}]*)\}")
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
@@ -169,9 +179,26 @@ def uncommitted(
         reason = _worded(answer, stated, lead, tail, gold, boxed=boxed)
         if reason is not None:
             return reason
-    if after and _RETRACTION.search(after):
+    if after and _retracted(after):
         return "retracted"
     return None
+
+
+def _retracted(after: str) -> bool:
+    """Whether the text after an answer takes it back (see the module docstring).
+
+    A sentence-start word counts after a sentence end, "**", "but" or "and", found by
+    looking back a few characters from the word (a regex anchored on the punctuation would
+    rescan a run of whitespace from each of its characters).
+    """
+    if _DENIED.match(after) or _RETRACTION.search(after):
+        return True
+    for word in _RETRACTION_START.finditer(after):
+        window = after[max(0, word.start() - _LOOK_BACK) : word.start()]
+        text = window.rstrip()
+        if not text or "\n" in window[len(text) :] or _SENTENCE_START.search(text):
+            return True  # the text's start, a line's, a long blank, or after a sentence end
+    return False
 
 
 def _worded(

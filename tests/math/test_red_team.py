@@ -149,3 +149,22 @@ def test_a_coarser_rounding_loosens_the_relative_tolerance() -> None:
     coarse = MathConfig(float_rounding=2)
     assert verify_answer("0.499", "0.5", coarse).reward == 1.0
     assert verify_answer("0.0001", "0.003", coarse).reward == 0.0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "\n" * 1_000_000,
+        ". " * 500_000,
+        "that " + " " * 1_000_000,
+        "7 and " * 150_000,
+        "Wait, " * 150_000,
+    ],
+    ids=["newlines", "sentence-ends", "spaces", "and-values", "retractions"],
+)
+def test_the_commitment_check_is_linear(tail: str) -> None:
+    # A guard, not a timing: a pattern rescanning a whitespace run from each of its
+    # characters took 25 s on 20,000 newlines and never ended on a megabyte.
+    score = verify_answer("\\boxed{7}" + tail, "7")
+    assert score.uncommitted == ("retracted" if tail.startswith("Wait") else None)
