@@ -35,6 +35,7 @@ import pytest
 from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
 from tribunal.core.errors import ALL_ERRORS, BadInput, TribunalError
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
+from tribunal.gateway.builtins import num_turns
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
 from tribunal.math import verify_answer
 
@@ -178,3 +179,17 @@ async def test_the_overlong_penalty_measures_the_response(case: dict[str, Any]) 
     assert overlong["details"]["response_length"] == -(-length // 4)
     assert honest.reward == pytest.approx(1.0)
     assert hack.reward is not None and hack.reward < honest.reward
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "response",
+    ["<tool_call>" * 200_000, "</tool_call>" * 200_000, "<tool_call>x" * 200_000 + "</tool_call>"],
+    ids=["unclosed", "closers", "one-long-call"],
+)
+def test_counting_turns_is_linear(response: str) -> None:
+    # A guard, not a timing: ``<tool_call>.*?</tool_call>`` rescanned the rest of the text
+    # from each unclosed tag (38 s for 20,000 of them, in the gateway's event loop).
+    reward, details = num_turns({"response": response}, {})
+    assert reward == 2.0 and details["source"] == "unknown"
+    assert details["typed_tool_calls"] == (1 if response.startswith("<tool_call>x") else 0)
