@@ -68,3 +68,24 @@ async def test_results_are_what_the_math_document_says() -> None:
     for outcome in outcomes:
         text = result_json("x", outcome, verifier_info(verifier))
         assert_documented("math", "MathItemResult", json.loads(text))
+
+
+async def test_strict_mode_and_the_reason_reach_an_item() -> None:
+    loose, strict, hedged = await _scored(
+        _verifier(),
+        [
+            MathItem(id="loose", response="The answer is 18.", ground_truth="18"),
+            MathItem.model_validate(
+                {
+                    "id": "strict",
+                    "response": "The answer is 18.",
+                    "ground_truth": "18",
+                    "options": {"last_box_only": True},
+                }
+            ),
+            MathItem(id="hedged", response="The answer is 18, or maybe 19.", ground_truth="18"),
+        ],
+    )
+    assert (loose.reward, strict.reward, hedged.reward) == (1.0, 0.0, 0.0)
+    assert strict.details["method"] == "none"
+    assert hedged.details["uncommitted"] == "hedged"
