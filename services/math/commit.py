@@ -96,8 +96,15 @@ _RETRACTION = re.compile(
     r"\b(?:that|this|it|which|above|answer|result|value)\s*+(?:is|was|'s|’s|seems|looks)\s++"
     r"(?:wrong|incorrect|not\s++(?:right|correct|the\s++answer))\b"
     r"|\b(?:made|make)\s++(?:a|an)\s++(?:mistake|error)\b"
-    r"|\b(?:disregard|retract)\b|\bignore\s++(?:that|this|the\s++above)\b",
+    r"|\b(?:disregard|retract)\b|\bignore\s++(?:that|this|the\s++above)\b"
+    r"|\b(?:could|might|may)\s++(?:also|instead|equally)\s++be\b"
+    r"|\bor\s++(?:maybe|perhaps|possibly)\b",
     re.IGNORECASE,
+)
+# A relation just before the answer: "The answer ≠ 7", "x \\geq \\boxed{7}".
+_RELATION_BEFORE = re.compile(
+    r"(?:\\(?:neq?|neg|lnot|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2})(?![A-Za-z])|[<>≤≥≠¬])"
+    r"[\s$*{(]*+\Z"
 )
 # The answer's own sentence going on to deny it: "$\\boxed{7}$ is not right".
 _DENIED = re.compile(r"[\s,.$*)}\]]*+(?:is|was|'s)\s++(?:not|wrong|incorrect)\b", re.IGNORECASE)
@@ -164,7 +171,7 @@ def uncommitted(
     Returns:
         The reason (see the module docstring), or None.
     """
-    relation = _LEADING_RELATION.match(answer)
+    relation = _LEADING_RELATION.match(answer) or _RELATION_BEFORE.search(before[-_LOOK_BACK:])
     if relation is not None and not _LEADING_RELATION.match(gold):
         return _RELATION_REASON.get(relation.group().strip()[:3], "bounded")
     flat = _TEXT_MODE.sub(lambda m: " " + m.group(1) + " ", answer)

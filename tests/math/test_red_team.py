@@ -60,6 +60,9 @@ def test_hacks_earn_less_than_honest_answers(case: dict[str, Any]) -> None:
         ("The answer is 7 and 9.", "multiple"),
         ("\\boxed{\\text{about } 7}", "words"),
         ("\\boxed{7}. Wait, that's wrong.", "retracted"),
+        ("The answer is 7. It could also be 9.", "retracted"),
+        ("The answer ≠ 7", "negated"),
+        ("so $x \\geq \\boxed{7}$", "bounded"),
     ],
 )
 def test_the_reason_is_named(response: str, reason: str) -> None:
@@ -80,6 +83,9 @@ def test_the_reason_is_named(response: str, reason: str) -> None:
         ("\\boxed{(5, 8) \\quad \\text{and} \\quad (8, 5)}", "(5, 8), (8, 5)"),
         ("\\boxed{\\text{no solution}}", "\\text{no solution}"),
         ("\\boxed{12\\text{ inches}}", "12"),
+        ("The answer is 7. This could be checked by substitution.", "7"),
+        ("so there are $7!\\times 2!=\\boxed{10080}$ ways.", "10080"),
+        ("$\\boxed{4}$.\n\nAlternatively, we can count the complement.", "4"),
     ],
 )
 def test_how_solutions_state_a_value_is_still_paid(response: str, gold: str) -> None:
