@@ -6,21 +6,32 @@ gold 7, and Math-Verify (whose unit stripping cuts at the first ``\\text{``, and
 comparison reads the one number it finds) pays them. :func:`uncommitted` looks at the
 extracted answer and the words around it and names why it is no answer, or returns None.
 
-What counts (each on the answer, the clause before it and the clause after it; words that
-the ground truth itself holds never count, so a gold ``\\text{no solution}`` is still paid):
+What counts is read in three places: the answer with the sentence that states it (an answer
+phrase's), the two words just before it, and the three words just after it; words that the
+ground truth itself holds never count, so a gold ``\\text{no solution}`` is still paid.
 
-- ``negated``: not, n't, never, no, none, neither, nor, wrong, incorrect, false, except,
-  other than, instead of; or an answer that starts with a relation other than ``=``
-  (``\\neq 7``, ``\\geq 7``, ``> 7``, ``\\pm 7``).
-- ``bounded``: at least, at most, more / less / fewer / greater / smaller / larger than,
-  up to, between, exceeds, minimum, maximum, bound, or more / or less / or so.
-- ``hedged``: maybe, perhaps, possibly, probably, likely, might, could, guess, unsure,
-  either, or (when the ground truth is one value), think, believe.
-- ``multiple``: two values joined by "and" when the ground truth is one value.
+- ``negated``: in the answer, not, n't, never, no, none, neither, nor, wrong, incorrect,
+  false, except, other than, instead of; just before it, not, n't, never; just after it,
+  "is not", "isn't", "is wrong"; an answer that starts with ``\\neq``, ``\\neg``, ``≠``, or
+  a ``≠`` just before it.
+- ``bounded``: in the answer, at least, at most, more / less / fewer / greater / smaller /
+  larger than, up to, between, exceeds, minimum, maximum, bound, or more / or less / or so
+  (just before it too, unless it is a box: "the maximum value is \\boxed{5}"); just after
+  it, "at least", "at most", "and up"; an answer that starts with a relation other than
+  ``=`` (``\\geq 7``, ``> 7``), or such a relation just before it (``x \\geq \\boxed{7}``).
+- ``hedged``: in the answer, maybe, perhaps, possibly, probably, likely, might, could,
+  guess, unsure, either, think, believe; just before it, maybe, perhaps, possibly,
+  probably, could, might, may, guess, think, believe, suppose; just after it, "or ...",
+  maybe, perhaps, possibly, probably.
+- ``multiple``: "or", or two values joined by "and", in the answer when the ground truth is
+  one value; ``\\pm 7``.
 - ``words``: inside a box, words that are not the gold's and do not trail the value as its
   unit (at most three of them): ``\\boxed{\\text{not } \\boxed{7}}``, ``\\boxed{\\text{about } 7}``.
-- ``retracted``: after the answer, a sentence that takes it back and no later answer ("Wait,",
-  "Actually,", "that is wrong", "I made a mistake", "scratch that").
+- ``retracted``: after the answer, a sentence that starts "Wait", "Actually", "Oops",
+  "Hmm", "No,", "Scratch that", "On second thought", "Correction", or anywhere "that is
+  wrong / incorrect / not right", "I made a mistake", "disregard", "retract", "ignore
+  that", "could also be", "or maybe": the answer is taken back (a later answer would have
+  been extracted instead).
 
 Approximation words (approximately, about, roughly, ``\\approx``) are not hedges: the value
 is compared as written. Every pattern is a fixed alternation of words with whitespace runs
@@ -54,7 +65,7 @@ _OR = re.compile(r"\bor\b")
 # not right"): "10 more than Susan" and "3 with neither" say what the value counts.
 _TRAILING_HEDGE = re.compile(
     r"(?:(or)\b|maybe|perhaps|possibly|probably|at (?:least|most)|is not|isn't|is wrong"
-    r"|is incorrect|and up|and above|give or take|plus or minus|approximately or)\b"
+    r"|is incorrect|and up|and above|give or take|plus or minus)\b"
 )
 _TRAILING_REASON: dict[str, Reason] = {
     "at": "bounded",
