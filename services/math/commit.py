@@ -112,10 +112,11 @@ _RETRACTION = re.compile(
     r"|\bor\s++(?:maybe|perhaps|possibly)\b",
     re.IGNORECASE,
 )
-# A relation just before the answer: "The answer ≠ 7", "x \\geq \\boxed{7}".
+# A relation just before the answer: "The answer ≠ 7", "x \\geq \\boxed{7}" (not the ">" of
+# a tag: "<answer>\\boxed{7}").
 _RELATION_BEFORE = re.compile(
-    r"(?:\\(?:neq?|neg|lnot|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2})(?![A-Za-z])|[<>≤≥≠¬])"
-    r"[\s$*{(]*+\Z"
+    r"(?:\\(?:neq?|neg|lnot|not|[lg]eq?q?|[lg]eqslant|[lg]t|[lg]{2})(?![A-Za-z])|[≤≥≠¬]"
+    r"|<|(?<![\w\"'/-])>)[\s$*{(]*+\Z"
 )
 # The answer's own sentence going on to deny it: "$\\boxed{7}$ is not right".
 _DENIED = re.compile(r"[\s,.$*)}\]]*+(?:is|was|'s)\s++(?:not|wrong|incorrect)\b", re.IGNORECASE)

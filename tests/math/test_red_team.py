@@ -84,6 +84,8 @@ def test_the_reason_is_named(response: str, reason: str) -> None:
         ("\\boxed{\\text{no solution}}", "\\text{no solution}"),
         ("\\boxed{12\\text{ inches}}", "12"),
         ("The answer is 7. This could be checked by substitution.", "7"),
+        ("<answer>\\boxed{7}</answer>", "7"),
+        ("Reasoning.\n<answer>\n7\n</answer>", "7"),
         ("so there are $7!\\times 2!=\\boxed{10080}$ ways.", "10080"),
         ("$\\boxed{4}$.\n\nAlternatively, we can count the complement.", "4"),
     ],
