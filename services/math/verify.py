@@ -40,6 +40,13 @@ else; a ground truth that is a worked solution is extracted as a completion woul
 answer joined from several boxes or spans, or a list whose items carry units, is the set
 of its items, each parsed on its own (a hedge never equals one of its items).
 
+Decisions of issue 28 (``tests/math/test_red_team.py``, ``docs/math.md``): an answer that
+is negated, hedged, bounded, multiple-valued, retracted, or a box holding words that are
+neither the gold's nor a unit gets 0 before any comparison (``tribunal.math.commit``; the
+reason is ``MathScore.uncommitted``); and a decimal answer to a nonzero gold must also be
+within :func:`relative_tolerance` of it, where Math-Verify's rounding to ``float_rounding``
+decimals alone made ``0`` equal every gold below ``5e-7``.
+
 Known issues:
     - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
       does not assume ``n > 0``).
