@@ -229,6 +229,22 @@ def test_openrlhf_an_undecided_answer_gets_the_specs_policy(stack: Stack) -> Non
     moved = {**body, "prompts": [prompt, "Another question?", prompt]}
     refused = post(stack.gateway, "/get_reward", moved)
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "query.1"
+    # A number past float range from a rollout is that item's bad input, not a batch's 500.
+    text = (
+        '{"items": [{"id": "huge", "spec": "tcr_agent", "response": "\\\\boxed{8}", '
+        '"ground_truth": "7", "num_turns": 1' + "0" * 400 + '}, {"id": "ok", "spec": '
+        '"tcr_agent", "response": "\\\\boxed{7}", "ground_truth": "7", "num_turns": 4}]}'
+    )
+    scored = httpx.post(
+        f"{stack.gateway}/v1/score",
+        content=text,
+        headers={"content-type": "application/json"},
+        timeout=120,
+    )
+    assert scored.status_code == 200, scored.text
+    huge, ok = scored.json()["results"]
+    assert huge["reward"] is None and huge["error"]["code"] == "bad_input"
+    assert "num_turns" in huge["error"]["field"] and ok["reward"] == 1.0
 
 
 def test_a_verifier_that_is_down_is_an_error_never_a_zero(stack: Stack) -> None:
