@@ -40,6 +40,7 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_KEY_PREFIX": "tribunal-test",
     "TRIBUNAL_HOST": "0.0.0.0",
     "TRIBUNAL_API_KEY": "sk-settings-test",
+    "TRIBUNAL_MATH_RELATIVE_TOLERANCE": "0.01",
     "TRIBUNAL_LOG_LEVEL": "DEBUG",
     "TRIBUNAL_MATH_PORT": "18101",
     "TRIBUNAL_CODE_PORT": "18102",

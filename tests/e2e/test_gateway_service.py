@@ -211,6 +211,42 @@ def test_openrlhf_get_reward(stack: Stack) -> None:
     assert "OpenRLHF cannot take a missing reward" in refused.json()["error"]["message"]
 
 
+def test_openrlhf_an_undecided_answer_gets_the_specs_policy(stack: Stack) -> None:
+    # A power tower runs past the math service's deadline (its process is killed): on
+    # /v1/score an item error, on /get_reward the spec's undecided_reward for that sample,
+    # never a retryable 504 for the batch that OpenRLHF would retry into the same failure.
+    prompt = "<|im_start|>user\nWhat is 3+4?<|im_end|>\n<|im_start|>assistant\n"
+    tower = prompt + "It is \\boxed{9^{9^{9^{9}}}}.<|im_end|>"
+    queries = [prompt + "It is \\boxed{7}.<|im_end|>", tower, prompt + "It is 8.<|im_end|>"]
+    body = {"query": queries, "prompts": [prompt] * 3, "labels": ["7"] * 3}
+    answer = post(stack.gateway, "/get_reward", body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rewards"] == [1.0, 0.0, 0.0]
+    assert answer.json()["extra_logs"]["undecided"] == [0.0, 1.0, 0.0]
+    tcr = post(stack.gateway, "/get_reward/tcr_agent", body).json()
+    assert tcr["rewards"] == [1.0, -1.0, -1.0] and tcr["extra_logs"]["undecided"] == [0, 1, 0]
+    # Its prompt not found: refused by name, never scored whole.
+    moved = {**body, "prompts": [prompt, "Another question?", prompt]}
+    refused = post(stack.gateway, "/get_reward", moved)
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "query.1"
+    # A number past float range from a rollout is that item's bad input, not a batch's 500.
+    text = (
+        '{"items": [{"id": "huge", "spec": "tcr_agent", "response": "\\\\boxed{8}", '
+        '"ground_truth": "7", "num_turns": 1' + "0" * 400 + '}, {"id": "ok", "spec": '
+        '"tcr_agent", "response": "\\\\boxed{7}", "ground_truth": "7", "num_turns": 4}]}'
+    )
+    scored = httpx.post(
+        f"{stack.gateway}/v1/score",
+        content=text,
+        headers={"content-type": "application/json"},
+        timeout=120,
+    )
+    assert scored.status_code == 200, scored.text
+    huge, ok = scored.json()["results"]
+    assert huge["reward"] is None and huge["error"]["code"] == "bad_input"
+    assert "num_turns" in huge["error"]["field"] and ok["reward"] == 1.0
+
+
 def test_a_verifier_that_is_down_is_an_error_never_a_zero(stack: Stack) -> None:
     stop_process(stack.processes["citation"])
     items = [

@@ -110,8 +110,14 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         assert cited["reward"] == pytest.approx(5 / 6) and cited["details"]["precision"] == 0.75
         direct, tcr, refiner = mixed["results"]
         assert direct["reward"] == 1.0 and direct["verifier"]["name"] == "math"
-        assert tcr["reward"] == pytest.approx(-0.9)  # wrong after one tool call
-        assert tcr["details"]["sub_rewards"]["num_turns"]["details"]["tool_calls"] == 1
+        # wrong, with one typed tool call that no tool response answered: no turn is counted
+        assert tcr["reward"] == pytest.approx(-1.0)
+        turns = tcr["details"]["sub_rewards"]["num_turns"]["details"]
+        assert (turns["tool_calls"], turns["typed_tool_calls"], turns["source"]) == (
+            0,
+            1,
+            "unknown",
+        )
         assert refiner["reward"] is None
         assert refiner["error"]["code"] == "backend_unavailable"
         assert "rloo_math" in {spec["name"] for spec in specs["specs"]}

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tribunal.core.envelope import ItemError, ItemResult, VerifierInfo
-from tribunal.core.errors import BackendUnavailable, BadInput
+from tribunal.core.errors import (
+    BackendUnavailable,
+    BadInput,
+    ConfigurationError,
+    InternalError,
+    ScoringTimeout,
+)
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
@@ -14,7 +20,7 @@ INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
 
 def test_queries_become_rollouts() -> None:
     request = GetRewardRequest(
-        query=["PROMPT A: \\boxed{4}", "unrelated text", "P2 answer"],
+        query=["PROMPT A: \\boxed{4}", "PROMPT B: unrelated text", "P2 answer"],
         prompts=["PROMPT A: ", "PROMPT B: ", "P2"],
         labels=["4", '{"positive_rubrics": ["is short"], "ground_truth": "7"}', 12],
     )
@@ -26,9 +32,57 @@ def test_queries_become_rollouts() -> None:
         "question": "PROMPT A: ",
         "ground_truth": "4",
     }
-    assert second["response"] == "unrelated text"  # the prompt is not its prefix: kept whole
+    assert second["response"] == "unrelated text"
     assert second["positive_rubrics"] == ["is short"] and second["ground_truth"] == "7"
     assert third["response"] == " answer" and third["ground_truth"] == "12"
+
+
+QUESTION = "<|im_start|>user\nTom has 12 apples and eats 5. How many are left?<|im_end|>\n"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        QUESTION + "<|im_start|>assistant\nI do not know.",
+        "<|endoftext|><|endoftext|>" + QUESTION + "<|im_start|>assistant\nI do not know.",
+        " "
+        + QUESTION.replace("apples and", "apples  and")
+        + "<|im_start|>assistant\nI do not know.",
+        "<pad><pad>\n" + QUESTION.replace("\n", "\r\n") + "<|im_start|>assistant\nI do not know.",
+        QUESTION + "<|im_start|>assistant\nI do not know.",
+    ],
+)
+def test_the_prompt_is_found_as_the_trainer_builds_it(query: str) -> None:
+    # Padding, whitespace and line ends around the prompt: the question's numbers never
+    # reach the verifier as the response's.
+    for prompt in (QUESTION, "<|endoftext|>" + QUESTION, QUESTION + " "):
+        request = GetRewardRequest(query=[query], prompts=[prompt], labels=["7"])
+        [item] = to_items(request, "rloo_math")
+        assert item["response"].strip() == "<|im_start|>assistant\nI do not know."
+        assert "12" not in item["response"] and "5" not in item["response"]
+
+
+@pytest.mark.parametrize(
+    ("prompts", "field"),
+    [
+        (None, "prompts"),
+        (["What is 3 + 4?", "What is 1 + 1?"], "query.1"),
+        (["What is 3 + 4?", "What is 2 + 2? Think."], "query.1"),
+        (["What is 3 + 4?", "What is 2 + 2?!"], "query.1"),
+        (["What is 3 + 4?", "Q: What is 2 + 2?"], "query.1"),
+    ],
+)
+def test_a_query_whose_prompt_is_not_found_is_refused_by_name(
+    prompts: list[str] | None, field: str
+) -> None:
+    request = GetRewardRequest(
+        query=["What is 3 + 4? 7", "What is 2 + 2? I do not know."],
+        prompts=prompts,
+        labels=["7", "4"],
+    )
+    with pytest.raises(BadInput) as caught:
+        to_items(request, "rloo_math")
+    assert caught.value.field == field
 
 
 def test_lengths_must_agree() -> None:
@@ -61,3 +115,26 @@ def test_one_failed_item_refuses_the_batch_with_its_class(exc: Exception, status
         to_response([result(1.0), result(None, error)])
     assert caught.value.http_status == status
     assert "1 of 2 items could not be scored" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "exc", [ScoringTimeout("math: past the 10 s deadline"), InternalError("sympy raised")]
+)
+def test_an_undecided_item_gets_the_specs_policy_not_a_batch_error(exc: Exception) -> None:
+    assert isinstance(exc, ScoringTimeout | InternalError)
+    error = ItemError.from_exception(exc)
+    answer = to_response([result(1.0, math=1.0), result(None, error), result(0.0, math=0.0)], -1.0)
+    assert answer.rewards == [1.0, -1.0, 0.0] and answer.scores == answer.rewards
+    assert answer.extra_logs["undecided"] == [0.0, 1.0, 0.0]
+    # A spec without the policy refuses the batch, as a setting to fix (not a retry).
+    with pytest.raises(ConfigurationError, match="undecided_reward") as caught:
+        to_response([result(1.0), result(None, error)])
+    assert caught.value.retry_after_s is None and not caught.value.retryable
+
+
+def test_the_undecided_policy_never_covers_bad_input_or_a_verifier_down() -> None:
+    for exc in (BadInput("ground_truth: Field required"), BackendUnavailable("down")):
+        assert isinstance(exc, BadInput | BackendUnavailable)
+        error = ItemError.from_exception(exc)
+        with pytest.raises(type(exc)):
+            to_response([result(1.0), result(None, error)], -1.0)

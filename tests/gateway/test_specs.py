@@ -128,8 +128,10 @@ async def test_static_sets_can_be_dropped() -> None:
 
 
 def tool_calls(n: int) -> str:
+    """``n`` Hermes calls, each answered by the tool in a turn of its own (ChatML)."""
     call = '<tool_call>{"name": "python", "arguments": {"code": "1+1"}}</tool_call>'
-    return "Let me compute.\n" + "\n<tool_response>2</tool_response>\n".join([call] * n)
+    answered = call + "<|im_end|>\n<|im_start|>user\n<tool_response>2</tool_response><|im_end|>"
+    return "Let me compute.\n" + "\n<|im_start|>assistant\n".join([answered] * n)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +142,7 @@ def tool_calls(n: int) -> str:
         (0.0, {"num_turns": 6}, -0.8),  # wrong after 2 tool calls: -1 + 0.05 * 4
         (0.0, {"num_turns": 12}, -0.6),  # capped at -0.6: min(-0.6, -0.5)
         (0.0, {"num_turns": 0}, -1.1),  # verl's num_turns=0 (DemyAgent's "original")
-        (0.0, {"response_extra": 3}, -0.7),  # 3 <tool_call> blocks counted: 2 + 6 turns
+        (0.0, {"response_extra": 3}, -0.7),  # 3 answered <tool_call> blocks: 2 + 6 turns
     ],
 )
 async def test_tcr_agent_by_hand(correct: float, fields: dict[str, Any], expected: float) -> None:
@@ -158,7 +160,8 @@ async def test_tcr_agent_by_hand(correct: float, fields: dict[str, Any], expecte
     by_hand = 1.0 if correct else min(-0.6, outcome_sign + 0.05 * (turns - 2))
     assert by_hand == pytest.approx(expected)
     assert outcome.reward == pytest.approx(expected)
-    assert outcome.details["sub_rewards"]["overlong"]["status"] == "default"
+    overlong = outcome.details["sub_rewards"]["overlong"]
+    assert (overlong["reward"], overlong["details"]["source"]) == (0.0, "estimate")
     assert outcome.details["sub_rewards"]["num_turns"]["reward"] == turns
 
 
@@ -185,7 +188,7 @@ async def test_tcr_agent_overlong_penalty_by_hand(length: int, expected_penalty:
     # DAPO Eq. 13 with L_max = 20480, L_cache = 4096: 0 up to 16384, linear to -1 at 20480.
     assert overlong_penalty({"response_length": length}, {"max_length": 20480, "buffer": 4096}) == (
         pytest.approx(expected_penalty),
-        {"response_length": length, "max_length": 20480, "buffer": 4096},
+        {"response_length": length, "source": "field", "max_length": 20480, "buffer": 4096},
     )
     client = ScriptedClient({"math": const(1.0)})
     outcome = await score_one(
@@ -507,6 +510,13 @@ def test_specs_from_a_directory_beside_the_shipped_ones(tmp_path: Path) -> None:
 
 
 DROPPED = RENORMALIZE.replace("name: refiner_renorm", "name: dropped")
+DEFAULTED = """
+name: defaulted
+version: "1"
+components:
+  math: {verifier: math, inputs: {response: response, ground_truth: ground_truth}}
+  style: {when: style_notes, builtin: contains, params: {all_of: ["QED"]}, default: 0}
+"""
 
 
 def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
@@ -534,6 +544,9 @@ def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
         (None, ScriptedClient({"math": const(1.0)}), {
             "spec": "tcr_agent", "response": "\\boxed{4}", "ground_truth": "4",
             "response_length": 18432, "num_turns": 4,
+        }),
+        (DEFAULTED, ScriptedClient({"math": const(1.0)}), {
+            "spec": "defaulted", "response": "\\boxed{4}", "ground_truth": "4"
         }),
         (None, ScriptedClient({}, down={"math"}), {
             "verifier": "math", "response": "1", "ground_truth": "1"
@@ -563,3 +576,42 @@ async def test_results_are_what_the_gateway_document_says() -> None:
         seen["dropped"] |= set(details.dropped)
     assert seen["status"] == set(get_args(ComponentStatus))
     assert seen["closed_gate"] == {None, "format"} and seen["dropped"] == {"citation"}
+
+
+TOKENIZED = """
+name: tokenized
+version: "1"
+components:
+  overlong:
+    builtin: overlong_penalty
+    params: {max_length: 120, buffer: 100, tokenizer: TOKENIZER}
+"""
+
+
+async def test_the_overlong_penalty_counts_tokens_with_the_named_tokenizer(
+    tmp_path: Path,
+) -> None:
+    # A byte-level BPE trained here (no download): the penalty measures the response in its
+    # tokens when the rollout sends no response_length; a tokenizer that cannot load is an
+    # item error naming it, never a reward.
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(["the answer is seven " * 20], trainer=trainer)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=bpe).save_pretrained(tmp_path / "tok")
+    response = "the answer is seven " * 25
+    tokens = len(transformers.AutoTokenizer.from_pretrained(tmp_path / "tok").encode(response))
+    assert 20 < tokens < 120 < len(response.encode()) // 4  # the estimate would be -1
+    verifier = gateway(ScriptedClient({}), TOKENIZED.replace("TOKENIZER", str(tmp_path / "tok")))
+    outcome = await score_one(verifier, spec="tokenized", response=response)
+    overlong = outcome.details["sub_rewards"]["overlong"]["details"]
+    assert (overlong["source"], overlong["response_length"]) == ("tokenizer", tokens)
+    assert outcome.reward == pytest.approx((20 - tokens) / 100)
+    missing = TOKENIZED.replace("TOKENIZER", str(tmp_path / "nope")).replace("tokenized", "nope")
+    outcome = await score_one(gateway(ScriptedClient({}), missing), spec="nope", response="hi")
+    assert outcome.reward is None and outcome.error is not None
+    assert outcome.error.code == "configuration_error" and "nope" in outcome.error.message

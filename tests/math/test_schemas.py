@@ -41,4 +41,5 @@ def test_details_from_score() -> None:
         "extracted_answer": "18",
         "extracted_ground_truth": "18",
         "method": "gsm8k_hash",
+        "uncommitted": None,
     }

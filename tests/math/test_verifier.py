@@ -44,10 +44,11 @@ async def test_a_bad_ground_truth_raised_in_the_pool_is_that_items_bad_input() -
 
 def test_the_config_hash_moves_only_with_what_moves_a_reward() -> None:
     # Pinned: the hash of the defaults is the one results were stored under before the
-    # configuration moved into pydantic models; change it only on purpose.
+    # configuration moved into pydantic models, and again when issue 28 added relative_tolerance
+    # and last_box_only; change it only on purpose.
     default = MathVerifier(MathConfig(), processes=1, timeout_s=5)
-    assert default.config_hash() == "184153cffe342172"
-    assert MathVerifier(MathConfig(), processes=8, timeout_s=1).config_hash() == "184153cffe342172"
+    assert default.config_hash() == "723b8484651fae90"
+    assert MathVerifier(MathConfig(), processes=8, timeout_s=1).config_hash() == "723b8484651fae90"
     changed = MathVerifier(MathConfig(float_rounding=3), processes=1, timeout_s=5)
     assert changed.config_hash() != default.config_hash()
 
@@ -67,3 +68,24 @@ async def test_results_are_what_the_math_document_says() -> None:
     for outcome in outcomes:
         text = result_json("x", outcome, verifier_info(verifier))
         assert_documented("math", "MathItemResult", json.loads(text))
+
+
+async def test_strict_mode_and_the_reason_reach_an_item() -> None:
+    loose, strict, hedged = await _scored(
+        _verifier(),
+        [
+            MathItem(id="loose", response="The answer is 18.", ground_truth="18"),
+            MathItem.model_validate(
+                {
+                    "id": "strict",
+                    "response": "The answer is 18.",
+                    "ground_truth": "18",
+                    "options": {"last_box_only": True},
+                }
+            ),
+            MathItem(id="hedged", response="The answer is 18, or maybe 19.", ground_truth="18"),
+        ],
+    )
+    assert (loose.reward, strict.reward, hedged.reward) == (1.0, 0.0, 0.0)
+    assert strict.details["method"] == "none"
+    assert hedged.details["uncommitted"] == "hedged"

@@ -16,9 +16,10 @@ starred arguments) is refused when the spec loads, with the position of the offe
 The tree is compiled into a closure over plain floats, so evaluating it runs no Python code
 from the spec. A formula longer than 2,000 characters or deeper than 32 levels is refused too.
 
-Evaluation raises :class:`FormulaError` on division by zero and on any non-finite
-intermediate value (an overflow that a later ``min`` would hide), and the caller treats a
-non-finite input as an error too: such an item gets an error, never a reward.
+Evaluation raises :class:`FormulaError` on division by zero, on a power that is not a real
+number (``(-1) ** 0.5``), and on any non-finite intermediate value (an overflow that a later
+``min`` would hide), and the caller treats a non-finite input as an error too: such an item
+gets an error, never a reward.
 """
 
 from __future__ import annotations
@@ -74,10 +75,15 @@ def _finite(value: float, node: ast.AST) -> float:
 
 
 def _pow(a: float, b: float) -> float:
+    """``a ** b`` as a real number: a negative base to a fractional power is complex in
+    Python (``(-1) ** 0.5``), which no reward can be."""
     try:
-        return float(a**b)
+        result = a**b
     except (OverflowError, ZeroDivisionError) as exc:
         raise FormulaError(f"{a:g} ** {b:g}: {exc}") from None
+    if not isinstance(result, int | float):
+        raise FormulaError(f"{a:g} ** {b:g} is not a real number")
+    return float(result)
 
 
 _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {

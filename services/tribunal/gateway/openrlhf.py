@@ -9,24 +9,43 @@ in OpenRLHF/OpenRLHF.
 Here each query becomes one rollout for a reward spec: ``response`` is the query with its
 prompt removed, ``question`` the prompt, and the label the ``ground_truth``; a label that is
 a JSON object is merged into the rollout instead (so a refiner rollout can carry its
-rubrics and evidence: ``{"positive_rubrics": [...], "evidence": {...}}``).
+rubrics and evidence, or the trainer's ``num_turns``: ``{"positive_rubrics": [...],
+"evidence": {...}}``).
 
-OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward: when any item
-has an error, the whole request answers that error (its class and status; OpenRLHF retries
-a few times and then stops), rather than a made-up number.
+The prompt is located as the trainer builds the query (:func:`locate_response`): padding
+and special tokens that decoding leaves at the start (``<|endoftext|>``, ``<pad>``, BOS) and
+whitespace are skipped on both sides. A request without ``prompts``, or a query whose prompt
+cannot be located, is refused (422, naming ``prompts`` or ``query.<i>``): scored whole, the
+question's own numbers would pay a response that has none.
+
+OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward. An item the
+verifiers could not decide (``timeout``, ``internal_error``: a power tower, a huge factorial)
+gets the spec's ``undecided_reward`` and a 1 in ``extra_logs.undecided``, since OpenRLHF
+would retry the batch into the same failure and stop. Any other item error (bad input, a
+verifier down) refuses the whole request with that error (its class and status; OpenRLHF
+retries a few times and then stops), rather than a made-up number; an undecided item under a
+spec without ``undecided_reward`` refuses it as a ``configuration_error`` naming the setting.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.core.envelope import ItemResult
-from tribunal.core.errors import ALL_ERRORS, BadInput, TribunalError
+from tribunal.core.errors import ALL_ERRORS, BadInput, ConfigurationError, TribunalError
 
 _BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
+UNDECIDED = frozenset({"timeout", "internal_error"})
+"""Item error classes that mean "the verifier could not decide this answer"."""
+# What decoding may leave around a prompt: whitespace, padding, BOS / EOS tokens.
+_PADDING = re.compile(
+    r"(?:\s|<\|endoftext\|>|<\|pad\|>|<pad>|\[PAD\]|<\|finetune_right_pad_id\|>"
+    r"|<\|end_of_text\|>|<\|begin_of_text\|>|</?s>|<bos>|<eos>|<｜begin▁of▁sentence｜>)*"
+)
 
 
 class GetRewardRequest(BaseModel):
@@ -71,46 +90,114 @@ def _rollout_fields(label: Any) -> dict[str, Any]:
     return {"ground_truth": label if isinstance(label, str) else json.dumps(label)}
 
 
+def locate_response(query: str, prompt: str) -> str | None:
+    """Return what follows ``prompt`` in ``query``, or None when the prompt is not there.
+
+    Padding and special tokens (see the module docstring) at the start of either are
+    skipped, and whitespace is skipped on both sides while they are compared, so a query
+    decoded with left padding or one space more is found. Linear in ``len(prompt)``.
+    """
+    start = _PADDING.match(prompt)
+    p = start.end() if start else 0
+    end = len(prompt.rstrip())
+    begin = _PADDING.match(query)
+    q = begin.end() if begin else 0
+    while p < end:
+        if prompt[p].isspace():
+            p += 1
+        elif q < len(query) and query[q].isspace():
+            q += 1
+        elif q < len(query) and query[q] == prompt[p]:
+            p, q = p + 1, q + 1
+        else:
+            return None
+    trailing = len(prompt) - end  # the prompt's own trailing whitespace, as far as it goes
+    while trailing and q < len(query) and query[q].isspace():
+        q, trailing = q + 1, trailing - 1
+    return query[q:]
+
+
 def to_items(request: GetRewardRequest, spec: str) -> list[dict[str, Any]]:
-    """One gateway item per query, for ``spec``."""
+    """One gateway item per query, for ``spec``.
+
+    Raises:
+        BadInput: ``prompts`` is missing (``field="prompts"``), or a query does not hold
+            its prompt (``field="query.<i>"``).
+    """
+    if request.prompts is None:
+        raise BadInput(
+            "prompts: OpenRLHF sends the prompts; without them the response cannot be told "
+            "from the question",
+            field="prompts",
+        )
     items = []
     for index, query in enumerate(request.query):
-        prompt = request.prompts[index] if request.prompts else None
-        response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
+        prompt = request.prompts[index]
+        response = locate_response(query, prompt)
+        if response is None:
+            raise BadInput(
+                f"query.{index}: its prompt (prompts.{index}) is not where the query starts, "
+                "even with padding and whitespace skipped",
+                field=f"query.{index}",
+            )
         item: dict[str, Any] = {"id": str(index), "spec": spec, "response": response}
-        if prompt is not None:
-            item["question"] = prompt
+        item["question"] = prompt
         if request.labels is not None:
             item.update(_rollout_fields(request.labels[index]))
         items.append(item)
     return items
 
 
-def to_response(results: list[ItemResult]) -> GetRewardResponse:
+def _undecided(result: ItemResult) -> bool:
+    return result.error is not None and result.error.code in UNDECIDED
+
+
+def to_response(
+    results: list[ItemResult], undecided_reward: float | None = None
+) -> GetRewardResponse:
     """OpenRLHF's answer, or the first item error raised for the whole request.
 
+    Args:
+        results: One per query, in order.
+        undecided_reward: The spec's reward for an item the verifiers could not decide
+            (:data:`UNDECIDED`); None refuses such a batch (non-retryable).
+
     Raises:
-        TribunalError: Some item has no reward (its class; the message counts them).
+        TribunalError: Some item has no reward and is not an undecided one given
+            ``undecided_reward`` (its class; the message counts them).
     """
-    failed = [r for r in results if r.error is not None or r.reward is None]
+    failed = [
+        r
+        for r in results
+        if (r.error is not None or r.reward is None)
+        and not (undecided_reward is not None and _undecided(r))
+    ]
     if failed:
         first = failed[0]
         code = first.error.code if first.error else "internal_error"
         message = first.error.message if first.error else "no reward"
-        cls = _BY_CODE.get(code, TribunalError)
+        # Retrying an undecided item decides nothing: a configuration error, not a retry.
+        cls = ConfigurationError if _undecided(first) else _BY_CODE.get(code, TribunalError)
+        hint = " (the spec sets no undecided_reward)" if _undecided(first) else ""
         raise cls(
-            f"{len(failed)} of {len(results)} items could not be scored; OpenRLHF cannot take "
-            f"a missing reward, so the batch is refused. First, item {first.id}: {message}",
+            f"{len(failed)} of {len(results)} items could not be scored{hint}; OpenRLHF cannot "
+            f"take a missing reward, so the batch is refused. First, item {first.id}: {message}",
             field=f"query.{first.id}",
             retry_after_s=1.0 if cls.retryable else None,
         )
-    rewards = [float(r.reward) for r in results if r.reward is not None]
+    undecided = [_undecided(r) for r in results]
+    rewards = [
+        float(undecided_reward) if flag and undecided_reward is not None else float(r.reward or 0)
+        for r, flag in zip(results, undecided, strict=True)
+    ]
     logs: dict[str, list[float]] = {}
     names = results[0].details.get("sub_rewards", {}) if results else {}
     for name in names:
-        values = [r.details["sub_rewards"][name]["reward"] for r in results]
+        values = [r.details.get("sub_rewards", {}).get(name, {}).get("reward") for r in results]
         if all(isinstance(v, int | float) for v in values):
             logs[name] = [float(v) for v in values]
+    if any(undecided):
+        logs["undecided"] = [float(flag) for flag in undecided]
     return GetRewardResponse(rewards=rewards, scores=rewards, extra_logs=logs)
 
 

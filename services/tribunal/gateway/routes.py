@@ -167,7 +167,8 @@ async def _get_reward(body: GetRewardRequest, spec: str, runtime: RuntimeDep) ->
     assert isinstance(verifier, GatewayVerifier)
     check_spec(spec, verifier.specs)
     text = await score_here(runtime, to_items(body, spec))
-    return to_response(ScoreResponse.model_validate_json(text).results)
+    undecided_reward = verifier.specs[spec].spec.undecided_reward
+    return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
 
 
 @router.post(

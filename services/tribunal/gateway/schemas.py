@@ -129,9 +129,10 @@ class SubReward(BaseModel):
     error: ItemError | None = Field(description="Why it has no reward.")
     details: dict[str, Any] = Field(
         description="The component's own details: its verifier's (MathDetails, CodeDetails, "
-        "JudgeDetails, CitationDetails), or its built-in's (num_turns: {num_turns, source, "
-        "tool_calls}; overlong_penalty: {response_length, max_length, buffer}; contains: "
-        "{missing}); {} when skipped, defaulted or failed without details."
+        "JudgeDetails, CitationDetails), or its built-in's (num_turns: {num_turns, source: "
+        "field | counted | unknown, tool_calls, typed_tool_calls}; overlong_penalty: "
+        "{response_length, source: field | tokenizer | estimate, max_length, buffer}; "
+        "contains: {missing}); {} when skipped, defaulted or failed without details."
     )
     source: str | None = Field(
         description="math / code / judge / citation, or builtin:<name>; null when the "

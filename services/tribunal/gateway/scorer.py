@@ -56,6 +56,11 @@ class ComponentResult:
         }
 
 
+DROPPABLE = frozenset({"backend_unavailable", "queue_full", "queue_unavailable"})
+"""Error classes ``on_error: renormalize`` drops: the infrastructure's, which no response
+can cause. Any other component error fails the item."""
+
+
 def spec_info(loaded: LoadedSpec) -> VerifierInfo:
     """The ``verifier`` stamped on a spec's results: ``spec:<name>``, its version and hash."""
     return _spec_info(loaded.name, loaded.version, loaded.hash)
@@ -143,8 +148,11 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         return _done(loaded, results, details, gate.reward, info)
     terms = [n for n, c in spec.components.items() if c.gate is None]
     errored = [(n, results[n]) for n in spec.components if results[n].error]
-    if errored and spec.on_error == "fail":
-        return _failed(loaded, results, details, _item_error(errored), info)
+    caused = [(n, r) for n, r in errored if r.error and r.error.code not in DROPPABLE]
+    if errored and (spec.on_error == "fail" or caused):
+        # A failure the response may have caused (a timeout, bad input) is never dropped:
+        # the other components scaled up would pay it.
+        return _failed(loaded, results, details, _item_error(caused or errored), info)
     if errored:
         for name, result in errored:
             result.status = "dropped"
@@ -158,7 +166,7 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         terms = kept
     try:
         reward = _combine_values(loaded, results, terms) * details["weight_scale"]
-    except FormulaError as exc:
+    except (FormulaError, ArithmeticError, TypeError) as exc:
         error = ConfigurationError(f"spec {loaded.name}: formula: {exc}")
         return _failed(loaded, results, details, ItemError.from_exception(error), info)
     if not math.isfinite(reward):

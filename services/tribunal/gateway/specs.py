@@ -11,8 +11,17 @@ The spec then says how the components combine: ``weighted_sum`` (the default), `
 ``min``, or a ``formula`` over component names (``tribunal.gateway.expression``); which
 components are **gates** (a gate below its threshold sets the reward to the gate's own value
 and the other components are not computed); and the **error policy**: ``fail`` (any component
-error makes the item an error; the default) or ``renormalize`` (an errored component is
-dropped and the remaining weights are scaled to the same total; reported in the details).
+error makes the item an error; the default) or ``renormalize`` (a component whose verifier
+was unavailable is dropped and the remaining weights are scaled to the same total; reported
+in the details). ``renormalize`` drops only infrastructure failures (``backend_unavailable``,
+``queue_full``, ``queue_unavailable``): a failure a response can cause (a ``timeout`` on a
+power tower, ``bad_input``) fails the item as ``fail`` does, since scaling up the other
+components would pay it.
+
+``undecided_reward`` is what OpenRLHF's ``/get_reward`` (which cannot carry a missing
+reward) gives an item the verifiers could not decide (a ``timeout`` or ``internal_error``):
+the spec's lowest reward, or the value its author chose; such items are marked in
+``extra_logs.undecided``. Without it, such a batch is refused with a non-retryable error.
 
 Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
 (``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
@@ -152,9 +161,16 @@ class RewardSpec(_Model):
     combine: CombineRule = "weighted_sum"
     formula: str | None = Field(default=None, description="Overrides `combine` when given.")
     on_error: Literal["fail", "renormalize"] = "fail"
+    undecided_reward: float | None = Field(
+        default=None,
+        description="The reward OpenRLHF's route gives an item whose answer could not be "
+        "decided (timeout, internal_error); null: such a batch is refused, not retried.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardSpec:
+        if self.undecided_reward is not None and not math.isfinite(self.undecided_reward):
+            raise ValueError("undecided_reward must be a finite number")
         for name in self.components:
             if not re.match(_NAME, name) or name in FUNCTIONS:
                 raise ValueError(f"component name {name!r}: lowercase identifier, not a function")
@@ -269,7 +285,7 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
     """
     expected: dict[str, set[str]] = {
         "num_turns": set(),
-        "overlong_penalty": {"max_length", "buffer", "factor"},
+        "overlong_penalty": {"max_length", "buffer", "factor", "tokenizer"},
         "contains": {"field", "all_of"},
     }
     required: dict[str, set[str]] = {
@@ -289,6 +305,9 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
             isinstance(max_length, int) and isinstance(buffer, int) and 0 < buffer < max_length
         ):
             raise ValueError("overlong_penalty: integers with 0 < buffer < max_length")
+        tokenizer = params.get("tokenizer")
+        if tokenizer is not None and not (isinstance(tokenizer, str) and tokenizer):
+            raise ValueError("overlong_penalty: tokenizer is a Hugging Face name or path")
     if name == "contains" and not (
         isinstance(params["all_of"], list)
         and params["all_of"]

@@ -67,6 +67,21 @@ class MathConfig(BaseModel):
         "rejects Math-Verify's known false positive 1/2004! = 1/2006! (issue #14: "
         "evalf(chop=True) rounds the tiny difference to 0).",
     )
+    relative_tolerance: float = Field(
+        default=1e-3,
+        gt=0,
+        le=1,
+        description="Tribunal addition: a decimal answer to a nonzero gold must also be within "
+        "this fraction of the gold's magnitude (|a - g| <= tol * |g|; the larger of this and "
+        "10^-float_rounding). Math-Verify's rounding alone makes 0 equal every gold below "
+        "5e-7; a gold 0 keeps that absolute floor.",
+    )
+    last_box_only: bool = Field(
+        default=False,
+        description="Strict mode: the answer is the completion's last \\boxed{} (adjacent "
+        "boxes as one list); a completion without one gets reward 0, whatever its answer "
+        "phrases, #### line or numbers say.",
+    )
     max_answer_chars: int = Field(
         default=1_000,
         ge=1,
@@ -76,7 +91,11 @@ class MathConfig(BaseModel):
     )
 
     def merged(
-        self, *, float_rounding: int | None = None, strict: bool | None = None
+        self,
+        *,
+        float_rounding: int | None = None,
+        strict: bool | None = None,
+        last_box_only: bool | None = None,
     ) -> MathConfig:
         """Return a copy with the per-item overrides that are set (``None`` keeps a field).
 
@@ -88,8 +107,10 @@ class MathConfig(BaseModel):
             changes["float_rounding"] = float_rounding
         if strict is not None:
             changes["strict"] = strict
+        if last_box_only is not None:
+            changes["last_box_only"] = last_box_only
         return MathConfig.model_validate({**self.as_dict(), **changes}) if changes else self
 
-    def as_dict(self) -> dict[str, int | bool]:
+    def as_dict(self) -> dict[str, int | float | bool]:
         """Return the fields as a JSON-able dict (the input of the config hash)."""
         return {name: getattr(self, name) for name in MathConfig.model_fields}

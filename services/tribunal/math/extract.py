@@ -2,19 +2,28 @@
 
 Extraction is separate from grading (as in Math-Verify, where ``parse`` and ``verify`` are
 two functions): :func:`extract_answer` returns the answer text and how it was found, and
-``tribunal.math.verify`` compares it. Methods, in priority order:
+``tribunal.math.verify`` compares it. Only the text after the last ``</think>`` is read: a
+reasoning block holds drafts, not the answer (a completion whose ``<think>`` is never closed
+has no answer). The **marked** answers are, by where they start, the last one winning:
 
-1. ``boxed`` / ``fbox``: the last ``\\boxed{...}`` or ``\\fbox{...}`` (``\\boxed {..}`` too),
-   with nested braces; an unclosed one is skipped. Boxes written one after the other with
-   only separators between them (``,``, ``and``, ``\\quad``, ``\\text{ and }``, ``x =``)
-   are one answer, joined as a list (at most 64 parts, the last ones): ``\\boxed{1},
-   \\boxed{2}`` is ``1, 2``. A box after prose ("wrong; redo: \\boxed{4}") starts a new
-   answer: the last box still wins. A final-answer phrase after the last box wins over it.
-2. ``gsm8k_hash``: the rest of the line after the last ``####`` (GSM8K solutions).
+1. ``boxed`` / ``fbox``: the last outermost ``\\boxed{...}`` or ``\\fbox{...}``
+   (``\\boxed {..}`` too), with nested braces; an unclosed one is skipped, and a box inside
+   a box is part of the outer one's answer (``\\boxed{\\text{not } \\boxed{7}}`` is
+   ``\\text{not } 7``). Boxes written one after the other with only separators between them
+   (``,``, ``and``, ``\\quad``, ``\\text{ and }``, ``x =``) are one answer, joined as a list
+   (at most 64 parts, the last ones): ``\\boxed{1}, \\boxed{2}`` is ``1, 2``. A box after
+   prose ("wrong; redo: \\boxed{4}") starts a new answer.
+2. ``gsm8k_hash``: the rest of the last line that starts with ``####`` (GSM8K solutions),
+   unless that line is a Markdown heading (its text starts with a word: ``#### Step 2``).
 3. ``answer_phrase``: after the last "The answer is", "Final answer:" or a line starting
    with "Answer:", and after a subject's "is" in it ("Final Answer: The largest $n$ is
    34."): its first math (with the spans that continue it, ``$12$ and $13$``), else the
-   text up to the end of the sentence, or that sentence's one number if it is prose.
+   text up to the end of the sentence, or that sentence's one number if it is prose. A
+   phrase inside a box is part of the box.
+
+So "\\boxed{5} ... Final answer: 7" is 7, and "#### 5 ... The answer is 7" is 7. With
+``last_box=True`` (strict mode) only the last box counts. Without a marked answer:
+
 4. ``last_math``: the last display or inline math (``$...$``, ``$$...$$``, ``\\(...\\)``,
    ``\\[...\\]``; inline math does not cross a line, and a ``$`` span holding prose such
    as "$5 per day, and $" is a currency sign, not math), unless a bare number follows it.
@@ -25,6 +34,9 @@ two functions): :func:`extract_answer` returns the answer text and how it was fo
 7. ``last_number``: the last bare number (``-1,234.5``, a decimal comma as in ``2,74``),
    if the config allows it.
 
+Each :class:`Extraction` carries the text before and after its answer, so that
+``tribunal.math.commit`` can tell a committed answer from a negated, hedged or retracted one.
+
 Every pattern is linear in the input: no two adjacent unbounded repeats that can match the
 same characters, and braces are matched by one stack pass, so a 1 MB completion made of
 ``\\boxed{`` or digits is processed in well under a second (``tests/math/test_extract.py``).
@@ -34,7 +46,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 ExtractionMethod = Literal[
@@ -98,6 +110,11 @@ _MAX_WHOLE_CHARS = 200
 _MAX_JOINER_CHARS = 120
 # At most this many boxes or spans make one answer (a longer run is cut, keeping the last).
 _MAX_PARTS = 64
+_BEFORE_CHARS = 200
+# A line that starts with ``####`` (or more) and what follows it on the line.
+_HASH_LINE = re.compile(r"[ \t]*#{4,}[ \t]*(.*)")
+# A Markdown heading's text starts with a word ("#### Step 2"); an answer with a value.
+_HEADING = re.compile(r"[*_ \t]*[A-Za-z]{2,}")
 
 
 @dataclass(frozen=True)
@@ -110,19 +127,31 @@ class Extraction:
         method: How it was found (see the module docstring).
         parts: For an answer joined from several boxes or math spans, each one's content
             (``text`` is them joined with ``", "``); empty otherwise. Not compared.
+        before: Up to 200 characters of the text just before the answer. Not compared.
+        after: All the text after the answer (its sentence's end, later sentences). Not
+            compared.
+        statement: For an answer phrase, its sentence after the phrase ("not 7", "7, or
+            possibly nine"), of which the answer is a part. Not compared.
     """
 
     text: str
     method: ExtractionMethod
     parts: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    before: str = field(default="", compare=False, repr=False)
+    after: str = field(default="", compare=False, repr=False)
+    statement: str = field(default="", compare=False, repr=False)
 
 
-def extract_answer(response: str, *, allow_last_number: bool = True) -> Extraction | None:
+def extract_answer(
+    response: str, *, allow_last_number: bool = True, last_box: bool = False
+) -> Extraction | None:
     """Return the final answer of ``response``, or None when it has none.
 
     Args:
         response: The completion text (any length; linear time).
         allow_last_number: Fall back to the last bare number (method ``last_number``).
+        last_box: Strict mode: the answer is the last box, and a completion without one
+            has no answer.
 
     Returns:
         The answer and its method, or None (no answer: the completion's fault).
@@ -137,13 +166,29 @@ def extract_answer(response: str, *, allow_last_number: bool = True) -> Extracti
         >>> extract_answer("no digits here") is None
         True
     """
-    boxed, phrase = _boxed_run(response), _answer_phrase(response)
-    if boxed is not None and phrase is not None and phrase[1] > boxed[1]:
-        return phrase[0]  # "... \boxed{255} ... Final Answer: The final answer is $10,455$."
-    for found in (boxed, _after_hashes(response), phrase):
-        if found is not None:
-            return found[0]
-    return _unmarked_answer(response, allow_last_number=allow_last_number)
+    text = final_part(response)
+    boxed = _boxed_run(text)
+    if last_box:
+        return boxed[0] if boxed is not None else None
+    phrase = _answer_phrase(text)
+    if boxed is not None and phrase is not None and boxed[1] <= phrase[1] < boxed[2]:
+        phrase = None  # \boxed{\text{The answer is } 7}: the box is the answer
+    box = (boxed[0], boxed[1]) if boxed is not None else None
+    marked = [found for found in (box, _after_hashes(text), phrase) if found is not None]
+    if marked:  # the one that starts last
+        return max(marked, key=lambda found: found[1])[0]
+    return _unmarked_answer(text, allow_last_number=allow_last_number)
+
+
+def final_part(response: str) -> str:
+    """The text after the last ``</think>``; ``""`` when a ``<think>`` is never closed.
+
+    A reasoning block holds drafts and rejected answers; the final answer follows it.
+    """
+    close = response.rfind("</think>")
+    if close >= 0:
+        return response[close + len("</think>") :]
+    return "" if "<think>" in response else response
 
 
 def _unmarked_answer(response: str, *, allow_last_number: bool) -> Extraction | None:
@@ -157,7 +202,15 @@ def _unmarked_answer(response: str, *, allow_last_number: bool) -> Extraction | 
     number = _last_match(_LAST_NUMBER, response) if allow_last_number else None
     if math is not None and (number is None or number.start() < math[1]):
         return math[0]
-    return Extraction(number.group(), "last_number") if number is not None else None
+    if number is None:
+        return None
+    before, after = _around(response, number.start(), number.end())
+    return Extraction(number.group(), "last_number", before=before, after=after)
+
+
+def _around(text: str, start: int, end: int) -> tuple[str, str]:
+    """The context of an answer at ``text[start:end]``: 200 characters before, all after."""
+    return text[max(0, start - _BEFORE_CHARS) : start], text[end:]
 
 
 def last_boxed(text: str) -> Extraction | None:
@@ -176,30 +229,32 @@ def last_boxed(text: str) -> Extraction | None:
     return found[0] if found is not None else None
 
 
-def _boxed_run(text: str) -> tuple[Extraction, int] | None:
-    """Return the last boxed answer of ``text`` and where it ends.
+def _boxed_run(text: str) -> tuple[Extraction, int, int] | None:
+    """Return the last boxed answer of ``text``, where it starts and where it ends.
 
-    Walks back from the last closed, non-empty box through the boxes that only separators
-    divide from it; each box's content is read once, so the walk is linear.
+    Only outermost boxes count (a box inside another is part of its content). Walks back
+    from the last closed, non-empty one through the boxes that only separators divide from
+    it; each box's content is read once, so the walk is linear.
     """
     openings = list(_BOX_OPEN.finditer(text))
     if not openings:
         return None
     closing = _match_braces(text, openings[0].end() - 1)
+    outermost: list[tuple[re.Match[str], int]] = []
+    outer_end = -1
+    for opening in openings:
+        end = closing.get(opening.end() - 1)
+        if end is not None and opening.start() > outer_end:
+            outermost.append((opening, end))
+            outer_end = end
     run: list[tuple[int, int, str]] = []  # (start, end, content), last box first
     method: ExtractionMethod = "boxed"
-    for opening in reversed(openings):
+    for opening, end in reversed(outermost):
         if len(run) == _MAX_PARTS:
             break
-        brace = opening.end() - 1
-        end = closing.get(brace)
-        if end is None or (run and end > run[-1][0]):
-            if run:
-                break  # a box around the run, or one never closed, ends it
-            continue
         if run and not _joins(text, end + 1, run[-1][0]):
             break  # prose between this box and the run
-        content = clean_answer(text[brace + 1 : end])
+        content = clean_answer(_unboxed(text[opening.end() : end]))
         if not content:
             if run:
                 break
@@ -209,7 +264,30 @@ def _boxed_run(text: str) -> tuple[Extraction, int] | None:
         run.append((opening.start(), end + 1, content))
     if not run:
         return None
-    return _joined_extraction([span[2] for span in reversed(run)], method), run[0][1]
+    start, end = run[-1][0], run[0][1]
+    before, after = _around(text, start, end)
+    found = _joined_extraction([span[2] for span in reversed(run)], method)
+    return replace(found, before=before, after=after), start, end
+
+
+def _unboxed(content: str) -> str:
+    """``content`` with the ``\\boxed{`` / ``\\fbox{`` wrappers inside it removed (their
+    content kept): ``\\text{not } \\boxed{7}`` -> ``\\text{not } 7``."""
+    openings = list(_BOX_OPEN.finditer(content))
+    if not openings:
+        return content
+    closing = _match_braces(content, openings[0].end() - 1)
+    cut: list[tuple[int, int]] = []  # (start, end) of the text to drop
+    for opening in openings:
+        end = closing.get(opening.end() - 1)
+        if end is not None:
+            cut += [(opening.start(), opening.end()), (end, end + 1)]
+    pieces, position = [], 0
+    for start, end in sorted(cut):
+        pieces.append(content[position:start])
+        position = end
+    pieces.append(content[position:])
+    return "".join(pieces)
 
 
 def _joined(
@@ -250,14 +328,22 @@ def _match_braces(text: str, start: int) -> dict[int, int]:
 
 
 def _after_hashes(text: str) -> tuple[Extraction, int] | None:
-    """Return the rest of the line after the last ``####`` (GSM8K's answer line)."""
+    """Return the rest of the last line that starts with ``####`` and is not a Markdown
+    heading (GSM8K's answer line), and where that line starts.
+
+    Walks back from the last ``####`` (``str.rfind``: no pass over the text per line).
+    """
     position = text.rfind("####")
-    if position < 0:
-        return None
-    line_end = text.find("\n", position)
-    line = text[position : line_end if line_end >= 0 else len(text)]
-    content = clean_answer(line.lstrip("#"))
-    return (Extraction(content, "gsm8k_hash"), position) if content else None
+    while position >= 0:
+        line_start = text.rfind("\n", 0, position) + 1
+        if text[line_start:position].strip(" \t#") == "":
+            line = _HASH_LINE.match(text, line_start)
+            assert line is not None  # spaces, hashes, then "####"
+            content = clean_answer(line.group(1))
+            if content and not _HEADING.match(line.group(1)):
+                return Extraction(content, "gsm8k_hash", after=text[line.end() :]), line_start
+        position = text.rfind("####", 0, line_start)
+    return None
 
 
 def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
@@ -269,8 +355,15 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
     # The phrase runs to the end of its line; matching it separately from the anchor lets
     # a later anchor on the same line win ("the answer is 5. No, the answer is 6").
     line_end = text.find("\n", last.end(), last.end() + _MAX_PHRASE_CHARS)
-    phrase = text[last.end() : line_end if line_end >= 0 else last.end() + _MAX_PHRASE_CHARS]
-    phrase = phrase.strip().strip("*").strip()
+    raw = text[last.end() : line_end if line_end >= 0 else last.end() + _MAX_PHRASE_CHARS]
+    sentence_end = _SENTENCE_END.search(raw)
+    cut = sentence_end.start() if sentence_end is not None else len(raw)
+    statement = raw[:cut]
+    subject_is = _SUBJECT_IS.match(statement)
+    if subject_is is not None and subject_is.end() < len(statement.rstrip()):
+        statement = statement[subject_is.end() :]  # "The maximum number ... is 19": "19"
+    after = text[last.end() + cut :]
+    phrase = raw.strip().strip("*").strip()
     subject = _SUBJECT_IS.match(phrase)
     if subject is not None and subject.end() < len(phrase):
         phrase = phrase[subject.end() :]  # "The largest $n$ is 34." -> "34."
@@ -282,7 +375,8 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
                 break
             run.append(span)
         if len(run) > 1:
-            return _joined_extraction([span[2] for span in run], "answer_phrase"), last.start()
+            found = _joined_extraction([span[2] for span in run], "answer_phrase")
+            return replace(found, statement=statement, after=after), last.start()
         content = run[0][2]
     else:
         content = clean_answer(_SENTENCE_END.split(phrase, maxsplit=1)[0])
@@ -290,7 +384,9 @@ def _answer_phrase(text: str) -> tuple[Extraction, int] | None:
         # "Final Answer: Jane started growing Sphere 3 hours ago.": its one number.
         numbers = _LAST_NUMBER.findall(content)
         content = numbers[0] if len(numbers) == 1 else content
-    return (Extraction(content, "answer_phrase"), last.start()) if content else None
+    if not content:
+        return None
+    return Extraction(content, "answer_phrase", statement=statement, after=after), last.start()
 
 
 def _last_math(text: str) -> tuple[Extraction, int] | None:
@@ -302,7 +398,9 @@ def _last_math(text: str) -> tuple[Extraction, int] | None:
     if not spans:
         return None
     run = _joined(text, spans, values_only=True)
-    return _joined_extraction(run, "last_math"), spans[-1][1]
+    before, after = _around(text, spans[-len(run)][0], spans[-1][1])
+    found = _joined_extraction(run, "last_math")
+    return replace(found, before=before, after=after), spans[-1][1]
 
 
 def _joined_extraction(contents: list[str], method: ExtractionMethod) -> Extraction:
@@ -361,7 +459,8 @@ def _final_equation(text: str) -> tuple[Extraction, int] | None:
     right = clean_answer(found.group(1))
     if not right or _WORD.search(_TEXT_COMMAND.sub("", right)):
         return None  # "x = 5 apples": words, not math
-    return Extraction(right, "final_equation"), found.start()
+    before = text[max(0, found.start() - _BEFORE_CHARS) : found.start()]
+    return Extraction(right, "final_equation", before=before), found.start()
 
 
 def _is_whole_answer(text: str) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from tribunal.core.envelope import ScoreItem
+from tribunal.math.commit import Reason
 from tribunal.math.extract import ScoreMethod
 
 if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
@@ -29,6 +30,11 @@ class MathOptions(BaseModel):
         default=None,
         description="Variable names matter and sets differ from tuples (Math-Verify's "
         "strict; service default true).",
+    )
+    last_box_only: bool | None = Field(
+        default=None,
+        description="Strict extraction: the answer is the last \\boxed{}; a completion "
+        "without one gets reward 0 (service default false).",
     )
 
 
@@ -62,6 +68,13 @@ class MathDetails(BaseModel):
         "last_math, whole_response, final_equation, last_number, or none."
     )
 
+    uncommitted: Reason | None = Field(
+        default=None,
+        description="Why the answer counts as no answer (reward 0): negated, bounded, "
+        "hedged, multiple, words (a box holding words that are neither the gold's nor a "
+        "unit) or retracted; null for a committed answer.",
+    )
+
     @classmethod
     def from_score(cls, score: MathScore) -> MathDetails:
         """Build the details of a ``verify_answer`` result."""
@@ -69,4 +82,5 @@ class MathDetails(BaseModel):
             extracted_answer=score.extracted_answer,
             extracted_ground_truth=score.extracted_ground_truth,
             method=score.method,
+            uncommitted=score.uncommitted,
         )

@@ -24,7 +24,7 @@ from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import MathScore, verify_answer, verify_plain_numbers
 
-VERSION = "2"
+VERSION = "3"
 """Bump when the same input could get a different reward."""
 
 
@@ -95,7 +95,9 @@ class MathVerifier:
         config = self.config
         if item.options is not None:
             config = config.merged(
-                float_rounding=item.options.float_rounding, strict=item.options.strict
+                float_rounding=item.options.float_rounding,
+                strict=item.options.strict,
+                last_box_only=item.options.last_box_only,
             )
         answer = None
         if len(item.response) <= INLINE_MAX_RESPONSE_CHARS:

@@ -40,6 +40,13 @@ else; a ground truth that is a worked solution is extracted as a completion woul
 answer joined from several boxes or spans, or a list whose items carry units, is the set
 of its items, each parsed on its own (a hedge never equals one of its items).
 
+Decisions of issue 28 (``tests/math/test_red_team.py``, ``docs/math.md``): an answer that
+is negated, hedged, bounded, multiple-valued, retracted, or a box holding words that are
+neither the gold's nor a unit gets 0 before any comparison (``tribunal.math.commit``; the
+reason is ``MathScore.uncommitted``); and a decimal answer to a nonzero gold must also be
+within :func:`relative_tolerance` of it, where Math-Verify's rounding to ``float_rounding``
+decimals alone made ``0`` equal every gold below ``5e-7``.
+
 Known issues:
     - ``\\sqrt{1/n}`` vs ``\\frac{1}{\\sqrt n}`` is rejected (Math-Verify issue #64: sympy
       does not assume ``n > 0``).
@@ -65,6 +72,7 @@ import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from tribunal.core.errors import BadInput, InternalError
+from tribunal.math.commit import Reason, uncommitted
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
@@ -127,12 +135,16 @@ class MathScore:
         method: How the answer was found (``boxed``, ``fbox``, ``gsm8k_hash``,
             ``answer_phrase``, ``last_math``, ``whole_response``, ``final_equation``,
             ``last_number``), or ``none``.
+        uncommitted: Why the answer is no committed answer (``negated``, ``bounded``,
+            ``hedged``, ``multiple``, ``words``, ``retracted``: ``tribunal.math.commit``),
+            in which case the reward is 0; None otherwise.
     """
 
     reward: float
     extracted_answer: str | None
     extracted_ground_truth: str
     method: ScoreMethod
+    uncommitted: Reason | None = None
 
 
 def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:
@@ -165,18 +177,21 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     truth_number = _plain_number(truth) if config.allow_fast_path else None
     gold = None if truth_number is not None else _parse_gold(truth, truth_parts)
 
-    extraction = extract_answer(response, allow_last_number=config.allow_last_number)
+    extraction = _extract(response, config)
     if extraction is None:
         return MathScore(0.0, None, truth, "none")
     answer, method = extraction.text, extraction.method
     if len(answer) > config.max_answer_chars:
         return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
+    reason = _uncommitted(extraction, truth)
+    if reason is not None:
+        return MathScore(0.0, answer, truth, method, reason)
     compared = _without_trailing_words(answer)
 
     if truth_number is not None:
         answer_number = _plain_number(compared)
         if answer_number is not None:
-            same = _numbers_equal(truth_number, answer_number, config.float_rounding)
+            same = _numbers_equal(truth_number, answer_number, config)
             if same is not None:
                 return MathScore(float(same), answer, truth, method)
         gold = _parse_gold(truth, truth_parts)
@@ -209,17 +224,37 @@ def verify_plain_numbers(
     truth_number = _plain_number(truth)
     if truth_number is None:
         return None
-    extraction = extract_answer(response, allow_last_number=config.allow_last_number)
+    extraction = _extract(response, config)
     if extraction is None:
         return MathScore(0.0, None, truth, "none")
     answer = extraction.text
     if len(answer) > config.max_answer_chars:
         return None
+    reason = _uncommitted(extraction, truth)
+    if reason is not None:
+        return MathScore(0.0, answer, truth, extraction.method, reason)
     answer_number = _plain_number(_without_trailing_words(answer))
     if answer_number is None:
         return None
-    same = _numbers_equal(truth_number, answer_number, config.float_rounding)
+    same = _numbers_equal(truth_number, answer_number, config)
     return None if same is None else MathScore(float(same), answer, truth, extraction.method)
+
+
+def _extract(response: str, config: MathConfig) -> Extraction | None:
+    return extract_answer(
+        response, allow_last_number=config.allow_last_number, last_box=config.last_box_only
+    )
+
+
+def _uncommitted(extraction: Extraction, truth: str) -> Reason | None:
+    return uncommitted(
+        extraction.text,
+        before=extraction.before,
+        after=extraction.after,
+        statement=extraction.statement,
+        gold=truth,
+        boxed=extraction.method in ("boxed", "fbox"),
+    )
 
 
 def _without_trailing_words(answer: str) -> str:
@@ -266,20 +301,24 @@ def _plain_number(text: str) -> Decimal | None:
     return Decimal(text.replace(",", ""))
 
 
-def _numbers_equal(gold: Decimal, answer: Decimal, float_rounding: int) -> bool | None:
+def _numbers_equal(gold: Decimal, answer: Decimal, config: MathConfig) -> bool | None:
     """Compare two plain numbers as Math-Verify would, or None when that needs sympy.
 
     Math-Verify compares two integers exactly and otherwise rounds both to
     ``float_rounding`` decimals (``sympy_numeric_eq``). Equal values are equal under any
     rounding; values further apart than two rounding steps, and than the relative precision
-    of a sympy Float, are different under any rounding. Near-ties go to Math-Verify.
+    of a sympy Float, are different under any rounding. Near-ties go to Math-Verify. A
+    nonzero gold is also held to :func:`relative_tolerance` (never more lenient than
+    Math-Verify): ``0`` is not ``0.0000003``.
     """
     if gold == answer:
         return True
     if gold.as_tuple().exponent == 0 and answer.as_tuple().exponent == 0:
         return False  # two integers: Math-Verify compares sympy Integers exactly
     difference = abs(gold - answer)
-    step = Decimal(10) ** -float_rounding
+    if gold != 0 and difference > abs(gold) * Decimal(repr(relative_tolerance(config))):
+        return False
+    step = Decimal(10) ** -config.float_rounding
     relative = max(abs(gold), abs(answer)) * Decimal("1e-12")
     if difference > 2 * step and difference > relative:
         return False
@@ -460,7 +499,11 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
         except Exception as exc:  # sympy raises anything (ValueError, TypeError, ...)
             failure = exc
             continue
-        if same and (not config.exact_guard or _exact_values_agree(gold_value, answer_value)):
+        if (
+            same
+            and (not config.exact_guard or _exact_values_agree(gold_value, answer_value))
+            and _within_tolerance(gold_value, answer_value, relative_tolerance(config))
+        ):
             return True
     if failure is not None:
         raise InternalError(
@@ -502,3 +545,37 @@ def _exact_values_agree(gold: Any, answer: Any) -> bool:
         return bool(abs(gold_value - answer_value) <= scale * _EXACT_RTOL)
     except (TypeError, ValueError, ArithmeticError):
         return True
+
+
+def relative_tolerance(config: MathConfig) -> float:
+    """The relative tolerance a nonzero gold holds a decimal answer to.
+
+    ``max(config.relative_tolerance, 10 ** -config.float_rounding)``: with the defaults
+    (``1e-3``, 6) it binds only where ``|gold| < 1e-3``, Math-Verify's decimal rounding being
+    the stricter rule above; a coarser ``float_rounding`` loosens it with it.
+    """
+    return max(config.relative_tolerance, 10.0**-config.float_rounding)
+
+
+def _within_tolerance(gold: Any, answer: Any, rtol: float) -> bool:
+    """Whether a decimal comparison agrees relatively: ``|a - g| <= rtol * |g|`` for g != 0.
+
+    Math-Verify rounds both sides to ``float_rounding`` decimals, so any answer below
+    ``5e-7`` equals any gold below it (``0`` equals ``3 \\times 10^{-7}``). Only numbers of
+    which one side is a decimal (a sympy ``Float``) are checked; a gold 0 keeps Math-Verify's
+    absolute floor. Anything this check cannot evaluate keeps Math-Verify's verdict.
+    """
+    if not (isinstance(gold, sympy.Expr) and isinstance(answer, sympy.Expr)):
+        return True
+    if not (gold.is_number and answer.is_number) or not (
+        gold.has(sympy.Float) or answer.has(sympy.Float)
+    ):
+        return True
+    try:
+        gold_value = complex(gold.evalf(30))
+        answer_value = complex(answer.evalf(30))
+    except (TypeError, ValueError, ArithmeticError):
+        return True
+    if gold_value == 0:
+        return True
+    return abs(answer_value - gold_value) <= rtol * abs(gold_value)
