@@ -46,14 +46,16 @@ class CitationItem(ScoreItem):
     )
     evidence: dict[str, str] | None = Field(
         default=None,
-        description="The snippets the answer may cite, {id: text}.",
+        description="The snippets the answer may cite, {id: text} (this or tool_output is "
+        "required).",
     )
     tool_output: str | None = Field(
         default=None,
         max_length=MAX_TEXT_CHARS,
         description="Raw search-tool output holding <snippet id=…>, <snippets id=…> or "
-        "<webpage id=…> tags, harvested into evidence. Without evidence and tool_output, the "
-        "response's own <tool_output> blocks before its answer are used.",
+        "<webpage id=…> tags, harvested into evidence. Evidence comes from the request only "
+        "(evidence, tool_output): an item with neither is refused (bad_input, evidence); "
+        "<tool_output> blocks inside the response are never read.",
     )
     question: str | None = Field(
         default=None,

@@ -1,6 +1,7 @@
 """``CitationVerifier``: the citation scorer behind the core's ``Verifier`` protocol.
 
-Per item: parse the final answer block (``parse``), gather the evidence (``evidence``), run
+Per item: parse the final answer block (``parse``), gather the evidence from the request
+(``evidence``; never from the response), run
 the deterministic gates (``gates``: format, ids, question echo), send the claims that passed
 to the support mode (``support``; none for mode ``none`` or when the preset's format gate
 already zeroes the reward), then score (``scorer``).
@@ -11,10 +12,9 @@ verdicts) makes the item an error with no reward, never a citation score of 0.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.evidence import gather_evidence
@@ -48,6 +48,7 @@ from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, TribunalError
 from tribunal.core.hashing import config_hash
+from tribunal.core.verifier import score_each
 
 VERSION = "1"
 """Bump when the same input could get a different reward."""
@@ -113,18 +114,23 @@ class CitationVerifier:
             await self.judge.aclose()
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
-        """Score every item concurrently (judge calls of different items overlap)."""
-        return list(await asyncio.gather(*(self.score_item(cast(CitationItem, i)) for i in items)))
+        """Score every item concurrently (judge calls of different items overlap); an item's
+        ``TribunalError`` (no evidence, a limit exceeded) is its own outcome."""
+        return await score_each(items, CitationItem, self.score_item)
 
     async def score_item(self, item: CitationItem) -> ItemOutcome:
-        """Score one item; a support-mode error becomes the item's error."""
+        """Score one item; a support-mode error becomes the item's error.
+
+        Raises:
+            BadInput: (field ``evidence``) the request holds no snippet.
+        """
         options = item.options
         mode: SupportMode = (options.support if options else None) or self.config.support
         preset = self.config.preset_named(
             (options.preset if options else None) or self.config.preset
         )
         parsed = parse_answer(item.response)
-        evidence = gather_evidence(item.response, item.evidence, item.tool_output)
+        evidence = gather_evidence(item.evidence, item.tool_output)
         fmt = check_format(parsed)
         ids = check_ids(parsed, evidence)
         plans, tasks = _plan(parsed.claims, evidence, item.question)
