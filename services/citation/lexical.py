@@ -19,7 +19,7 @@ Known issues:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -76,6 +76,23 @@ def coverage(claim: set[str], snippet: set[str]) -> float:
 def stem_evidence(evidence: Mapping[str, str]) -> dict[str, set[str]]:
     """Stem every snippet once per item: ``{id: stems}``."""
     return {sid: stems(text) for sid, text in evidence.items()}
+
+
+def judge_all(
+    tasks: Sequence[ClaimTask], evidence: Mapping[str, str], thresholds: LexicalThresholds
+) -> list[ClaimJudgment]:
+    """Judge every task of one answer (the ``lexical`` support mode: CPU only, no I/O).
+
+    Args:
+        tasks: The claims to judge, in order.
+        evidence: All snippets of the item, ``{id: text}``.
+        thresholds: Coverage thresholds.
+
+    Returns:
+        One judgment per task, in order.
+    """
+    stems = stem_evidence(evidence)
+    return [judge_lexically(task, stems, thresholds) for task in tasks]
 
 
 def judge_lexically(
