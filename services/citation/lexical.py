@@ -1,34 +1,49 @@
-"""The ``lexical`` support mode: token overlap between a claim and its cited snippets.
+"""The ``lexical`` support mode: content checks and word overlap, no model.
 
-No model: for CPU use, tests and as a baseline. ``coverage(c, S)`` is the share of the
-claim's content words (stopwords dropped, a light suffix stemmer) found in the text ``S``.
+For CPU use, tests and as a baseline. Every text is read by ``tribunal.citation.content``
+(content stems, numbers, entities, clauses with their negation and direction words). A cited
+claim is split into clauses; each clause is judged against **each** cited snippet alone:
 
-- support by the union of cited snippets: ``supported`` when coverage ≥ ``full``,
-  ``partial`` when ≥ ``partial``, else ``unsupported``;
-- relevance of one snippet: ``relevant`` when its own coverage ≥ ``relevant``;
-- an uncited sentence needs a citation when it holds a number, or when some evidence
-  snippet covers it at least ``partial`` (it states what a source said).
+- *contradicted* by a snippet when one of its numbers or entities is not in that snippet,
+  or the snippet clause that best covers it (coverage ≥ ``partial``) differs in negation or
+  in direction ("raises" / "lowers");
+- otherwise ``supported`` by it when the share of its content stems found in that snippet
+  (coverage) is ≥ ``full`` (and its direction words are decidable), ``partial`` when ≥
+  ``partial``.
 
-Known issues:
-    - Overlap cannot see negation or contradiction: "X does not cause Y" is "supported" by
-      a snippet saying "X causes Y". On SciFact claims (``tests/citation/test_lexical.py``)
-      the mode is only a little better than always answering "supported"; use ``judge``
-      for training rewards.
+A clause takes its best snippet. The claim is ``supported`` when every clause is,
+``unsupported`` when a clause is contradicted and no cited snippet supports it even in part
+(a changed figure, a swapped name, an added "not", a *chimera* whose figure comes from one
+snippet and subject from another) or when no clause is supported at all, else ``partial``
+(a true claim with a false clause appended, or what the rules cannot decide): never full.
+
+- relevance of one snippet: ``relevant`` when its coverage of the claim is ≥ ``relevant``;
+- an uncited sentence needs a citation when it holds a number or a named entity, or when
+  some snippet covers it at least ``partial``, unless it only restates the question.
+
+Known issues (see ``tribunal.citation.content`` for the rules' limits): a paraphrase with
+synonyms the snippet does not use is paid ``partial``; the judge mode is the recommendation
+for training rewards.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tribunal.citation.gates import content_words
+from tribunal.citation.content import (
+    Clause,
+    Facts,
+    best_clause,
+    content_stems,
+    coverage,
+    number_agrees,
+    proper_words,
+    read,
+)
+from tribunal.citation.gates import MIN_NOVEL_SHARE
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
-
-_NUMBER = re.compile(r"\d")
-_SUFFIXES = ("ing", "ed", "es", "s")
 
 
 class LexicalThresholds(BaseModel):
@@ -49,37 +64,17 @@ class LexicalThresholds(BaseModel):
         return self
 
 
-@lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """Strip one common English suffix from words longer than the suffix + 3.
-
-    Examples:
-        >>> [stem(w) for w in ("patients", "treated", "increasing", "is")]
-        ['patient', 'treat', 'increas', 'is']
-    """
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def stems(text: str) -> set[str]:
-    """Stemmed content words of ``text`` (``stem`` is cached: vocabularies repeat)."""
-    return set(map(stem, content_words(text)))
-
-
-def coverage(claim: set[str], snippet: set[str]) -> float:
-    """Share of the claim's stems present in the snippet's (0 for a claim without any)."""
-    return len(claim & snippet) / len(claim) if claim else 0.0
-
-
-def stem_evidence(evidence: Mapping[str, str]) -> dict[str, set[str]]:
-    """Stem every snippet once per item: ``{id: stems}``."""
-    return {sid: stems(text) for sid, text in evidence.items()}
+def read_evidence(evidence: Mapping[str, str]) -> tuple[dict[str, Facts], frozenset[str]]:
+    """Read every snippet once per item: ``({id: facts}, proper words of the evidence)``."""
+    proper: frozenset[str] = frozenset().union(*(proper_words(t) for t in evidence.values()))
+    return {sid: read(text, proper) for sid, text in evidence.items()}, proper
 
 
 def judge_all(
-    tasks: Sequence[ClaimTask], evidence: Mapping[str, str], thresholds: LexicalThresholds
+    tasks: Sequence[ClaimTask],
+    evidence: Mapping[str, str],
+    thresholds: LexicalThresholds,
+    question: str | None = None,
 ) -> list[ClaimJudgment]:
     """Judge every task of one answer (the ``lexical`` support mode: CPU only, no I/O).
 
@@ -87,45 +82,109 @@ def judge_all(
         tasks: The claims to judge, in order.
         evidence: All snippets of the item, ``{id: text}``.
         thresholds: Coverage thresholds.
+        question: The item's question: an uncited sentence that only restates it needs no
+            citation.
 
     Returns:
         One judgment per task, in order.
     """
-    stems = stem_evidence(evidence)
-    return [judge_lexically(task, stems, thresholds) for task in tasks]
+    facts, proper = read_evidence(evidence)
+    asked = content_stems(question or "")
+    return [judge_lexically(task, facts, proper, thresholds, asked) for task in tasks]
 
 
 def judge_lexically(
-    task: ClaimTask, evidence_stems: Mapping[str, set[str]], thresholds: LexicalThresholds
+    task: ClaimTask,
+    facts: Mapping[str, Facts],
+    proper: frozenset[str],
+    thresholds: LexicalThresholds,
+    asked: frozenset[str] = frozenset(),
 ) -> ClaimJudgment:
-    """Judge one claim by token overlap.
+    """Judge one claim by its content (see the module docstring).
 
     Args:
         task: The claim and its valid cited snippets (none: an uncited sentence).
-        evidence_stems: ``stem_evidence`` of all the item's snippets.
+        facts: ``read_evidence`` of all the item's snippets.
+        proper: The evidence's proper words.
         thresholds: Coverage thresholds.
+        asked: Content stems of the question.
 
     Returns:
         Support and per-snippet relevance for a cited claim; ``needs_citation`` otherwise.
     """
-    claim = stems(task.text)
+    claim = read(task.text, proper, anchors=True)
     if not task.is_cited:
-        needs = bool(_NUMBER.search(task.text)) or any(
-            coverage(claim, snippet) >= thresholds.partial for snippet in evidence_stems.values()
-        )
-        return ClaimJudgment(needs_citation=needs)
-    union: set[str] = set()
-    relevance: dict[str, Relevance] = {}
-    for sid, text in task.snippets:
-        snippet = evidence_stems.get(sid) or stems(text)
-        union |= snippet
-        relevant = coverage(claim, snippet) >= thresholds.relevant
-        relevance[sid] = Relevance.RELEVANT if relevant else Relevance.IRRELEVANT
-    covered = coverage(claim, union)
-    if covered >= thresholds.full:
-        support = SupportVerdict.SUPPORTED
-    elif covered >= thresholds.partial:
-        support = SupportVerdict.PARTIAL
-    else:
-        support = SupportVerdict.UNSUPPORTED
-    return ClaimJudgment(support=support, relevance=relevance)
+        return ClaimJudgment(needs_citation=needs_citation(claim, facts, thresholds, asked))
+    cited = {sid: facts.get(sid) or read(text, proper) for sid, text in task.snippets}
+    relevance = {
+        sid: Relevance.RELEVANT
+        if coverage(claim.stems, snippet.stems) >= thresholds.relevant
+        else Relevance.IRRELEVANT
+        for sid, snippet in cited.items()
+    }
+    known = frozenset().union(*(f.entities for f in facts.values()))
+    verdicts = [_clause_verdict(c, cited.values(), known, thresholds) for c in claim.clauses]
+    return ClaimJudgment(support=_combine(verdicts), relevance=relevance)
+
+
+def needs_citation(
+    claim: Facts, facts: Mapping[str, Facts], thresholds: LexicalThresholds, asked: frozenset[str]
+) -> bool:
+    """Whether an uncited sentence states a fact: it holds a number or a named entity, or
+    some snippet covers it at least ``partial``; unless it only restates the question."""
+    if asked and claim.stems and coverage(claim.stems, asked) >= 1 - MIN_NOVEL_SHARE:
+        return False
+    if claim.numbers or claim.entities:
+        return True
+    return any(coverage(claim.stems, f.stems) >= thresholds.partial for f in facts.values())
+
+
+def _clause_verdict(
+    clause: Clause,
+    snippets: Iterable[Facts],
+    known: frozenset[str],
+    thresholds: LexicalThresholds,
+) -> tuple[SupportVerdict, bool]:
+    """The best verdict of one snippet for ``clause``, and whether a snippet that covers it
+    at least ``partial`` contradicts it (a number differs, an entity of the evidence
+    (``known``) is not in it, or negation or direction differs)."""
+    best = SupportVerdict.UNSUPPORTED
+    contradicted = False
+    for snippet in snippets:
+        cover = coverage(clause.stems, snippet.stems) if clause.stems else 1.0
+        clash = not all(number_agrees(n, snippet.numbers) for n in clause.numbers)
+        # A name missing here but present elsewhere in the evidence was swapped in; one found
+        # nowhere may be an alias the rules cannot see: undecided, never full.
+        missing = [e for e in clause.entities if e not in snippet.words]
+        clash = clash or any(e in known for e in missing)
+        undecided = bool(missing)
+        aligned, aligned_cover = best_clause(clause, snippet)
+        if aligned is not None and aligned_cover >= thresholds.partial:
+            clash = clash or aligned.negated != clause.negated
+            if clause.directions and aligned.directions:
+                clash = clash or not (clause.directions & aligned.directions)
+            elif clause.directions and not (clause.direction_words & snippet.words):
+                undecided = True
+        if clash:
+            contradicted = contradicted or cover >= thresholds.partial
+            continue
+        if cover >= thresholds.full and not undecided:
+            return SupportVerdict.SUPPORTED, contradicted
+        if cover >= thresholds.partial:
+            best = SupportVerdict.PARTIAL
+    return best, contradicted
+
+
+def _combine(verdicts: Sequence[tuple[SupportVerdict, bool]]) -> SupportVerdict:
+    """A claim is supported when every clause is; unsupported when a clause is contradicted
+    and supported by no cited snippet, or when none is at least partly supported; else
+    partial."""
+    if not verdicts:
+        return SupportVerdict.UNSUPPORTED
+    if all(v is SupportVerdict.SUPPORTED for v, _ in verdicts):
+        return SupportVerdict.SUPPORTED
+    if any(v is SupportVerdict.UNSUPPORTED and clash for v, clash in verdicts):
+        return SupportVerdict.UNSUPPORTED
+    if any(v is not SupportVerdict.UNSUPPORTED for v, _ in verdicts):
+        return SupportVerdict.PARTIAL
+    return SupportVerdict.UNSUPPORTED

@@ -166,7 +166,8 @@ def score_offline(item: CitationItem, config: CitationConfig) -> ItemOutcome:
     prepared = prepare(item, config)
     outcome = SupportOutcome()
     if prepared.judged and prepared.tasks:
-        outcome = SupportOutcome(judge_all(prepared.tasks, prepared.evidence, config.lexical))
+        judgments = judge_all(prepared.tasks, prepared.evidence, config.lexical, item.question)
+        outcome = SupportOutcome(judgments)
     return finish(prepared, outcome)
 
 

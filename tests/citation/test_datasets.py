@@ -11,7 +11,7 @@ import pytest
 
 from bench.citation_data import SCIFACT, TRACES, data_dir, scifact_rows, trace_items
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.lexical import LexicalThresholds, judge_lexically, stem_evidence
+from tribunal.citation.lexical import LexicalThresholds, judge_all
 from tribunal.citation.parse import parse_answer
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verdicts import ClaimTask, SupportVerdict
@@ -76,7 +76,7 @@ def test_lexical_support_accuracy_on_scifact() -> None:
     hits = 0
     for claim, abstract, gold in rows:
         task = ClaimTask(claim, (("doc", abstract),))
-        judgment = judge_lexically(task, stem_evidence({"doc": abstract}), LexicalThresholds())
+        [judgment] = judge_all([task], {"doc": abstract}, LexicalThresholds())
         hits += (judgment.support is not SupportVerdict.UNSUPPORTED) == gold
     accuracy = hits / len(rows)
     majority = max(sum(g for *_, g in rows), sum(not g for *_, g in rows)) / len(rows)
