@@ -18,6 +18,11 @@ Symbols (one answer; ``c`` a claim, ``ids(c)`` its distinct cited ids, ``E`` the
   which lets uncited filler raise the mean).
 - **Gated claims** earn 0 without a model call: a claim citing only invented ids, and a
   claim that only repeats the question (``tribunal.citation.gates.echoes_question``).
+  Under ``tribunal`` (``count_once_on_topic``) a claim whose content stems and numbers repeat
+  an earlier claim's (``duplicate``), and a cited claim sharing no content stem with the
+  question (``off_topic``), are left out of every mean: padding cannot raise the reward.
+  ``dr_tulu`` keeps DR Tulu's arithmetic, where both count as claims (and raise the mean
+  when supported).
 - **Aggregates**: ``precision`` = mean ``P(c)`` over cited claims; ``recall`` = mean ``R(c)``
   over counted claims (cited, plus uncited ones that need a citation); ``f1`` = mean
   ``F1(c)`` over counted claims (DR Tulu's ``avg_f1``, per claim then averaged). No counted
@@ -54,7 +59,9 @@ from tribunal.citation.parse import Claim
 from tribunal.citation.verdicts import ClaimJudgment, Relevance
 
 PresetName = Literal["tribunal", "dr_tulu"]
-ClaimGate = Literal["invalid_ids", "restates_question"]
+ClaimGate = Literal["invalid_ids", "restates_question", "duplicate", "off_topic"]
+UNCOUNTED_GATES = ("duplicate", "off_topic")
+"""Gates that leave a claim out of the mean (``tribunal`` preset): adding it moves nothing."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class Preset:
         valid_id_weight: Weight of the share of cited ids that exist.
         format_gate: Reward 0 unless the format is valid.
         uncited_without_need: ``skip`` (left out of the mean) or ``full`` (F1 = 1).
+        count_once_on_topic: A claim whose content repeats an earlier claim's (``duplicate``)
+            or, when the question is given, a cited claim sharing no content word with it
+            (``off_topic``) is left out of the mean: repeating a supported claim or citing
+            verbatim copies of an unrelated snippet never raises the reward.
     """
 
     name: PresetName
@@ -74,6 +85,7 @@ class Preset:
     valid_id_weight: float
     format_gate: bool
     uncited_without_need: Literal["skip", "full"]
+    count_once_on_topic: bool = False
 
     def __post_init__(self) -> None:
         if min(self.f1_weight, self.valid_id_weight) < 0:
@@ -86,7 +98,14 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "tribunal": Preset("tribunal", 1.0, 0.0, format_gate=True, uncited_without_need="skip"),
+    "tribunal": Preset(
+        "tribunal",
+        1.0,
+        0.0,
+        format_gate=True,
+        uncited_without_need="skip",
+        count_once_on_topic=True,
+    ),
     "dr_tulu": Preset("dr_tulu", 0.6, 0.4, format_gate=False, uncited_without_need="full"),
 }
 """The presets by name."""
@@ -164,6 +183,8 @@ def score_claim(
         gate: A deterministic reason for 0, or None.
         judgment: The support mode's judgment, None when gated or in mode ``none``.
     """
+    if gate in UNCOUNTED_GATES:
+        return ClaimScore(claim, invalid_ids, gate, None, None, None, None, counted=False)
     if gate is not None:
         return ClaimScore(claim, invalid_ids, gate, None, 0.0, 0.0, 0.0, counted=True)
     if judgment is None:

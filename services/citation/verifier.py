@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
+from tribunal.citation.content import content_stems, numbers
 from tribunal.citation.evidence import gather_evidence
 from tribunal.citation.gates import (
     FormatReport,
@@ -131,7 +132,7 @@ def prepare(item: CitationItem, config: CitationConfig) -> Prepared:
     check_limits(parsed, config.max_claims, config.max_ids_per_claim, config.max_distinct_ids)
     fmt = check_format(parsed)
     ids = check_ids(parsed, evidence)
-    plans, tasks = _plan(parsed.claims, evidence, item.question)
+    plans, tasks = _plan(parsed.claims, evidence, item.question, preset.count_once_on_topic)
     judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
     return Prepared(mode, preset, fmt, ids, evidence, plans, tasks, judged)
 
@@ -319,18 +320,28 @@ def _details(
 
 
 def _plan(
-    claims: Sequence[Claim], evidence: dict[str, str], question: str | None
+    claims: Sequence[Claim], evidence: dict[str, str], question: str | None, count_once: bool
 ) -> tuple[list[_Plan], list[ClaimTask]]:
-    """Gate every claim; the ones that pass become tasks for the support mode."""
+    """Gate every claim; the ones that pass become tasks for the support mode (linear: a
+    claim's duplicate key is its content stems and number values, looked up in a set)."""
     plans: list[_Plan] = []
     tasks: list[ClaimTask] = []
+    asked = content_stems(question or "")
+    seen: set[tuple[frozenset[str], frozenset[float]]] = set()
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
+        stems = content_stems(claim.text)
+        key = (stems, frozenset(n.value for n in numbers(claim.text)))
         gate: ClaimGate | None = None
-        if claim.is_cited and len(invalid) == len(claim.ids):
+        if count_once and (stems or key[1]) and key in seen:
+            gate = "duplicate"
+        elif claim.is_cited and len(invalid) == len(claim.ids):
             gate = "invalid_ids"
         elif claim.is_cited and echoes_question(claim.text, question):
             gate = "restates_question"
+        elif count_once and claim.is_cited and asked and not (stems & asked):
+            gate = "off_topic"
+        seen.add(key)
         if gate is not None:
             plans.append(_Plan(claim, invalid, gate, None))
             continue
