@@ -78,14 +78,14 @@ _UP = """increase increased increases increasing rise rises rose risen rising ra
     exceeds longer longest taller tallest heavier heaviest enhance enhanced enhances
     accelerate accelerated promote promoted promotes induce induced induces activate
     activated activates stimulate stimulated stimulates strengthen strengthened upregulated
-    upregulate after later superior"""
+    upregulate superior"""
 _DOWN = """decrease decreased decreases decreasing fall falls fell fallen falling lower lowered
     lowers lowering lowest less least fewer fewest smaller smallest shrink shrank shrunk
     shrinks decline declined declines declining drop dropped drops dropping reduce reduced
     reduces reducing reduction loss lost worsen worsened worsens worse worst below
     shorter shortest lighter impair impaired impairs slow slowed slows weaken weakened
     inhibit inhibited inhibits suppress suppressed suppresses attenuate attenuated diminish
-    diminished diminishes downregulated downregulate before earlier inferior halved"""
+    diminished diminishes downregulated downregulate inferior halved"""
 DIRECTIONS: dict[str, int] = {
     **{w: 1 for w in _UP.split()},
     **{w: -1 for w in _DOWN.split()},

@@ -322,8 +322,7 @@ def _details(
 def _plan(
     claims: Sequence[Claim], evidence: dict[str, str], question: str | None, count_once: bool
 ) -> tuple[list[_Plan], list[ClaimTask]]:
-    """Gate every claim; the ones that pass become tasks for the support mode (linear: a
-    claim's duplicate key is its content stems and number values, looked up in a set)."""
+    """Gate every claim; the ones that pass become tasks for the support mode."""
     plans: list[_Plan] = []
     tasks: list[ClaimTask] = []
     asked = content_stems(question or "")
@@ -333,7 +332,7 @@ def _plan(
         stems = content_stems(claim.text)
         key = (stems, frozenset(n.value for n in numbers(claim.text)))
         gate: ClaimGate | None = None
-        if count_once and (stems or key[1]) and key in seen:
+        if count_once and (stems or key[1]) and _repeats(key, seen):
             gate = "duplicate"
         elif claim.is_cited and len(invalid) == len(claim.ids):
             gate = "invalid_ids"
@@ -349,6 +348,27 @@ def _plan(
         plans.append(_Plan(claim, invalid, None, len(tasks)))
         tasks.append(ClaimTask(claim.text, snippets))
     return plans, tasks
+
+
+NEAR_DUPLICATE = 0.8
+"""Jaccard overlap of content stems (same numbers) from which a claim repeats an earlier one."""
+
+
+def _repeats(
+    key: tuple[frozenset[str], frozenset[float]],
+    seen: set[tuple[frozenset[str], frozenset[float]]],
+) -> bool:
+    """Whether a claim (content stems, number values) repeats an earlier one: the same, or
+    stems overlapping at least ``NEAR_DUPLICATE`` with the same numbers. Quadratic in the
+    claims, which ``max_claims`` bounds (256² set comparisons at most)."""
+    if key in seen:
+        return True
+    stems, values = key
+    for other, other_values in seen:
+        union = len(stems | other)
+        if other_values == values and union and len(stems & other) / union >= NEAR_DUPLICATE:
+            return True
+    return False
 
 
 def _score(plan: _Plan, judgments: list[ClaimJudgment]) -> ClaimScore:
