@@ -202,6 +202,11 @@ def content_stems(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def negated(text: str) -> bool:
+    """Whether ``text`` holds a negation word (``n't`` included)."""
+    return any(t in NEGATIONS for t in _tokens(text.replace("n't", " not").replace("n’t", " not")))
+
+
 def numbers(text: str) -> tuple[Number, ...]:
     """The numbers of ``text`` (number words first turned into digits).
 

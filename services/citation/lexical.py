@@ -29,6 +29,7 @@ for training rewards.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -64,15 +65,33 @@ class LexicalThresholds(BaseModel):
         return self
 
 
-def read_evidence(evidence: Mapping[str, str]) -> tuple[dict[str, Facts], frozenset[str]]:
-    """Read every snippet once per item: ``({id: facts}, proper words of the evidence)``."""
+@dataclass(frozen=True)
+class EvidenceFacts:
+    """Every snippet of one item, read once.
+
+    Attributes:
+        facts: ``{id: facts}``.
+        proper: Words the evidence writes capitalised inside a sentence (entity look-up).
+        known: Entity words of the whole evidence: one missing from a snippet but known here
+            was swapped in (a contradiction), one unknown may be an alias (undecided).
+    """
+
+    facts: dict[str, Facts]
+    proper: frozenset[str]
+    known: frozenset[str]
+
+
+def read_evidence(evidence: Mapping[str, str]) -> EvidenceFacts:
+    """Read every snippet of an item once (linear in the evidence)."""
     proper: frozenset[str] = frozenset().union(*(proper_words(t) for t in evidence.values()))
-    return {sid: read(text, proper) for sid, text in evidence.items()}, proper
+    facts = {sid: read(text, proper) for sid, text in evidence.items()}
+    known: frozenset[str] = frozenset().union(*(f.entities for f in facts.values()))
+    return EvidenceFacts(facts, proper, known)
 
 
 def judge_all(
     tasks: Sequence[ClaimTask],
-    evidence: Mapping[str, str],
+    evidence: Mapping[str, str] | EvidenceFacts,
     thresholds: LexicalThresholds,
     question: str | None = None,
 ) -> list[ClaimJudgment]:
@@ -80,7 +99,7 @@ def judge_all(
 
     Args:
         tasks: The claims to judge, in order.
-        evidence: All snippets of the item, ``{id: text}``.
+        evidence: All snippets of the item, ``{id: text}``, or already read.
         thresholds: Coverage thresholds.
         question: The item's question: an uncited sentence that only restates it needs no
             citation.
@@ -88,15 +107,14 @@ def judge_all(
     Returns:
         One judgment per task, in order.
     """
-    facts, proper = read_evidence(evidence)
+    read_ = evidence if isinstance(evidence, EvidenceFacts) else read_evidence(evidence)
     asked = content_stems(question or "")
-    return [judge_lexically(task, facts, proper, thresholds, asked) for task in tasks]
+    return [judge_lexically(task, read_, thresholds, asked) for task in tasks]
 
 
 def judge_lexically(
     task: ClaimTask,
-    facts: Mapping[str, Facts],
-    proper: frozenset[str],
+    evidence: EvidenceFacts,
     thresholds: LexicalThresholds,
     asked: frozenset[str] = frozenset(),
 ) -> ClaimJudgment:
@@ -104,27 +122,48 @@ def judge_lexically(
 
     Args:
         task: The claim and its valid cited snippets (none: an uncited sentence).
-        facts: ``read_evidence`` of all the item's snippets.
-        proper: The evidence's proper words.
+        evidence: ``read_evidence`` of all the item's snippets.
         thresholds: Coverage thresholds.
         asked: Content stems of the question.
 
     Returns:
         Support and per-snippet relevance for a cited claim; ``needs_citation`` otherwise.
     """
-    claim = read(task.text, proper, anchors=True)
+    claim = read(task.text, evidence.proper, anchors=True)
     if not task.is_cited:
-        return ClaimJudgment(needs_citation=needs_citation(claim, facts, thresholds, asked))
-    cited = {sid: facts.get(sid) or read(text, proper) for sid, text in task.snippets}
+        needs = needs_citation(claim, evidence.facts, thresholds, asked)
+        return ClaimJudgment(needs_citation=needs)
+    cited = _cited(task, evidence)
     relevance = {
         sid: Relevance.RELEVANT
         if coverage(claim.stems, snippet.stems) >= thresholds.relevant
         else Relevance.IRRELEVANT
         for sid, snippet in cited.items()
     }
-    known = frozenset().union(*(f.entities for f in facts.values()))
-    verdicts = [_clause_verdict(c, cited.values(), known, thresholds) for c in claim.clauses]
+    verdicts = [
+        _clause_verdict(c, cited.values(), evidence.known, thresholds) for c in claim.clauses
+    ]
     return ClaimJudgment(support=_combine(verdicts), relevance=relevance)
+
+
+def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalThresholds) -> bool:
+    """Whether a cited claim has a clause its cited snippets contradict and none supports
+    even in part: a number, a known entity, a negation or a direction differs (the judge
+    mode's gate before any model call; the lexical mode calls such a claim unsupported)."""
+    claim = read(task.text, evidence.proper, anchors=True)
+    cited = _cited(task, evidence).values()
+    return any(
+        verdict is SupportVerdict.UNSUPPORTED and clash
+        for verdict, clash in (
+            _clause_verdict(c, cited, evidence.known, thresholds) for c in claim.clauses
+        )
+    )
+
+
+def _cited(task: ClaimTask, evidence: EvidenceFacts) -> dict[str, Facts]:
+    return {
+        sid: evidence.facts.get(sid) or read(text, evidence.proper) for sid, text in task.snippets
+    }
 
 
 def needs_citation(

@@ -96,10 +96,17 @@ class ClaimResult(BaseModel):
     cited: bool = Field(description="Carries a citation tag (else an uncited sentence).")
     ids: list[str] = Field(description="Every id it cites, in order.")
     invalid_ids: list[str] = Field(description="Cited ids absent from the evidence.")
-    gate: Literal["invalid_ids", "restates_question", "duplicate", "off_topic"] | None = Field(
+    gate: (
+        Literal[
+            "invalid_ids", "restates_question", "contradicts_evidence", "duplicate", "off_topic"
+        ]
+        | None
+    ) = Field(
         default=None,
-        description="Why it was decided without a model call: invalid_ids and "
-        "restates_question score 0; duplicate and off_topic (tribunal preset) are not counted.",
+        description="A deterministic rule: invalid_ids, restates_question and "
+        "contradicts_evidence (judge mode) score 0 without a model call; duplicate (tribunal "
+        "preset) is not counted; off_topic (tribunal preset, no content word of the question) "
+        "is judged and earns nothing: left out when supported, F1 0 otherwise.",
     )
     support: SupportVerdict | None = Field(
         default=None, description="supported (recall 1) / partial (0.5) / unsupported (0)."

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.content import content_stems, numbers
+from tribunal.citation.content import content_stems, negated, numbers
 from tribunal.citation.evidence import gather_evidence
 from tribunal.citation.gates import (
     FormatReport,
@@ -36,7 +36,7 @@ from tribunal.citation.gates import (
     echoes_question,
 )
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
-from tribunal.citation.lexical import judge_all
+from tribunal.citation.lexical import LexicalThresholds, contradicted, judge_all, read_evidence
 from tribunal.citation.parse import Claim, parse_answer
 from tribunal.citation.schemas import (
     CitationDetails,
@@ -132,7 +132,7 @@ def prepare(item: CitationItem, config: CitationConfig) -> Prepared:
     check_limits(parsed, config.max_claims, config.max_ids_per_claim, config.max_distinct_ids)
     fmt = check_format(parsed)
     ids = check_ids(parsed, evidence)
-    plans, tasks = _plan(parsed.claims, evidence, item.question, preset.count_once_on_topic)
+    plans, tasks = _plan(parsed.claims, evidence, item.question, preset, mode, config.lexical)
     judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
     return Prepared(mode, preset, fmt, ids, evidence, plans, tasks, judged)
 
@@ -320,32 +320,43 @@ def _details(
 
 
 def _plan(
-    claims: Sequence[Claim], evidence: dict[str, str], question: str | None, count_once: bool
+    claims: Sequence[Claim],
+    evidence: dict[str, str],
+    question: str | None,
+    preset: Preset,
+    mode: SupportMode,
+    thresholds: LexicalThresholds,
 ) -> tuple[list[_Plan], list[ClaimTask]]:
-    """Gate every claim; the ones that pass become tasks for the support mode."""
+    """Gate every claim; the ones that pass (and ``off_topic`` ones) become tasks for the
+    support mode. In mode ``judge`` a claim its snippets contradict is gated here, before
+    any model call."""
     plans: list[_Plan] = []
     tasks: list[ClaimTask] = []
+    count_once = preset.count_once_on_topic
     asked = content_stems(question or "")
-    seen: set[tuple[frozenset[str], frozenset[float]]] = set()
+    facts = read_evidence(evidence) if mode == "judge" else None
+    seen: set[_Key] = set()
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
+        snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
         stems = content_stems(claim.text)
-        key = (stems, frozenset(n.value for n in numbers(claim.text)))
+        key = (stems, frozenset(n.value for n in numbers(claim.text)), negated(claim.text))
         gate: ClaimGate | None = None
         if count_once and (stems or key[1]) and _repeats(key, seen):
             gate = "duplicate"
-        elif claim.is_cited and len(invalid) == len(claim.ids):
+        elif claim.is_cited and not snippets:
             gate = "invalid_ids"
         elif claim.is_cited and echoes_question(claim.text, question):
             gate = "restates_question"
-        elif count_once and claim.is_cited and asked and not (stems & asked):
-            gate = "off_topic"
+        elif facts is not None and contradicted(ClaimTask(claim.text, snippets), facts, thresholds):
+            gate = "contradicts_evidence"
         seen.add(key)
-        if gate is not None:
+        if gate is None and count_once and claim.is_cited and asked and not (stems & asked):
+            gate = "off_topic"  # judged: it earns nothing either way (see the scorer)
+        elif gate is not None:
             plans.append(_Plan(claim, invalid, gate, None))
             continue
-        snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
-        plans.append(_Plan(claim, invalid, None, len(tasks)))
+        plans.append(_Plan(claim, invalid, gate, len(tasks)))
         tasks.append(ClaimTask(claim.text, snippets))
     return plans, tasks
 
@@ -354,19 +365,21 @@ NEAR_DUPLICATE = 0.8
 """Jaccard overlap of content stems (same numbers) from which a claim repeats an earlier one."""
 
 
-def _repeats(
-    key: tuple[frozenset[str], frozenset[float]],
-    seen: set[tuple[frozenset[str], frozenset[float]]],
-) -> bool:
-    """Whether a claim (content stems, number values) repeats an earlier one: the same, or
-    stems overlapping at least ``NEAR_DUPLICATE`` with the same numbers. Quadratic in the
-    claims, which ``max_claims`` bounds (256² set comparisons at most)."""
+_Key = tuple[frozenset[str], frozenset[float], bool]
+"""What a claim says, for duplicates: content stems, number values, negated."""
+
+
+def _repeats(key: _Key, seen: set[_Key]) -> bool:
+    """Whether a claim repeats an earlier one: the same key, or stems overlapping at least
+    ``NEAR_DUPLICATE`` with the same numbers and negation. Quadratic in the claims, which
+    ``max_claims`` bounds (256² set comparisons at most)."""
     if key in seen:
         return True
-    stems, values = key
-    for other, other_values in seen:
+    stems, values, negation = key
+    for other, other_values, other_negation in seen:
         union = len(stems | other)
-        if other_values == values and union and len(stems & other) / union >= NEAR_DUPLICATE:
+        same = (other_values, other_negation) == (values, negation)
+        if same and union and len(stems & other) / union >= NEAR_DUPLICATE:
             return True
     return False
 

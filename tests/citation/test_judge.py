@@ -123,8 +123,8 @@ async def test_an_honest_answer_costs_one_call_and_scores_one(fake: FakeOpenAISe
 
 async def test_claims_of_one_answer_share_calls(fake: FakeOpenAIServer) -> None:
     claims = " ".join(
-        f"<cite id=S{1 + i % 2}>Hyperprogressive disease finding {i} was seen.</cite>"
-        for i in range(5)
+        f"<cite id=S{1 + i % 2}>Hyperprogressive disease was {kind} in patients.</cite>"
+        for i, kind in enumerate(("early", "late", "rapid", "severe", "frequent"))
     )
     outcome = await score(verifier_for(fake, claims_per_call=2), f"<answer>{claims}</answer>")
     assert outcome.details["usage"]["calls"] == 3 == len(fake.stats.requests)  # ceil(5 / 2)
@@ -243,3 +243,23 @@ async def test_the_answer_is_data_and_snippets_are_listed_once(fake: FakeOpenAIS
     prompt = user_prompt(body)
     assert len(re.findall(r"^\[S1\] ", prompt, re.M)) == 1
     assert "never instructions" in body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        "Hyperprogressive disease occurred in 19% of patients.",  # a changed figure
+        "Hyperprogressive disease did not occur in 9% of patients.",  # an added negation
+    ],
+)
+async def test_a_claim_its_snippet_contradicts_never_reaches_the_model(
+    fake: FakeOpenAIServer, claim: str
+) -> None:
+    answer = f"<answer><cite id=S1>{claim}</cite> <cite id=S1>{CLAIM}</cite></answer>"
+    outcome = await score(verifier_for(fake), answer)
+    first, second = outcome.details["claims"]
+    assert first["gate"] == "contradicts_evidence" and first["f1"] == 0.0
+    assert second["gate"] is None and second["support"] == "supported"
+    keys = list(fake.stats.requests[0]["response_format"]["json_schema"]["schema"]["properties"])
+    assert keys == ["c0", "c0r0"]  # only the honest claim was asked
+    assert outcome.reward == pytest.approx(0.5)

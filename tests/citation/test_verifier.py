@@ -183,3 +183,32 @@ async def test_results_are_what_the_citation_document_says() -> None:
     for outcome in outcomes:
         text = result_json("x", outcome, verifier_info(verifier))
         assert_documented("citation", "CitationItemResult", json.loads(text))
+
+
+async def test_an_uncited_sentence_stating_a_figure_or_a_name_counts_against_recall() -> None:
+    for fact in (
+        "Kato et al. reported it in 29% of MDM2-amplified patients.",
+        "It was first described by Smith in Lyon.",
+    ):
+        outcome = await score(HONEST.replace("</answer>", f" {fact}</answer>"))
+        [_, uncited] = outcome.details["claims"]
+        assert uncited["needs_citation"] is True and outcome.reward == 0.5
+
+
+async def test_off_topic_claims_earn_nothing_and_never_raise_the_reward() -> None:
+    wrong = "<cite id=S1>Hyperprogressive disease occurred in 19 of 131 patients.</cite>"
+    weak = HONEST.replace("</answer>", f" {wrong}</answer>")
+    base = (await score(weak)).reward
+    true_off_topic = (
+        "<cite id=S3>Bananas are rich in potassium and grow in tropical climates.</cite>"
+    )
+    false_off_topic = "<cite id=S4>The Eiffel Tower is 500 metres tall.</cite>"
+    padded = await score(weak.replace("</answer>", f" {true_off_topic * 3}</answer>"))
+    assert padded.reward == base == 0.5
+    assert [c["gate"] for c in padded.details["claims"][2:]] == ["off_topic"] + ["duplicate"] * 2
+    worse = await score(weak.replace("</answer>", f" {false_off_topic}</answer>"))
+    assert worse.reward is not None and worse.reward < base
+    # DR Tulu's arithmetic counts the off-topic copy as a supported claim: padding pays there.
+    once = weak.replace("</answer>", f" {true_off_topic}</answer>")
+    dr_tulu = [(await score(r, options={"preset": "dr_tulu"})).reward for r in (weak, once)]
+    assert dr_tulu[1] > dr_tulu[0]  # type: ignore[operator]
