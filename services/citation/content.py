@@ -119,6 +119,7 @@ _UNITS = _wordset(
 )
 
 
+_PARTS = re.compile(r"['-]")
 _NOT_CONTENT = STOPWORDS | _FILLER | _UNITS | _PERCENT
 
 
@@ -194,9 +195,14 @@ def _tokens(text: str) -> list[str]:
 
 def content_stems(text: str) -> frozenset[str]:
     """Stems of the words of ``text`` that carry content (no stopword, filler or number)."""
+    return _stems_of(_tokens(text))
+
+
+def _stems_of(tokens: list[str]) -> frozenset[str]:
     out = set()
-    for token in _tokens(text):
-        for part in re.split(r"['-]", token):
+    for token in tokens:
+        parts = _PARTS.split(token) if "-" in token or "'" in token else (token,)
+        for part in parts:
             if len(part) > 1 and not part.isdigit() and part not in _NOT_CONTENT:
                 out.add(stem(part))
     return frozenset(out)
@@ -252,6 +258,8 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
     out = set()
     for match in _WORD.finditer(text):
         token = match.group()
+        if token.islower() or token.isdigit():  # most words: no capital, or a plain number
+            continue
         lower = token.lower().replace("’", "'").removesuffix("'s")
         strong = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
         strong = strong or (sum(c.isupper() for c in token) >= 2)
@@ -285,7 +293,7 @@ def clauses(
     out = []
     for part in _CLAUSE_SPLIT.split(text):
         tokens = _tokens(part.replace("n't", " not").replace("n’t", " not"))
-        stems = content_stems(part)
+        stems = _stems_of(tokens)
         found = numbers(part) if anchors else ()
         if not stems and not found:
             continue
@@ -315,13 +323,11 @@ def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = Fal
         for i in range(1, len(parts)):  # "anti-pd-1" also holds "pd-1", "anti-pd", "1"
             words.add("-".join(parts[i:]))
             words.add("-".join(parts[:i]))
-    return Facts(
-        content_stems(text),
-        numbers(text),
-        frozenset(words),
-        entities(text, proper),
-        clauses(text, proper, anchors=anchors),
-    )
+    parts = clauses(text, proper, anchors=anchors)
+    # Clauses cover the text but for the words they are split on (stopwords): their stems
+    # together are the text's, without reading it twice.
+    stems: frozenset[str] = frozenset().union(*(c.stems for c in parts))
+    return Facts(stems, numbers(text), frozenset(words), entities(text, proper), parts)
 
 
 def number_agrees(claim: Number, snippet: tuple[Number, ...]) -> bool:

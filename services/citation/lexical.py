@@ -29,7 +29,6 @@ for training rewards.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -65,28 +64,48 @@ class LexicalThresholds(BaseModel):
         return self
 
 
-@dataclass(frozen=True)
 class EvidenceFacts:
-    """Every snippet of one item, read once.
+    """The snippets of one item, each read once and only when a claim cites it.
+
+    Args:
+        evidence: ``{id: text}``.
+        cited: The ids the answer cites: their snippets give the proper words (entity
+            look-up) and the known entities.
 
     Attributes:
-        facts: ``{id: facts}``.
-        proper: Words the evidence writes capitalised inside a sentence (entity look-up).
-        known: Entity words of the whole evidence: one missing from a snippet but known here
-            was swapped in (a contradiction), one unknown may be an alias (undecided).
+        proper: Words the cited snippets write capitalised inside a sentence.
+        known: Entity words of the cited snippets: one missing from a snippet but known
+            here was swapped in from another (a contradiction); one unknown may be an alias
+            (undecided).
     """
 
-    facts: dict[str, Facts]
-    proper: frozenset[str]
-    known: frozenset[str]
+    def __init__(self, evidence: Mapping[str, str], cited: Iterable[str]) -> None:
+        self._texts = evidence
+        self._facts: dict[str, Facts] = {}
+        self._stems: list[frozenset[str]] | None = None
+        ids = [sid for sid in dict.fromkeys(cited) if sid in evidence]
+        self.proper: frozenset[str] = frozenset().union(
+            *(proper_words(evidence[sid]) for sid in ids)
+        )
+        self.known: frozenset[str] = frozenset().union(*(self.facts(sid).entities for sid in ids))
+
+    def facts(self, sid: str) -> Facts:
+        """The facts of snippet ``sid`` (read on first use)."""
+        found = self._facts.get(sid)
+        if found is None:
+            found = self._facts[sid] = read(self._texts[sid], self.proper)
+        return found
+
+    def all_stems(self) -> list[frozenset[str]]:
+        """Content stems of every snippet (for uncited sentences; computed on first use)."""
+        if self._stems is None:
+            self._stems = [content_stems(text) for text in self._texts.values()]
+        return self._stems
 
 
-def read_evidence(evidence: Mapping[str, str]) -> EvidenceFacts:
-    """Read every snippet of an item once (linear in the evidence)."""
-    proper: frozenset[str] = frozenset().union(*(proper_words(t) for t in evidence.values()))
-    facts = {sid: read(text, proper) for sid, text in evidence.items()}
-    known: frozenset[str] = frozenset().union(*(f.entities for f in facts.values()))
-    return EvidenceFacts(facts, proper, known)
+def read_evidence(evidence: Mapping[str, str], tasks: Sequence[ClaimTask]) -> EvidenceFacts:
+    """The evidence of an item for judging ``tasks`` (linear in the snippets they cite)."""
+    return EvidenceFacts(evidence, (sid for task in tasks for sid, _ in task.snippets))
 
 
 def judge_all(
@@ -99,7 +118,7 @@ def judge_all(
 
     Args:
         tasks: The claims to judge, in order.
-        evidence: All snippets of the item, ``{id: text}``, or already read.
+        evidence: All snippets of the item, ``{id: text}``, or ``read_evidence`` of them.
         thresholds: Coverage thresholds.
         question: The item's question: an uncited sentence that only restates it needs no
             citation.
@@ -107,9 +126,10 @@ def judge_all(
     Returns:
         One judgment per task, in order.
     """
-    read_ = evidence if isinstance(evidence, EvidenceFacts) else read_evidence(evidence)
+    if not isinstance(evidence, EvidenceFacts):
+        evidence = read_evidence(evidence, tasks)
     asked = content_stems(question or "")
-    return [judge_lexically(task, read_, thresholds, asked) for task in tasks]
+    return [judge_lexically(task, evidence, thresholds, asked) for task in tasks]
 
 
 def judge_lexically(
@@ -122,7 +142,7 @@ def judge_lexically(
 
     Args:
         task: The claim and its valid cited snippets (none: an uncited sentence).
-        evidence: ``read_evidence`` of all the item's snippets.
+        evidence: ``read_evidence`` of the item's snippets.
         thresholds: Coverage thresholds.
         asked: Content stems of the question.
 
@@ -131,9 +151,9 @@ def judge_lexically(
     """
     claim = read(task.text, evidence.proper, anchors=True)
     if not task.is_cited:
-        needs = needs_citation(claim, evidence.facts, thresholds, asked)
+        needs = needs_citation(claim, evidence.all_stems(), thresholds, asked)
         return ClaimJudgment(needs_citation=needs)
-    cited = _cited(task, evidence)
+    cited = {sid: evidence.facts(sid) for sid, _ in task.snippets}
     relevance = {
         sid: Relevance.RELEVANT
         if coverage(claim.stems, snippet.stems) >= thresholds.relevant
@@ -151,7 +171,7 @@ def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalTh
     even in part: a number, a known entity, a negation or a direction differs (the judge
     mode's gate before any model call; the lexical mode calls such a claim unsupported)."""
     claim = read(task.text, evidence.proper, anchors=True)
-    cited = _cited(task, evidence).values()
+    cited = [evidence.facts(sid) for sid, _ in task.snippets]
     return any(
         verdict is SupportVerdict.UNSUPPORTED and clash
         for verdict, clash in (
@@ -160,22 +180,20 @@ def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalTh
     )
 
 
-def _cited(task: ClaimTask, evidence: EvidenceFacts) -> dict[str, Facts]:
-    return {
-        sid: evidence.facts.get(sid) or read(text, evidence.proper) for sid, text in task.snippets
-    }
-
-
 def needs_citation(
-    claim: Facts, facts: Mapping[str, Facts], thresholds: LexicalThresholds, asked: frozenset[str]
+    claim: Facts,
+    snippets: Sequence[frozenset[str]],
+    thresholds: LexicalThresholds,
+    asked: frozenset[str],
 ) -> bool:
     """Whether an uncited sentence states a fact: it holds a number or a named entity, or
-    some snippet covers it at least ``partial``; unless it only restates the question."""
+    some snippet (``snippets``: their content stems) covers it at least ``partial``; unless
+    it only restates the question."""
     if asked and claim.stems and coverage(claim.stems, asked) >= 1 - MIN_NOVEL_SHARE:
         return False
     if claim.numbers or claim.entities:
         return True
-    return any(coverage(claim.stems, f.stems) >= thresholds.partial for f in facts.values())
+    return any(coverage(claim.stems, stems) >= thresholds.partial for stems in snippets)
 
 
 def _clause_verdict(

@@ -36,7 +36,7 @@ from tribunal.citation.gates import (
     echoes_question,
 )
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
-from tribunal.citation.lexical import LexicalThresholds, contradicted, judge_all, read_evidence
+from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradicted, judge_all
 from tribunal.citation.parse import Claim, parse_answer
 from tribunal.citation.schemas import (
     CitationDetails,
@@ -334,7 +334,8 @@ def _plan(
     tasks: list[ClaimTask] = []
     count_once = preset.count_once_on_topic
     asked = content_stems(question or "")
-    facts = read_evidence(evidence) if mode == "judge" else None
+    cited = (cid for claim in claims for cid in claim.ids)
+    facts = EvidenceFacts(evidence, cited) if mode == "judge" else None
     seen: set[_Key] = set()
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
