@@ -319,10 +319,10 @@ def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = Fal
     for token in _tokens(text):
         token = token.removesuffix("'s")
         words.add(token)
-        parts = token.split("-")
-        for i in range(1, len(parts)):  # "anti-pd-1" also holds "pd-1", "anti-pd", "1"
-            words.add("-".join(parts[i:]))
-            words.add("-".join(parts[:i]))
+        pieces = token.split("-")
+        for i in range(1, len(pieces)):  # "anti-pd-1" also holds "pd-1", "anti-pd", "1"
+            words.add("-".join(pieces[i:]))
+            words.add("-".join(pieces[:i]))
     parts = clauses(text, proper, anchors=anchors)
     # Clauses cover the text but for the words they are split on (stopwords): their stems
     # together are the text's, without reading it twice.
