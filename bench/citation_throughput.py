@@ -10,7 +10,8 @@
   rule of the lexical mode before issue 26 (copied below as :func:`overlap_judge`, for this
   comparison only), ``after`` the content checks (``tribunal.citation.lexical.judge_all``,
   evidence read once per answer in both, after one warm-up round of each: a worker's stem
-  caches are warm after its first answers).
+  caches are warm after its first answers); ``after_group_8`` with each answer's evidence
+  shared by 8 completions, as in a GRPO group.
 - ``paraphrase_ratio``: the lexical reward of a faithful paraphrase over that of a verbatim
   copy, on ``tests/citation/cases/paraphrases.jsonl``.
 - ``largest_answer_s``: wall time of ``score_offline`` on an answer at every default limit
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.citation_data import trace_items  # noqa: E402
 from tribunal.citation.config import CitationConfig  # noqa: E402
+from tribunal.citation.content import read_snippet  # noqa: E402
 from tribunal.citation.gates import content_words  # noqa: E402
 from tribunal.citation.judge import JudgeModeConfig, LLMSupport  # noqa: E402
 from tribunal.citation.lexical import LexicalThresholds, judge_all  # noqa: E402
@@ -90,24 +92,32 @@ def overlap_judge(tasks: list[ClaimTask], evidence: dict[str, str]) -> list[floa
 
 
 def cpu_per_claim(items: list[CitationItem], rounds: int) -> dict[str, Any]:
-    """CPU µs per judged claim of the support decision, before and after, in one run."""
+    """CPU µs per judged claim of the support decision, before and after, in one run.
+
+    ``after`` reads every answer's snippets afresh (the snippet cache cleared per answer);
+    ``after_group_8`` judges each answer 8 times on the same evidence, as the completions of
+    a GRPO group of 8 are (their snippets are read once)."""
     config = CitationConfig(support="lexical")
     answers = [prepare(item, config) for item in items]
     answers = [a for a in answers if a.tasks]
     claims = sum(len(a.tasks) for a in answers) * rounds
-    timings = {}
+    timings: dict[str, Any] = {}
     # One round of each first: a worker's stem caches are warm after its first answers.
-    for name in ("warm-up", "before", "after"):
+    for name, group in (("warm-up", 1), ("before", 1), ("after", 1), ("after_group_8", 8)):
         start = time.process_time()
         for _ in range(rounds):
             for answer in answers:
-                if name != "after":
+                if name in ("warm-up", "before"):
                     overlap_judge(answer.tasks, answer.evidence)
-                if name != "before":
+                if name == "before":
+                    continue
+                read_snippet.cache_clear()
+                for _ in range(group):
                     judge_all(answer.tasks, answer.evidence, LexicalThresholds())
-        timings[name] = round((time.process_time() - start) / claims * 1e6, 1)
+        timings[name] = round((time.process_time() - start) / (claims * group) * 1e6, 1)
     del timings["warm-up"]
     timings["ratio"] = round(timings["after"] / timings["before"], 2)
+    timings["ratio_group_8"] = round(timings["after_group_8"] / timings["before"], 2)
     timings["claims"] = claims // rounds
     return timings
 

@@ -169,6 +169,7 @@ class Facts:
         words: Lower-cased words, with every part of a hyphenated word (entity look-up).
         entities: Lower-cased named-entity words (see the module docstring).
         clauses: Its clauses, in order.
+        proper: The proper words it was read with.
     """
 
     stems: frozenset[str]
@@ -176,6 +177,7 @@ class Facts:
     words: frozenset[str]
     entities: frozenset[str]
     clauses: tuple[Clause, ...]
+    proper: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=1 << 16)
@@ -190,7 +192,7 @@ def stem(word: str) -> str:
 
 
 def _tokens(text: str) -> list[str]:
-    return [t.lower().replace("’", "'") for t in _WORD.findall(text)]
+    return _WORD.findall(text.lower().replace("’", "'"))
 
 
 def content_stems(text: str) -> frozenset[str]:
@@ -198,14 +200,30 @@ def content_stems(text: str) -> frozenset[str]:
     return _stems_of(_tokens(text))
 
 
+_TOKEN_STEMS: dict[str, tuple[str, ...]] = {}
+_TOKEN_STEMS_MAX = 1 << 18
+
+
 def _stems_of(tokens: list[str]) -> frozenset[str]:
-    out = set()
+    out: set[str] = set()
     for token in tokens:
-        parts = _PARTS.split(token) if "-" in token or "'" in token else (token,)
-        for part in parts:
-            if len(part) > 1 and not part.isdigit() and part not in _NOT_CONTENT:
-                out.add(stem(part))
+        found = _TOKEN_STEMS.get(token)
+        if found is None:
+            if len(_TOKEN_STEMS) >= _TOKEN_STEMS_MAX:  # bounds a long-lived worker's memory
+                _TOKEN_STEMS.clear()
+            found = _TOKEN_STEMS[token] = _token_stems(token)
+        out.update(found)
     return frozenset(out)
+
+
+def _token_stems(token: str) -> tuple[str, ...]:
+    """The content stems of one lower-cased token (its hyphen and apostrophe parts)."""
+    parts = _PARTS.split(token) if "-" in token or "'" in token else (token,)
+    return tuple(
+        stem(part)
+        for part in parts
+        if len(part) > 1 and not part.isdigit() and part not in _NOT_CONTENT
+    )
 
 
 def negated(text: str) -> bool:
@@ -327,7 +345,14 @@ def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = Fal
     # Clauses cover the text but for the words they are split on (stopwords): their stems
     # together are the text's, without reading it twice.
     stems: frozenset[str] = frozenset().union(*(c.stems for c in parts))
-    return Facts(stems, numbers(text), frozenset(words), entities(text, proper), parts)
+    return Facts(stems, numbers(text), frozenset(words), entities(text, proper), parts, proper)
+
+
+@lru_cache(maxsize=2048)
+def read_snippet(text: str) -> Facts:
+    """:func:`read` of one snippet with its own proper words, cached by its text: the
+    completions of a GRPO group, scored one after the other, cite the same snippets."""
+    return read(text, proper_words(text))
 
 
 def number_agrees(claim: Number, snippet: tuple[Number, ...]) -> bool:

@@ -39,8 +39,8 @@ from tribunal.citation.content import (
     content_stems,
     coverage,
     number_agrees,
-    proper_words,
     read,
+    read_snippet,
 )
 from tribunal.citation.gates import MIN_NOVEL_SHARE
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -73,7 +73,8 @@ class EvidenceFacts:
             look-up) and the known entities.
 
     Attributes:
-        proper: Words the cited snippets write capitalised inside a sentence.
+        proper: Words the cited snippets write capitalised inside a sentence (a claim's
+            first word is an entity when it is one of them).
         known: Entity words of the cited snippets: one missing from a snippet but known
             here was swapped in from another (a contradiction); one unknown may be an alias
             (undecided).
@@ -81,20 +82,15 @@ class EvidenceFacts:
 
     def __init__(self, evidence: Mapping[str, str], cited: Iterable[str]) -> None:
         self._texts = evidence
-        self._facts: dict[str, Facts] = {}
         self._stems: list[frozenset[str]] | None = None
         ids = [sid for sid in dict.fromkeys(cited) if sid in evidence]
-        self.proper: frozenset[str] = frozenset().union(
-            *(proper_words(evidence[sid]) for sid in ids)
-        )
-        self.known: frozenset[str] = frozenset().union(*(self.facts(sid).entities for sid in ids))
+        read = [self.facts(sid) for sid in ids]
+        self.proper: frozenset[str] = frozenset().union(*(f.proper for f in read))
+        self.known: frozenset[str] = frozenset().union(*(f.entities for f in read))
 
     def facts(self, sid: str) -> Facts:
-        """The facts of snippet ``sid`` (read on first use)."""
-        found = self._facts.get(sid)
-        if found is None:
-            found = self._facts[sid] = read(self._texts[sid], self.proper)
-        return found
+        """The facts of snippet ``sid`` (``read_snippet``: read once per text and process)."""
+        return read_snippet(self._texts[sid])
 
     def all_stems(self) -> list[frozenset[str]]:
         """Content stems of every snippet (for uncited sentences; computed on first use)."""
