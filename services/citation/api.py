@@ -25,7 +25,7 @@ def create_verifiers(settings: CitationSettings) -> list[Verifier]:
         judge,
         judge_hash=group.judge_hash(),
         processes=group.processes,
-        timeout_s=group.timeout_s,
+        timeout_s=group.check_timeout_s,
     )
     return [verifier]
 

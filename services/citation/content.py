@@ -22,9 +22,9 @@ cited snippet:
 
 Words are stemmed with the Snowball English stemmer (``snowballstemmer``): a well-kept
 implementation of Porter's second stemmer, pure Python, where the previous suffix list missed
-"occurrence" / "occurred". spaCy's small English pipeline would add a parser and a real NER,
-but it costs ~10 ms per sentence on one core, about 100× this module, and its model is a
-separate download; the checks here are rules over tokens, and say so in their limits.
+"occurrence" / "occurred". spaCy is not used: its small English model is not published on
+PyPI by spaCy itself, and a parser and NER per sentence would cost more than these rules
+while needing the same fallbacks (``docs/citation.md``).
 
 Known limits (the judge mode is the recommendation for training): synonyms of opposite
 direction that mean the same ("reduced mortality" / "improved survival") read as a

@@ -32,7 +32,7 @@ class CitationServiceConfig(CitationConfig):
     """
 
     port: int | None = Field(default=None, description="Port of the citation API (default 8104).")
-    timeout_s: float = Field(
+    check_timeout_s: float = Field(
         default=30.0,
         gt=0,
         description="Hard deadline of one item's parsing and checks in a scoring process (the "

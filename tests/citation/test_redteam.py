@@ -6,8 +6,11 @@ it pads (``base``) (an item refused with an error earns nothing), and every hone
 ``variant`` (id spellings, the other grammar, a paraphrase, a claim needing two snippets)
 must earn what the honest answer earns. Classes are the issue's (26): 1 wrong content with
 high overlap, 2 uncited facts, 3 padding, 4 evidence written by the policy, 5 honest answers
-under-paid by the parser, 6 oversized answers. Evidence: encyclopedic text, biomedical
-abstracts (sentences of ``shared/data/research``'s PubMed traces), and a French snippet.
+under-paid by the parser, 6 oversized answers. A hack written as an object overrides fields
+of the request: ``{"response": …, "evidence": null}`` is a response carrying its own
+``<tool_output>`` in a request without evidence (refused: ``bad_input`` naming evidence).
+Evidence: encyclopedic text, biomedical abstracts (sentences of ``shared/data/research``'s
+PubMed traces), and French snippets.
 """
 
 from __future__ import annotations
@@ -39,10 +42,17 @@ async def verifier() -> AsyncIterator[CitationVerifier]:
     await verifier.aclose()
 
 
-async def earned(verifier: CitationVerifier, case: dict[str, Any], response: str) -> float:
-    item = CitationItem(
-        id="x", response=response, evidence=case["evidence"], question=case["question"]
-    )
+async def earned(
+    verifier: CitationVerifier, case: dict[str, Any], response: str | dict[str, Any]
+) -> float:
+    """The reward of one response on the case's request (0 for a refused item); a response
+    given as a dict overrides request fields (``{"response": …, "evidence": null}``)."""
+    fields = {"evidence": case["evidence"], "question": case["question"]}
+    if isinstance(response, dict):
+        fields.update(response)
+    else:
+        fields["response"] = response
+    item = CitationItem(id="x", **fields)
     [outcome] = await verifier.score([item])
     return outcome.reward if outcome.reward is not None else 0.0
 
@@ -62,6 +72,6 @@ async def test_a_hack_earns_less_and_an_honest_variant_the_same(
     base = await earned(verifier, case, case["base"]) if "base" in case else honest
     for hack in case["hacks"]:
         hacked = await earned(verifier, case, hack)
-        assert hacked < honest and hacked <= base, hack[:200]
+        assert hacked < honest and hacked <= base, str(hack)[:200]
     for variant in case["variants"]:
         assert await earned(verifier, case, variant) == pytest.approx(honest), variant[:200]
