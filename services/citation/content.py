@@ -120,6 +120,7 @@ _UNITS = _wordset(
 
 
 _PARTS = re.compile(r"['-]")
+_ACRONYM = re.compile(r"\(([A-Z][A-Za-z0-9-]{1,9})\)")
 _NOT_CONTENT = STOPWORDS | _FILLER | _UNITS | _PERCENT
 
 
@@ -273,12 +274,15 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
         ['anti-pd-1', 'france', 'hpd']
     """
     starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    defined = _defined_acronyms(text)
     out = set()
     for match in _WORD.finditer(text):
         token = match.group()
         if token.islower() or token.isdigit():  # most words: no capital, or a plain number
             continue
         lower = token.lower().replace("’", "'").removesuffix("'s")
+        if lower in defined:
+            continue
         strong = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
         strong = strong or (sum(c.isupper() for c in token) >= 2)
         if not strong and not token[0].isupper():
@@ -288,6 +292,28 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
         if strong or match.start() not in starts or lower in proper:
             out.add(lower)
     return frozenset(out)
+
+
+def _defined_acronyms(text: str) -> set[str]:
+    """Lower-cased acronyms ``text`` defines in place: "hyperprogressive disease (HPD)" names
+    nothing the words before it did not (its letters, in order, start a word there and run
+    through those words), so a claim adding it asserts no new entity."""
+    out = set()
+    for match in _ACRONYM.finditer(text):
+        acronym = match.group(1).lower()
+        letters = [c for c in acronym if c.isalpha()]
+        before = _WORD.findall(text[max(0, match.start() - 80) : match.start()].lower())
+        words = before[-2 * len(letters) :]
+        for first in range(len(words)):
+            if words[first][0] == letters[0] and _subsequence(letters, " ".join(words[first:])):
+                out.add(acronym)
+                break
+    return out
+
+
+def _subsequence(letters: list[str], text: str) -> bool:
+    found = iter(text)
+    return all(letter in found for letter in letters)
 
 
 def proper_words(text: str) -> frozenset[str]:

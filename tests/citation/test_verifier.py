@@ -212,3 +212,9 @@ async def test_off_topic_claims_earn_nothing_and_never_raise_the_reward() -> Non
     once = weak.replace("</answer>", f" {true_off_topic}</answer>")
     dr_tulu = [(await score(r, options={"preset": "dr_tulu"})).reward for r in (weak, once)]
     assert dr_tulu[1] > dr_tulu[0]  # type: ignore[operator]
+
+
+async def test_an_acronym_defined_in_the_claim_is_no_new_entity() -> None:
+    claim = "Hyperprogressive disease (HPD) occurred in 12 of 131 patients (9%) on anti-PD-1."
+    outcome = await score(f"<answer><cite id=S1>{claim}</cite></answer>")
+    assert outcome.reward == 1.0
