@@ -335,9 +335,11 @@ def clauses(
     its numbers and entities; clauses with neither a content word nor a number are dropped.
     """
     out = []
+    # An acronym defined in place repeats the words before it: not content of its own.
+    defined = {stem(a) for a in _defined_acronyms(text)}
     for part in _CLAUSE_SPLIT.split(text):
         tokens = _tokens(part.replace("n't", " not").replace("n’t", " not"))
-        stems = _stems_of(tokens)
+        stems = _stems_of(tokens) - defined
         found = numbers(part) if anchors else ()
         if not stems and not found:
             continue
