@@ -361,8 +361,8 @@ def clauses(
 def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = False) -> Facts:
     """Read the content of one text (linear in its length); ``anchors``: also the numbers
     and entities of each clause (for a claim)."""
-    words = set()
-    for token in _tokens(text):
+    words = set(_tokens(text))
+    for token in [t for t in words if "-" in t or "'" in t]:
         token = token.removesuffix("'s")
         words.add(token)
         pieces = token.split("-")
