@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tribunal.citation.evidence import tool_outputs_before_answer
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -39,15 +41,23 @@ def trace_items() -> list[dict[str, Any]]:
     """The 46 traces as ``/v1/citation/score`` items.
 
     The response is the trace's transcript (searches and their ``<tool_output>``) followed by
-    ``<answer>final_answer</answer>``: some transcripts stop before their answer block, and
-    the evidence is harvested from the tool outputs before it.
+    ``<answer>final_answer</answer>``: some transcripts stop before their answer block. The
+    evidence is the transcript's tool outputs, sent as the item's ``tool_output``, as a trainer
+    that inserted them would (the verifier never reads evidence from the response).
     """
     items = []
     for row in _jsonl(data_dir() / TRACES):
         trajectory = row["trajectory"]
         transcript = trajectory["interleaved_text"].split("<answer>")[0]
         response = f"{transcript}<answer>\n{trajectory['final_answer']}\n</answer>"
-        items.append({"id": row["sample_id"], "question": row["question"], "response": response})
+        items.append(
+            {
+                "id": row["sample_id"],
+                "question": row["question"],
+                "response": response,
+                "tool_output": tool_outputs_before_answer(transcript),
+            }
+        )
     return items
 
 

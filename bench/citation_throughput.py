@@ -2,8 +2,20 @@
 
     .venv/bin/python bench/citation_throughput.py [--rounds 20] [--claims-per-call 8]
 
-- ``none`` and ``lexical``: answers/s of ``CitationVerifier`` in-process (one core), the
-  traces scored ``rounds`` times in batches of 64 (as a worker pulls them).
+- ``none`` and ``lexical``: answers/s of the verifier's whole deterministic work
+  (``score_offline``: parse, evidence, gates, support, score) in this process (one core), the
+  traces scored ``rounds`` times.
+- ``cpu_per_claim_us``: CPU time (``time.process_time``) per judged claim of the lexical
+  support decision alone, over the same claims in one run: ``before`` is the word-overlap
+  rule of the lexical mode before issue 26 (copied below as :func:`overlap_judge`, for this
+  comparison only), ``after`` the content checks (``tribunal.citation.lexical.judge_all``,
+  evidence read once per answer in both, after one warm-up round of each: a worker's stem
+  caches are warm after its first answers); ``after_group_8`` with each answer's evidence
+  shared by 8 completions, as in a GRPO group.
+- ``paraphrase_ratio``: the lexical reward of a faithful paraphrase over that of a verbatim
+  copy, on ``tests/citation/cases/paraphrases.jsonl``.
+- ``largest_answer_s``: wall time of ``score_offline`` on an answer at every default limit
+  (``max_claims`` claims citing ``max_ids_per_claim`` of ``max_distinct_ids`` 3 kB snippets).
 - ``judge``: model calls per answer and per judged claim against the stand-in
   OpenAI-compatible server (``tribunal.llm.testing.FakeOpenAIServer``, mixed verdicts by a
   hash of each criterion), cache cold; beside it, what DR Tulu's scorer would call on the
@@ -28,25 +40,127 @@ sys.path.insert(0, str(ROOT))
 
 from bench.citation_data import trace_items  # noqa: E402
 from tribunal.citation.config import CitationConfig  # noqa: E402
-from tribunal.citation.judge import JudgeSettings, LLMSupport  # noqa: E402
+from tribunal.citation.content import read_snippet  # noqa: E402
+from tribunal.citation.gates import content_words  # noqa: E402
+from tribunal.citation.judge import JudgeModeConfig, LLMSupport  # noqa: E402
+from tribunal.citation.lexical import LexicalThresholds, judge_all  # noqa: E402
 from tribunal.citation.parse import find_answer, parse_answer  # noqa: E402
 from tribunal.citation.schemas import CitationItem  # noqa: E402
-from tribunal.citation.verifier import CitationVerifier  # noqa: E402
+from tribunal.citation.verdicts import ClaimTask  # noqa: E402
+from tribunal.citation.verifier import CitationVerifier, prepare, score_offline  # noqa: E402
 from tribunal.llm import BackendConfig, create_backend  # noqa: E402
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript  # noqa: E402
 
-BATCH = 64
 # DR Tulu's cited-span pattern (its claims cannot contain '<'), used only to count its calls.
 _DR_TULU_CITE = re.compile(r"<cite id=[\"']?[^\"'>\s]+[\"']?[^>]*>[^<]+</cite>")
 
 
-async def answers_per_s(items: list[CitationItem], mode: str, rounds: int) -> float:
-    verifier = CitationVerifier(CitationConfig(support=mode))  # type: ignore[arg-type]
-    work = items * rounds
+PARAPHRASES = ROOT / "tests" / "citation" / "cases" / "paraphrases.jsonl"
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def answers_per_s(items: list[CitationItem], mode: str, rounds: int) -> float:
+    config = CitationConfig(support=mode)  # type: ignore[arg-type]
     start = time.perf_counter()
-    for i in range(0, len(work), BATCH):
-        await verifier.score(work[i : i + BATCH])
-    return len(work) / (time.perf_counter() - start)
+    for _ in range(rounds):
+        for item in items:
+            score_offline(item, config)
+    return len(items) * rounds / (time.perf_counter() - start)
+
+
+def overlap_judge(tasks: list[ClaimTask], evidence: dict[str, str]) -> list[float]:
+    """The lexical mode before issue 26: coverage of a claim's suffix-stripped content words
+    by the union of its cited snippets (``services/citation/lexical.py`` at 495eb32)."""
+
+    def stems(text: str) -> set[str]:
+        out = set()
+        for word in content_words(text):
+            for suffix in _SUFFIXES:
+                if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                    word = word[: -len(suffix)]
+                    break
+            out.add(word)
+        return out
+
+    read = {sid: stems(text) for sid, text in evidence.items()}
+    out = []
+    for task in tasks:
+        claim = stems(task.text)
+        union: set[str] = set().union(*(read[sid] for sid, _ in task.snippets))
+        out.append(len(claim & union) / len(claim) if claim else 0.0)
+    return out
+
+
+def cpu_per_claim(items: list[CitationItem], rounds: int) -> dict[str, Any]:
+    """CPU µs per judged claim of the support decision, before and after, in one run.
+
+    ``after`` reads every answer's snippets afresh (the snippet cache cleared per answer);
+    ``after_group_8`` judges each answer 8 times on the same evidence, as the completions of
+    a GRPO group of 8 are (their snippets are read once)."""
+    config = CitationConfig(support="lexical")
+    answers = [prepare(item, config) for item in items]
+    answers = [a for a in answers if a.tasks]
+    claims = sum(len(a.tasks) for a in answers) * rounds
+    timings: dict[str, Any] = {}
+    # One round of each first: a worker's stem caches are warm after its first answers.
+    for name, group in (("warm-up", 1), ("before", 1), ("after", 1), ("after_group_8", 8)):
+        start = time.process_time()
+        for _ in range(rounds):
+            for answer in answers:
+                if name in ("warm-up", "before"):
+                    overlap_judge(answer.tasks, answer.evidence)
+                if name == "before":
+                    continue
+                read_snippet.cache_clear()
+                for _ in range(group):
+                    judge_all(answer.tasks, answer.evidence, LexicalThresholds())
+        timings[name] = round((time.process_time() - start) / (claims * group) * 1e6, 1)
+    del timings["warm-up"]
+    timings["ratio"] = round(timings["after"] / timings["before"], 2)
+    timings["ratio_group_8"] = round(timings["after_group_8"] / timings["before"], 2)
+    timings["claims"] = claims // rounds
+    return timings
+
+
+def paraphrase_ratio() -> float:
+    """Lexical reward of the paraphrases over that of verbatim copies (mean over the set)."""
+    config = CitationConfig(support="lexical")
+    totals = {"snippet": 0.0, "paraphrase": 0.0}
+    for line in PARAPHRASES.read_text().splitlines():
+        row = json.loads(line)
+        for kind in totals:
+            item = CitationItem(
+                id=kind,
+                response=f"<answer><cite id=S>{row[kind]}</cite></answer>",
+                evidence={"S": row["snippet"]},
+            )
+            totals[kind] += score_offline(item, config).reward or 0.0
+    return round(totals["paraphrase"] / totals["snippet"], 3)
+
+
+def largest_answer_s() -> float:
+    """Wall time of the deterministic work on an answer at every default limit."""
+    config = CitationConfig(support="lexical")
+    snippet = (
+        "Hyperprogressive disease occurred in 12 of 131 patients (9%) treated with anti-PD-1, "
+        "and tumour growth rate at least doubled in them. "
+    ) * 24
+    evidence = {f"S{i}": f"{snippet} Study {i}." for i in range(config.max_distinct_ids)}
+    claims = []
+    for c in range(config.max_claims):
+        ids = ",".join(
+            f"S{(c * config.max_ids_per_claim + k) % config.max_distinct_ids}"
+            for k in range(config.max_ids_per_claim)
+        )
+        claims.append(
+            f"<cite id={ids}>Hyperprogression in {c} of 131 patients on anti-PD-1.</cite>"
+        )
+    item = CitationItem(
+        id="largest", response=f"<answer>{' '.join(claims)}</answer>", evidence=evidence
+    )
+    start = time.perf_counter()
+    score_offline(item, config)
+    return round(time.perf_counter() - start, 2)
 
 
 def dr_tulu_claims(response: str) -> tuple[int, int]:
@@ -65,7 +179,7 @@ async def judge_calls(items: list[CitationItem], claims_per_call: int) -> dict[s
             BackendConfig(kind="openai", model="stand-in", base_url=url, logprobs=False),
             "TRIBUNAL_CITATION_",
         )
-        support = LLMSupport(backend, JudgeSettings(claims_per_call=claims_per_call))
+        support = LLMSupport(backend, JudgeModeConfig(claims_per_call=claims_per_call))
         verifier = CitationVerifier(CitationConfig(support="judge", preset="dr_tulu"), support)
         await verifier.start()
         try:
@@ -105,8 +219,11 @@ async def main() -> None:
     items = [CitationItem(**item) for item in trace_items()]
     result = {
         "traces": len(items),
-        "none_answers_per_s": round(await answers_per_s(items, "none", args.rounds), 1),
-        "lexical_answers_per_s": round(await answers_per_s(items, "lexical", args.rounds), 1),
+        "none_answers_per_s": round(answers_per_s(items, "none", args.rounds), 1),
+        "lexical_answers_per_s": round(answers_per_s(items, "lexical", args.rounds), 1),
+        "cpu_per_claim_us": cpu_per_claim(items, args.rounds),
+        "paraphrase_ratio": paraphrase_ratio(),
+        "largest_answer_s": largest_answer_s(),
         "judge": await judge_calls(items, args.claims_per_call),
         "claims_per_call": args.claims_per_call,
     }

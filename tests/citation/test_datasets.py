@@ -11,11 +11,12 @@ import pytest
 
 from bench.citation_data import SCIFACT, TRACES, data_dir, scifact_rows, trace_items
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.lexical import LexicalThresholds, judge_lexically, stem_evidence
+from tribunal.citation.lexical import LexicalThresholds, judge_all
 from tribunal.citation.parse import parse_answer
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verdicts import ClaimTask, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.core.envelope import ItemOutcome
 
 INVENTED = {"22745249", "PMID:21514248", "PMID:23515142"}
 """The 3 cited ids of the traces that none of their searches returned (the 102-cite census in
@@ -32,6 +33,15 @@ def _need_data() -> None:
         pytest.skip(message)
 
 
+async def score_started(verifier: CitationVerifier, items: list[CitationItem]) -> list[ItemOutcome]:
+    """Score with the verifier's scoring processes running (transcripts are large items)."""
+    await verifier.start()
+    try:
+        return await verifier.score(items)
+    finally:
+        await verifier.aclose()
+
+
 def test_all_46_traces_parse_into_claims() -> None:
     items = trace_items()
     assert len(items) == 46
@@ -45,8 +55,7 @@ def test_all_46_traces_parse_into_claims() -> None:
 
 async def test_the_3_citations_of_ids_no_search_returned_are_flagged() -> None:
     items = [CitationItem(**item) for item in trace_items()]
-    verifier = CitationVerifier(CitationConfig(support="none"))
-    outcomes = await verifier.score(items)
+    outcomes = await score_started(CitationVerifier(CitationConfig(support="none")), items)
     flagged = {cid for o in outcomes for cid in o.details["invalid_ids"]}
     assert flagged == INVENTED
     assert sum(len(o.details["invalid_ids"]) for o in outcomes) == 3
@@ -55,7 +64,7 @@ async def test_the_3_citations_of_ids_no_search_returned_are_flagged() -> None:
 
 async def test_lexical_mode_scores_every_trace() -> None:
     items = [CitationItem(**item) for item in trace_items()]
-    outcomes = await CitationVerifier(CitationConfig(support="lexical")).score(items)
+    outcomes = await score_started(CitationVerifier(CitationConfig(support="lexical")), items)
     rewards = [o.reward for o in outcomes]
     assert all(r is not None and 0.0 <= r <= 1.0 for r in rewards)
     assert sum(r == 0.0 for r in rewards if r is not None) < len(rewards)
@@ -67,7 +76,7 @@ def test_lexical_support_accuracy_on_scifact() -> None:
     hits = 0
     for claim, abstract, gold in rows:
         task = ClaimTask(claim, (("doc", abstract),))
-        judgment = judge_lexically(task, stem_evidence({"doc": abstract}), LexicalThresholds())
+        [judgment] = judge_all([task], {"doc": abstract}, LexicalThresholds())
         hits += (judgment.support is not SupportVerdict.UNSUPPORTED) == gold
     accuracy = hits / len(rows)
     majority = max(sum(g for *_, g in rows), sum(not g for *_, g in rows)) / len(rows)

@@ -21,6 +21,13 @@ def cited(response: str) -> list[Claim]:
         '<cite ids="A, B">',
         "<cite id = A,B>",
         '<cite id="A,B" source="x">',
+        "<cite id=A, B>",  # unquoted, a space after the comma: B was dropped before
+        "<cite ids=A , B>",
+        "<cite id=A,\tB >",
+        "<cite id=A, B url=https://x.org/a?b=1>",
+        "<cite id=A,B,>",
+        "<CITE ID='A, B'>",
+        '<cite id=" A ,B ">',
     ],
 )
 def test_every_id_form_of_the_cite_grammar_gives_both_ids(tag: str) -> None:
@@ -34,6 +41,29 @@ def test_the_seed_models_snippet_grammar(tag: str) -> None:
     assert cited(f"<answer>{tag}Cats purr.</snippet></answer>") == [
         Claim("Cats purr.", ("A", "B"), "snippet")
     ]
+
+
+@pytest.mark.parametrize(
+    ("tag", "ids"),
+    [
+        ("<cite id=A B>", ("A",)),
+        ('<cite id=["A", "B"]>', ("[",)),
+        ('<cite id="A B">', ("A B",)),
+        ('<cite id="A" id="B">', ("A",)),
+        ("<cite id=A; B>", ("A;",)),
+    ],
+)
+def test_an_unreadable_id_list_is_a_format_problem_not_a_dropped_id(
+    tag: str, ids: tuple[str, ...]
+) -> None:
+    parsed = parse_answer(f"<answer>{tag}Cats purr.</cite></answer>")
+    assert [p.kind for p in parsed.problems] == ["unreadable_ids"]
+    assert [c.ids for c in parsed.cited_claims] == [ids]
+
+
+def test_an_id_list_is_split_in_linear_time() -> None:
+    many = ",".join(f"X{i}" for i in range(200_000))
+    assert len(split_ids(many + "," + many)) == 200_000
 
 
 def test_a_multi_id_claim_keeps_all_its_ids() -> None:

@@ -20,7 +20,14 @@ def create_verifiers(settings: CitationSettings) -> list[Verifier]:
     judge = None
     if group.backend.kind != "none":
         judge = LLMSupport(create_backend(group.backend, "TRIBUNAL_CITATION_"), group.judge)
-    return [CitationVerifier(group.config(), judge, judge_hash=group.judge_hash())]
+    verifier = CitationVerifier(
+        group.config(),
+        judge,
+        judge_hash=group.judge_hash(),
+        processes=group.processes,
+        timeout_s=group.check_timeout_s,
+    )
+    return [verifier]
 
 
 def startup_hint(settings: CitationSettings) -> str | None:

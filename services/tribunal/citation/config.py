@@ -1,7 +1,8 @@
 """Domain configuration of the citation verifier: one frozen pydantic model, defaults here.
 
 Everything that can move a reward is in :meth:`CitationConfig.hash_payload` and so in the
-verifier's ``config_hash``; capacity knobs (cache size) are not. The service's settings
+verifier's ``config_hash``; capacity knobs (cache size, the size limits, which refuse an item
+rather than change its reward) are not. The service's settings
 (``tribunal.citation.settings``) extend it, so that every field is ``TRIBUNAL_CITATION_*``.
 """
 
@@ -46,6 +47,24 @@ class CitationConfig(BaseModel):
     )
     lexical: LexicalThresholds = Field(
         default_factory=LexicalThresholds, description="Thresholds of the lexical mode."
+    )
+    max_claims: int = Field(
+        default=256,
+        ge=1,
+        description="Most claims (cited, and uncited sentences) one answer may hold; an answer "
+        "with more is refused (bad_input naming max_claims).",
+    )
+    max_ids_per_claim: int = Field(
+        default=32,
+        ge=1,
+        description="Most distinct ids one citation tag may list; more is refused (bad_input "
+        "naming max_ids_per_claim).",
+    )
+    max_distinct_ids: int = Field(
+        default=512,
+        ge=1,
+        description="Most distinct ids one answer may cite; more is refused (bad_input naming "
+        "max_distinct_ids).",
     )
 
     @model_validator(mode="after")

@@ -1,28 +1,29 @@
-"""The evidence an answer may cite: ``{id: snippet text}``.
+"""The evidence an answer may cite: ``{id: snippet text}``, from the request only.
 
-It comes from three places, merged in this order (a later source never overwrites an id):
+It comes from two fields of the item, merged in this order (a later source never overwrites
+an id):
 
 1. the item's structured ``evidence`` map;
-2. the item's raw ``tool_output`` (all of it);
-3. when neither is given, the ``<tool_output>…</tool_output>`` blocks of the response before
-   its final answer block (DR Tulu's transcripts carry the search results inline).
+2. the item's raw ``tool_output`` (all of it).
 
 In raw text, snippets are ``<snippet id=…>text</snippet>``, ``<snippets id=…>text</snippets>``
 or ``<webpage id=…>text</webpage>``, with quoted or unquoted ids (DR Tulu's
 ``format_utils.extract_citations_from_context``, rlresearch/dr-tulu@6188f34, harvests the
-same three tags). Only text inside ``<tool_output>`` counts in case 3: a model that writes
-``<snippet id=X>whatever it likes</snippet>`` in its own reasoning does not thereby create
-evidence it can cite.
+same three tags).
 
-Known issues:
-    - In case 3 a model can still type ``<tool_output>`` itself; only the trainer knows which
-      tokens the environment inserted. Pass ``tool_output`` or ``evidence`` explicitly when
-      that matters.
+The response being scored is never a source: a ``<tool_output>`` block in it may have been
+typed by the policy, which would then cite sources it wrote. Only the caller (the trainer,
+which knows which tokens the environment inserted) can say what the tool returned;
+:func:`tool_outputs_before_answer` helps a caller that holds a transcript it trusts build
+``tool_output`` from it. An item with no snippet in its request is refused (``bad_input``
+naming ``evidence``), never scored against itself.
 """
 
 from __future__ import annotations
 
 import re
+
+from tribunal.core.errors import BadInput
 
 _SNIPPET_OPEN = re.compile(
     r"<(?P<tag>snippets?|webpage)\s+ids?\s*=\s*"
@@ -67,8 +68,10 @@ def harvest_snippets(text: str) -> dict[str, str]:
 def tool_outputs_before_answer(response: str) -> str:
     """Return the ``<tool_output>`` blocks of ``response`` before its final answer block.
 
-    An unclosed block runs to the answer (a transcript cut short). Plain ``str.find``: a
-    lazy ``.*?`` regex over 25 kB transcripts cost a millisecond per response.
+    For a client that holds a transcript whose tool outputs it trusts (the environment
+    inserted them), to pass as an item's ``tool_output``; the verifier never calls it on the
+    response it scores. An unclosed block runs to the answer (a transcript cut short). Plain
+    ``str.find``: a lazy ``.*?`` regex over 25 kB transcripts cost a millisecond per response.
     """
     openings = list(_ANSWER_OPEN.finditer(response))
     head = response[: openings[-1].start()] if openings else response
@@ -85,22 +88,28 @@ def tool_outputs_before_answer(response: str) -> str:
 
 
 def gather_evidence(
-    response: str, evidence: dict[str, str] | None = None, tool_output: str | None = None
+    evidence: dict[str, str] | None = None, tool_output: str | None = None
 ) -> dict[str, str]:
-    """Return the evidence of one item (see the module docstring for the order).
+    """Return the evidence of one item from its request fields (see the module docstring).
 
     Args:
-        response: The completion.
         evidence: Structured ``{id: text}``, or None.
         tool_output: Raw search-tool output holding snippet tags, or None.
 
     Returns:
-        ``{id: text}``; empty when nothing was found (then every cited id is invalid).
+        ``{id: text}``, never empty.
+
+    Raises:
+        BadInput: (field ``evidence``) neither field holds a snippet.
     """
     out: dict[str, str] = {k.strip(): v for k, v in (evidence or {}).items() if k.strip()}
     if tool_output is not None:
         for sid, text in harvest_snippets(tool_output).items():
             out.setdefault(sid, text)
-    if evidence is None and tool_output is None:
-        out.update(harvest_snippets(tool_outputs_before_answer(response)))
+    if not out:
+        raise BadInput(
+            "evidence: the request holds no snippet to cite (send evidence {id: text} or a "
+            "tool_output with <snippet id=…> tags); snippets are never read from the response",
+            field="evidence",
+        )
     return out

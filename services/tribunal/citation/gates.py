@@ -7,6 +7,8 @@
   ``score_citation_format``, rlresearch/dr-tulu@6188f34 ``utils/citation_utils.py``). An
   invented id is never sent to a model: its precision is 0, and a claim citing only invented
   ids has recall 0.
+- **Size**: more claims, ids per citation or distinct ids than the configured limits is a
+  ``bad_input`` naming the limit, before anything else is computed.
 - **Question echo**: a cited claim whose words (nearly) all come from the question says
   nothing the question did not; it earns 0 without a model call (a claim "What is X?
   <cite id=…>X</cite>" would otherwise be "supported" by any snippet about X).
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tribunal.citation.parse import ParsedAnswer, words
+from tribunal.core.errors import BadInput
 
 _STOPWORD_TEXT = """
     a an the and or but if of to in on at by for with from as into about over under than
@@ -85,13 +88,43 @@ def check_format(parsed: ParsedAnswer) -> FormatReport:
 
 
 def check_ids(parsed: ParsedAnswer, evidence: dict[str, str]) -> IdReport:
-    """Return which of the answer's cited ids exist in ``evidence``."""
-    cited: list[str] = []
-    for claim in parsed.cited_claims:
-        cited += [cid for cid in claim.ids if cid not in cited]
+    """Return which of the answer's cited ids exist in ``evidence`` (linear in the ids)."""
+    cited = list(dict.fromkeys(cid for claim in parsed.cited_claims for cid in claim.ids))
     invalid = tuple(cid for cid in cited if cid not in evidence)
     share = (len(cited) - len(invalid)) / len(cited) if cited else 0.0
     return IdReport(tuple(cited), invalid, share)
+
+
+def check_limits(
+    parsed: ParsedAnswer, max_claims: int, max_ids_per_claim: int, max_distinct_ids: int
+) -> None:
+    """Refuse an answer larger than the limits, naming the limit (linear in its claims).
+
+    Raises:
+        BadInput: (field ``response``) more claims than ``max_claims``, a tag with more ids
+            than ``max_ids_per_claim``, or more distinct cited ids than ``max_distinct_ids``.
+    """
+    if len(parsed.claims) > max_claims:
+        raise BadInput(
+            f"response: the answer holds {len(parsed.claims)} claims; at most max_claims="
+            f"{max_claims} (TRIBUNAL_CITATION_MAX_CLAIMS)",
+            field="response",
+        )
+    distinct: set[str] = set()
+    for claim in parsed.cited_claims:
+        if len(claim.ids) > max_ids_per_claim:
+            raise BadInput(
+                f"response: a citation lists {len(claim.ids)} ids; at most max_ids_per_claim="
+                f"{max_ids_per_claim} (TRIBUNAL_CITATION_MAX_IDS_PER_CLAIM)",
+                field="response",
+            )
+        distinct.update(claim.ids)
+        if len(distinct) > max_distinct_ids:
+            raise BadInput(
+                f"response: the answer cites more than max_distinct_ids="
+                f"{max_distinct_ids} distinct ids (TRIBUNAL_CITATION_MAX_DISTINCT_IDS)",
+                field="response",
+            )
 
 
 def content_words(text: str) -> set[str]:

@@ -1,34 +1,49 @@
-"""The ``lexical`` support mode: token overlap between a claim and its cited snippets.
+"""The ``lexical`` support mode: content checks and word overlap, no model.
 
-No model: for CPU use, tests and as a baseline. ``coverage(c, S)`` is the share of the
-claim's content words (stopwords dropped, a light suffix stemmer) found in the text ``S``.
+For CPU use, tests and as a baseline. Every text is read by ``tribunal.citation.content``
+(content stems, numbers, entities, clauses with their negation and direction words). A cited
+claim is split into clauses; each clause is judged against **each** cited snippet alone:
 
-- support by the union of cited snippets: ``supported`` when coverage ≥ ``full``,
-  ``partial`` when ≥ ``partial``, else ``unsupported``;
-- relevance of one snippet: ``relevant`` when its own coverage ≥ ``relevant``;
-- an uncited sentence needs a citation when it holds a number, or when some evidence
-  snippet covers it at least ``partial`` (it states what a source said).
+- *contradicted* by a snippet when one of its numbers or entities is not in that snippet,
+  or the snippet clause that best covers it (coverage ≥ ``partial``) differs in negation or
+  in direction ("raises" / "lowers");
+- otherwise ``supported`` by it when the share of its content stems found in that snippet
+  (coverage) is ≥ ``full`` (and its direction words are decidable), ``partial`` when ≥
+  ``partial``.
 
-Known issues:
-    - Overlap cannot see negation or contradiction: "X does not cause Y" is "supported" by
-      a snippet saying "X causes Y". On SciFact claims (``tests/citation/test_lexical.py``)
-      the mode is only a little better than always answering "supported"; use ``judge``
-      for training rewards.
+A clause takes its best snippet. The claim is ``supported`` when every clause is,
+``unsupported`` when a clause is contradicted and no cited snippet supports it even in part
+(a changed figure, a swapped name, an added "not", a *chimera* whose figure comes from one
+snippet and subject from another) or when no clause is supported at all, else ``partial``
+(a true claim with a false clause appended, or what the rules cannot decide): never full.
+
+- relevance of one snippet: ``relevant`` when its coverage of the claim is ≥ ``relevant``;
+- an uncited sentence needs a citation when it holds a number or a named entity, or when
+  some snippet covers it at least ``partial``, unless it only restates the question.
+
+Known issues (see ``tribunal.citation.content`` for the rules' limits): a paraphrase with
+synonyms the snippet does not use is paid ``partial``; the judge mode is the recommendation
+for training rewards.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tribunal.citation.gates import content_words
+from tribunal.citation.content import (
+    Clause,
+    Facts,
+    best_clause,
+    content_stems,
+    coverage,
+    number_agrees,
+    read,
+    read_snippet,
+)
+from tribunal.citation.gates import MIN_NOVEL_SHARE
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
-
-_NUMBER = re.compile(r"\d")
-_SUFFIXES = ("ing", "ed", "es", "s")
 
 
 class LexicalThresholds(BaseModel):
@@ -49,66 +64,180 @@ class LexicalThresholds(BaseModel):
         return self
 
 
-@lru_cache(maxsize=1 << 16)
-def stem(word: str) -> str:
-    """Strip one common English suffix from words longer than the suffix + 3.
+class EvidenceFacts:
+    """The snippets of one item, each read once and only when a claim cites it.
 
-    Examples:
-        >>> [stem(w) for w in ("patients", "treated", "increasing", "is")]
-        ['patient', 'treat', 'increas', 'is']
+    Args:
+        evidence: ``{id: text}``.
+        cited: The ids the answer cites: their snippets give the proper words (entity
+            look-up) and the known entities.
+
+    Attributes:
+        proper: Words the cited snippets write capitalised inside a sentence (a claim's
+            first word is an entity when it is one of them).
+        known: Entity words of the cited snippets: one missing from a snippet but known
+            here was swapped in from another (a contradiction); one unknown may be an alias
+            (undecided).
     """
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+
+    def __init__(self, evidence: Mapping[str, str], cited: Iterable[str]) -> None:
+        self._texts = evidence
+        self._stems: list[frozenset[str]] | None = None
+        ids = [sid for sid in dict.fromkeys(cited) if sid in evidence]
+        read = [self.facts(sid) for sid in ids]
+        self.proper: frozenset[str] = frozenset().union(*(f.proper for f in read))
+        self.known: frozenset[str] = frozenset().union(*(f.entities for f in read))
+
+    def facts(self, sid: str) -> Facts:
+        """The facts of snippet ``sid`` (``read_snippet``: read once per text and process)."""
+        return read_snippet(self._texts[sid])
+
+    def all_stems(self) -> list[frozenset[str]]:
+        """Content stems of every snippet (for uncited sentences; computed on first use)."""
+        if self._stems is None:
+            self._stems = [content_stems(text) for text in self._texts.values()]
+        return self._stems
 
 
-def stems(text: str) -> set[str]:
-    """Stemmed content words of ``text`` (``stem`` is cached: vocabularies repeat)."""
-    return set(map(stem, content_words(text)))
+def read_evidence(evidence: Mapping[str, str], tasks: Sequence[ClaimTask]) -> EvidenceFacts:
+    """The evidence of an item for judging ``tasks`` (linear in the snippets they cite)."""
+    return EvidenceFacts(evidence, (sid for task in tasks for sid, _ in task.snippets))
 
 
-def coverage(claim: set[str], snippet: set[str]) -> float:
-    """Share of the claim's stems present in the snippet's (0 for a claim without any)."""
-    return len(claim & snippet) / len(claim) if claim else 0.0
+def judge_all(
+    tasks: Sequence[ClaimTask],
+    evidence: Mapping[str, str] | EvidenceFacts,
+    thresholds: LexicalThresholds,
+    question: str | None = None,
+) -> list[ClaimJudgment]:
+    """Judge every task of one answer (the ``lexical`` support mode: CPU only, no I/O).
 
+    Args:
+        tasks: The claims to judge, in order.
+        evidence: All snippets of the item, ``{id: text}``, or ``read_evidence`` of them.
+        thresholds: Coverage thresholds.
+        question: The item's question: an uncited sentence that only restates it needs no
+            citation.
 
-def stem_evidence(evidence: Mapping[str, str]) -> dict[str, set[str]]:
-    """Stem every snippet once per item: ``{id: stems}``."""
-    return {sid: stems(text) for sid, text in evidence.items()}
+    Returns:
+        One judgment per task, in order.
+    """
+    if not isinstance(evidence, EvidenceFacts):
+        evidence = read_evidence(evidence, tasks)
+    asked = content_stems(question or "")
+    return [judge_lexically(task, evidence, thresholds, asked) for task in tasks]
 
 
 def judge_lexically(
-    task: ClaimTask, evidence_stems: Mapping[str, set[str]], thresholds: LexicalThresholds
+    task: ClaimTask,
+    evidence: EvidenceFacts,
+    thresholds: LexicalThresholds,
+    asked: frozenset[str] = frozenset(),
 ) -> ClaimJudgment:
-    """Judge one claim by token overlap.
+    """Judge one claim by its content (see the module docstring).
 
     Args:
         task: The claim and its valid cited snippets (none: an uncited sentence).
-        evidence_stems: ``stem_evidence`` of all the item's snippets.
+        evidence: ``read_evidence`` of the item's snippets.
         thresholds: Coverage thresholds.
+        asked: Content stems of the question.
 
     Returns:
         Support and per-snippet relevance for a cited claim; ``needs_citation`` otherwise.
     """
-    claim = stems(task.text)
+    claim = read(task.text, evidence.proper, anchors=True)
     if not task.is_cited:
-        needs = bool(_NUMBER.search(task.text)) or any(
-            coverage(claim, snippet) >= thresholds.partial for snippet in evidence_stems.values()
-        )
+        needs = needs_citation(claim, evidence.all_stems(), thresholds, asked)
         return ClaimJudgment(needs_citation=needs)
-    union: set[str] = set()
-    relevance: dict[str, Relevance] = {}
-    for sid, text in task.snippets:
-        snippet = evidence_stems.get(sid) or stems(text)
-        union |= snippet
-        relevant = coverage(claim, snippet) >= thresholds.relevant
-        relevance[sid] = Relevance.RELEVANT if relevant else Relevance.IRRELEVANT
-    covered = coverage(claim, union)
-    if covered >= thresholds.full:
-        support = SupportVerdict.SUPPORTED
-    elif covered >= thresholds.partial:
-        support = SupportVerdict.PARTIAL
-    else:
-        support = SupportVerdict.UNSUPPORTED
-    return ClaimJudgment(support=support, relevance=relevance)
+    cited = {sid: evidence.facts(sid) for sid, _ in task.snippets}
+    relevance = {
+        sid: Relevance.RELEVANT
+        if coverage(claim.stems, snippet.stems) >= thresholds.relevant
+        else Relevance.IRRELEVANT
+        for sid, snippet in cited.items()
+    }
+    verdicts = [
+        _clause_verdict(c, cited.values(), evidence.known, thresholds) for c in claim.clauses
+    ]
+    return ClaimJudgment(support=_combine(verdicts), relevance=relevance)
+
+
+def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalThresholds) -> bool:
+    """Whether a cited claim has a clause its cited snippets contradict and none supports
+    even in part: a number, a known entity, a negation or a direction differs (the judge
+    mode's gate before any model call; the lexical mode calls such a claim unsupported)."""
+    claim = read(task.text, evidence.proper, anchors=True)
+    cited = [evidence.facts(sid) for sid, _ in task.snippets]
+    return any(
+        verdict is SupportVerdict.UNSUPPORTED and clash
+        for verdict, clash in (
+            _clause_verdict(c, cited, evidence.known, thresholds) for c in claim.clauses
+        )
+    )
+
+
+def needs_citation(
+    claim: Facts,
+    snippets: Sequence[frozenset[str]],
+    thresholds: LexicalThresholds,
+    asked: frozenset[str],
+) -> bool:
+    """Whether an uncited sentence states a fact: it holds a number or a named entity, or
+    some snippet (``snippets``: their content stems) covers it at least ``partial``; unless
+    it only restates the question."""
+    if asked and claim.stems and coverage(claim.stems, asked) >= 1 - MIN_NOVEL_SHARE:
+        return False
+    if claim.numbers or claim.entities:
+        return True
+    return any(coverage(claim.stems, stems) >= thresholds.partial for stems in snippets)
+
+
+def _clause_verdict(
+    clause: Clause,
+    snippets: Iterable[Facts],
+    known: frozenset[str],
+    thresholds: LexicalThresholds,
+) -> tuple[SupportVerdict, bool]:
+    """The best verdict of one snippet for ``clause``, and whether a snippet that covers it
+    at least ``partial`` contradicts it (a number differs, an entity of the evidence
+    (``known``) is not in it, or negation or direction differs)."""
+    best = SupportVerdict.UNSUPPORTED
+    contradicted = False
+    for snippet in snippets:
+        cover = coverage(clause.stems, snippet.stems) if clause.stems else 1.0
+        clash = not all(number_agrees(n, snippet.numbers) for n in clause.numbers)
+        # A name missing here but present elsewhere in the evidence was swapped in; one found
+        # nowhere may be an alias the rules cannot see: undecided, never full.
+        missing = [e for e in clause.entities if e not in snippet.words]
+        clash = clash or any(e in known for e in missing)
+        undecided = bool(missing)
+        aligned, aligned_cover = best_clause(clause, snippet)
+        if aligned is not None and aligned_cover >= thresholds.partial:
+            clash = clash or aligned.negated != clause.negated
+            if clause.directions and aligned.directions:
+                clash = clash or not (clause.directions & aligned.directions)
+            elif clause.directions and not (clause.direction_words & snippet.words):
+                undecided = True
+        if clash:
+            contradicted = contradicted or cover >= thresholds.partial
+            continue
+        if cover >= thresholds.full and not undecided:
+            return SupportVerdict.SUPPORTED, contradicted
+        if cover >= thresholds.partial:
+            best = SupportVerdict.PARTIAL
+    return best, contradicted
+
+
+def _combine(verdicts: Sequence[tuple[SupportVerdict, bool]]) -> SupportVerdict:
+    """A claim is supported when every clause is; unsupported when a clause is contradicted
+    and supported by no cited snippet, or when none is at least partly supported; else
+    partial."""
+    if not verdicts:
+        return SupportVerdict.UNSUPPORTED
+    if all(v is SupportVerdict.SUPPORTED for v, _ in verdicts):
+        return SupportVerdict.SUPPORTED
+    if any(v is SupportVerdict.UNSUPPORTED and clash for v, clash in verdicts):
+        return SupportVerdict.UNSUPPORTED
+    if any(v is not SupportVerdict.UNSUPPORTED for v, _ in verdicts):
+        return SupportVerdict.PARTIAL
+    return SupportVerdict.UNSUPPORTED

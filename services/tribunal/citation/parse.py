@@ -1,7 +1,7 @@
 """Read the claims of an answer: the ``<answer>`` block, its citation tags and the text between.
 
 Two tag grammars are accepted, both with ``id=`` or ``ids=``, quoted (``"…"``, ``'…'``) or
-unquoted ids, and comma lists with or without spaces:
+unquoted ids, and comma lists with or without spaces (``id=a,b``, ``id=a, b``, ``id="a, b"``):
 
 - the seed models': ``<answer>… <snippet id=A,B>claim</snippet> …</answer>``;
 - DR Tulu's: ``<answer>… <cite id="A,B">claim</cite> …</answer>`` (its system prompt's own
@@ -13,6 +13,8 @@ and closing citation tags: any other ``<`` or ``>`` (``p < 0.05``, ``a -> b``) i
 where DR Tulu's ``[^<]+`` dropped the claim. Claims are kept in a list, so two identical
 sentences are two claims (DR Tulu's dict collapsed them), and every id of a multi-id
 citation is kept (DR Tulu's ``claims[text] = [citation_id]`` in a loop kept only the last).
+An id list that cannot be read whole (``id=S1 S2``) is a format problem (``unreadable_ids``)
+in the details, never an id dropped unseen.
 
 Text of the answer outside citation tags is split into sentences: the *uncited* claims,
 some of which need a citation (DR Tulu counts those against recall).
@@ -32,14 +34,21 @@ CitationTag = Literal["snippet", "cite"]
 
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
-# One opening or closing citation tag. The id value is quoted ("…" / '…') or a run without
-# spaces or '>'; ``[^>]*`` after it allows further attributes. Nothing here can backtrack
-# across a claim: each alternative is anchored on '<' and bounded by '>'.
+# One opening or closing citation tag. The id value is quoted ("…" / '…') or a bare comma
+# list, spaces allowed around its commas (``id=S_1, S_2``); ``rest`` holds whatever follows
+# up to '>' (further attributes, or something unreadable: see ``_ATTRIBUTES``). Bare ids
+# exclude '<', so a failed match stops at the next tag and the scan stays linear.
+_BARE_ID = r"[^\s<>\"',]+"
 _TAG = re.compile(
     r"<(?P<open>snippet|cite)\s+ids?\s*=\s*"
-    r"(?:\"(?P<dq>[^\"]{0,2000})\"|'(?P<sq>[^']{0,2000})'|(?P<bare>[^\s>\"']{1,2000}))[^>]{0,500}>"
+    r"(?:\"(?P<dq>[^\"]{0,2000})\"|'(?P<sq>[^']{0,2000})'"
+    rf"|(?P<bare>{_BARE_ID}(?:\s*,\s*{_BARE_ID})*(?:\s*,)?))(?P<rest>[^>]{{0,500}})>"
     r"|</(?P<close>snippet|cite)\s*>",
     re.IGNORECASE,
+)
+# What may follow the id value inside a tag: other attributes (``url="…"``), none an id list.
+_ATTRIBUTES = re.compile(
+    r"(?:\s+(?!ids?\s*=)[\w:.-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))*\s*/?", re.IGNORECASE
 )
 # Sentence ends: . ! ? then space and a capital, digit or opening mark, but not after an
 # abbreviation ("et al.", "e.g.", "vs.", an initial "S."); and line breaks (bullets).
@@ -75,9 +84,16 @@ class Claim:
 
 @dataclass(frozen=True)
 class TagProblem:
-    """A malformed citation tag: what is wrong and where (character offset in the answer)."""
+    """A malformed citation tag: what is wrong and where (character offset in the answer).
 
-    kind: Literal["nested", "unclosed", "unopened", "mismatched", "empty_ids", "empty_claim"]
+    ``unreadable_ids``: the tag's id list holds something that is neither a comma nor an id
+    (``id=S1 S2``, ``id=["S1"]``, ``id="S 1"``, a second ``id=``); the ids read from it are
+    kept, and the problem fails the format gate rather than an id being dropped unseen.
+    """
+
+    kind: Literal[
+        "nested", "unclosed", "unopened", "mismatched", "empty_ids", "empty_claim", "unreadable_ids"
+    ]
     offset: int
 
 
@@ -108,16 +124,22 @@ class ParsedAnswer:
 def split_ids(raw: str) -> tuple[str, ...]:
     """Split an id attribute value: commas, optional spaces, each id once, order kept.
 
+    Linear in ``raw`` (a dict keeps the first occurrence of each id).
+
     Examples:
         >>> split_ids("S_p0Zr41Q, S_GxA2ZLh,S_p0Zr41Q")
         ('S_p0Zr41Q', 'S_GxA2ZLh')
     """
-    out: list[str] = []
-    for part in raw.split(","):
-        cid = part.strip().strip("\"'")
-        if cid and cid not in out:
-            out.append(cid)
-    return tuple(out)
+    parts = (part.strip().strip("\"'").strip() for part in raw.split(","))
+    return tuple(dict.fromkeys(cid for cid in parts if cid))
+
+
+def readable_ids(ids: tuple[str, ...], rest: str) -> bool:
+    """Whether a tag's id list was read whole: no id holds a space, and what follows the id
+    value in the tag (``rest``) is only further attributes."""
+    return _ATTRIBUTES.fullmatch(rest) is not None and not any(
+        any(ch.isspace() for ch in cid) for cid in ids
+    )
 
 
 def find_answer(response: str) -> tuple[str | None, int, bool]:
@@ -198,6 +220,8 @@ def _cited(
     if raw is None:
         raw = opening.group("bare")
     ids = split_ids(raw or "")
+    if ids and not readable_ids(ids, opening.group("rest")):
+        problems.append(TagProblem("unreadable_ids", opening.start()))
     text = _TAG.sub(" ", answer[opening.end() : end]).strip()  # drop nested inner tags
     if not ids:
         problems.append(TagProblem("empty_ids", opening.start()))

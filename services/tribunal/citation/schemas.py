@@ -46,14 +46,16 @@ class CitationItem(ScoreItem):
     )
     evidence: dict[str, str] | None = Field(
         default=None,
-        description="The snippets the answer may cite, {id: text}.",
+        description="The snippets the answer may cite, {id: text} (this or tool_output is "
+        "required).",
     )
     tool_output: str | None = Field(
         default=None,
         max_length=MAX_TEXT_CHARS,
         description="Raw search-tool output holding <snippet id=…>, <snippets id=…> or "
-        "<webpage id=…> tags, harvested into evidence. Without evidence and tool_output, the "
-        "response's own <tool_output> blocks before its answer are used.",
+        "<webpage id=…> tags, harvested into evidence. Evidence comes from the request only "
+        "(evidence, tool_output): an item with neither is refused (bad_input, evidence); "
+        "<tool_output> blocks inside the response are never read.",
     )
     question: str | None = Field(
         default=None,
@@ -94,8 +96,17 @@ class ClaimResult(BaseModel):
     cited: bool = Field(description="Carries a citation tag (else an uncited sentence).")
     ids: list[str] = Field(description="Every id it cites, in order.")
     invalid_ids: list[str] = Field(description="Cited ids absent from the evidence.")
-    gate: Literal["invalid_ids", "restates_question"] | None = Field(
-        default=None, description="Why it scored 0 without a model call."
+    gate: (
+        Literal[
+            "invalid_ids", "restates_question", "contradicts_evidence", "duplicate", "off_topic"
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="A deterministic rule: invalid_ids, restates_question and "
+        "contradicts_evidence (judge mode) score 0 without a model call; duplicate (tribunal "
+        "preset) is not counted; off_topic (tribunal preset, no content word of the question) "
+        "is judged and earns nothing: left out when supported, F1 0 otherwise.",
     )
     support: SupportVerdict | None = Field(
         default=None, description="supported (recall 1) / partial (0.5) / unsupported (0)."

@@ -18,6 +18,15 @@ Symbols (one answer; ``c`` a claim, ``ids(c)`` its distinct cited ids, ``E`` the
   which lets uncited filler raise the mean).
 - **Gated claims** earn 0 without a model call: a claim citing only invented ids, and a
   claim that only repeats the question (``tribunal.citation.gates.echoes_question``).
+  In the judge mode, a cited claim whose cited snippets contradict it (a number, a known
+  entity, a negation or a direction differs: ``tribunal.citation.lexical.contradicted``) is
+  ``contradicts_evidence`` and earns 0 without a model call.
+  Under ``tribunal`` (``count_once_on_topic``) a claim whose content repeats an earlier
+  claim's (``duplicate``) is left out of every mean, and a cited claim sharing no content
+  stem with the question (``off_topic``) is judged but earns nothing: left out when
+  supported, F1 = 0 otherwise. Padding can therefore never raise the reward.
+  ``dr_tulu`` keeps DR Tulu's arithmetic, where both count as claims (and raise the mean
+  when supported).
 - **Aggregates**: ``precision`` = mean ``P(c)`` over cited claims; ``recall`` = mean ``R(c)``
   over counted claims (cited, plus uncited ones that need a citation); ``f1`` = mean
   ``F1(c)`` over counted claims (DR Tulu's ``avg_f1``, per claim then averaged). No counted
@@ -51,10 +60,12 @@ from typing import Literal
 
 from tribunal.citation.gates import FormatReport, IdReport
 from tribunal.citation.parse import Claim
-from tribunal.citation.verdicts import ClaimJudgment, Relevance
+from tribunal.citation.verdicts import ClaimJudgment, Relevance, SupportVerdict
 
 PresetName = Literal["tribunal", "dr_tulu"]
-ClaimGate = Literal["invalid_ids", "restates_question"]
+ClaimGate = Literal[
+    "invalid_ids", "restates_question", "contradicts_evidence", "duplicate", "off_topic"
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,10 @@ class Preset:
         valid_id_weight: Weight of the share of cited ids that exist.
         format_gate: Reward 0 unless the format is valid.
         uncited_without_need: ``skip`` (left out of the mean) or ``full`` (F1 = 1).
+        count_once_on_topic: A claim whose content repeats an earlier claim's (``duplicate``)
+            or, when the question is given, a cited claim sharing no content word with it
+            (``off_topic``) is left out of the mean: repeating a supported claim or citing
+            verbatim copies of an unrelated snippet never raises the reward.
     """
 
     name: PresetName
@@ -74,6 +89,7 @@ class Preset:
     valid_id_weight: float
     format_gate: bool
     uncited_without_need: Literal["skip", "full"]
+    count_once_on_topic: bool = False
 
     def __post_init__(self) -> None:
         if min(self.f1_weight, self.valid_id_weight) < 0:
@@ -86,7 +102,14 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "tribunal": Preset("tribunal", 1.0, 0.0, format_gate=True, uncited_without_need="skip"),
+    "tribunal": Preset(
+        "tribunal",
+        1.0,
+        0.0,
+        format_gate=True,
+        uncited_without_need="skip",
+        count_once_on_topic=True,
+    ),
     "dr_tulu": Preset("dr_tulu", 0.6, 0.4, format_gate=False, uncited_without_need="full"),
 }
 """The presets by name."""
@@ -161,9 +184,15 @@ def score_claim(
     Args:
         claim: The claim.
         invalid_ids: Its cited ids that are not in the evidence.
-        gate: A deterministic reason for 0, or None.
-        judgment: The support mode's judgment, None when gated or in mode ``none``.
+        gate: A deterministic reason for 0 (``off_topic``: for 0 unless supported, then left
+            out; ``duplicate``: left out), or None.
+        judgment: The support mode's judgment, None when gated (but for ``off_topic``) or in
+            mode ``none``.
     """
+    if gate == "duplicate" or (gate == "off_topic" and _supported(judgment)):
+        return ClaimScore(claim, invalid_ids, gate, judgment, None, None, None, counted=False)
+    if gate == "off_topic":
+        return ClaimScore(claim, invalid_ids, gate, judgment, 0.0, 0.0, 0.0, counted=True)
     if gate is not None:
         return ClaimScore(claim, invalid_ids, gate, None, 0.0, 0.0, 0.0, counted=True)
     if judgment is None:
@@ -178,6 +207,11 @@ def score_claim(
     if judgment.needs_citation:
         return ClaimScore(claim, invalid_ids, None, judgment, None, 0.0, 0.0, counted=True)
     return ClaimScore(claim, invalid_ids, None, judgment, None, None, None, counted=False)
+
+
+def _supported(judgment: ClaimJudgment | None) -> bool:
+    """Judged supported; an unjudged claim (mode ``none``) counts as such here."""
+    return judgment is None or judgment.support is SupportVerdict.SUPPORTED
 
 
 def aggregate(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.judge import JudgeModeConfig
 from tribunal.citation.lexical import LexicalThresholds
+from tribunal.core.layout import cores_per_worker
 from tribunal.core.settings import CoreSettings
 from tribunal.llm import BackendConfig
 from tribunal.llm.config import gather_backend
@@ -31,12 +32,30 @@ class CitationServiceConfig(CitationConfig):
     """
 
     port: int | None = Field(default=None, description="Port of the citation API (default 8104).")
+    check_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Hard deadline of one item's parsing and checks in a scoring process (the "
+        "process is killed past it; model calls are not counted).",
+    )
+    processes: int = Field(
+        default=0,
+        ge=0,
+        validate_default=True,
+        description="Scoring processes per worker for items too large to check in the worker's "
+        "own process; 0 = one per core.",
+    )
     backend: Annotated[BackendConfig, NoDecode] = Field(
         default_factory=BackendConfig, description="LLM backend of the judge mode (tribunal.llm)."
     )
     judge: JudgeModeConfig = Field(
         default_factory=JudgeModeConfig, description="How the judge mode calls the model."
     )
+
+    @field_validator("processes")
+    @classmethod
+    def _zero_is_one_per_core(cls, processes: int) -> int:
+        return processes or cores_per_worker(1)
 
     @model_validator(mode="before")
     @classmethod

@@ -4,7 +4,8 @@ Every mode takes the claims of one answer that passed the deterministic gates
 (``tribunal.citation.gates``) as :class:`~tribunal.citation.verdicts.ClaimTask` s and returns
 one :class:`~tribunal.citation.verdicts.ClaimJudgment` per task, in order:
 
-- ``lexical`` (:class:`LexicalSupport`): token overlap, no model (``tribunal.citation.lexical``);
+- ``lexical``: token overlap and content checks, no model (``tribunal.citation.lexical``,
+  called by the verifier as a plain function, in a scoring process for large items);
 - ``judge``: an LLM through ``tribunal.llm`` (``tribunal.citation.judge``);
 - ``none``: nothing is judged; the verifier does not call a mode at all.
 """
@@ -15,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tribunal.citation.lexical import LexicalThresholds, judge_lexically, stem_evidence
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
 
 
@@ -54,21 +54,3 @@ class ClaimJudge(Protocol):
                 the item then gets an error, never a reward of 0.
         """
         ...
-
-
-class LexicalSupport:
-    """The ``lexical`` mode: deterministic, CPU only, no I/O.
-
-    Args:
-        thresholds: Coverage thresholds.
-    """
-
-    def __init__(self, thresholds: LexicalThresholds) -> None:
-        self.thresholds = thresholds
-
-    async def judge(
-        self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]
-    ) -> SupportOutcome:
-        """Judge every task by token overlap (see ``tribunal.citation.lexical``)."""
-        stems = stem_evidence(evidence)
-        return SupportOutcome([judge_lexically(t, stems, self.thresholds) for t in tasks])

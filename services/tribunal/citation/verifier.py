@@ -1,31 +1,42 @@
 """``CitationVerifier``: the citation scorer behind the core's ``Verifier`` protocol.
 
-Per item: parse the final answer block (``parse``), gather the evidence (``evidence``), run
+Per item: parse the final answer block (``parse``), gather the evidence from the request
+(``evidence``; never from the response), run
 the deterministic gates (``gates``: format, ids, question echo), send the claims that passed
 to the support mode (``support``; none for mode ``none`` or when the preset's format gate
 already zeroes the reward), then score (``scorer``).
 
 Failure policy: an error of the support mode (backend unreachable, refusal, unreadable
 verdicts) makes the item an error with no reward, never a citation score of 0.
+
+Where the CPU work runs: everything but the model call (parsing, evidence, gates, the lexical
+mode, scoring) is a module-level function of the item (:func:`score_offline` for modes
+``lexical`` and ``none``, :func:`prepare` then :func:`finish` for ``judge``). An item whose
+text is at most :data:`INLINE_MAX_CHARS` runs it in the worker's own process (linear checks:
+a few milliseconds at most); a larger one runs it in a ``DeadlinePool`` process under the
+``timeout_s`` deadline, so that no item holds the event loop, its heartbeats or the other
+items (as math and code do).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
+from tribunal.citation.content import content_stems, negated, numbers
 from tribunal.citation.evidence import gather_evidence
 from tribunal.citation.gates import (
     FormatReport,
     IdReport,
     check_format,
     check_ids,
+    check_limits,
     echoes_question,
 )
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
+from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradicted, judge_all
 from tribunal.citation.parse import Claim, parse_answer
 from tribunal.citation.schemas import (
     CitationDetails,
@@ -39,18 +50,29 @@ from tribunal.citation.scorer import (
     AnswerScore,
     ClaimGate,
     ClaimScore,
-    PresetName,
+    Preset,
     aggregate,
     score_claim,
 )
-from tribunal.citation.support import ClaimJudge, LexicalSupport, SupportOutcome
+from tribunal.citation.support import SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
 from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, TribunalError
+from tribunal.core.errors import BackendUnavailable, InternalError
 from tribunal.core.hashing import config_hash
+from tribunal.core.pool import DeadlinePool
+from tribunal.core.verifier import score_each
 
 VERSION = "1"
 """Bump when the same input could get a different reward."""
+
+
+INLINE_MAX_CHARS = 16_384
+"""Largest item (response, evidence and tool output, in characters) checked in the worker's
+own process; larger ones go to a scoring process."""
+
+T = TypeVar("T")
+
+_WARM_UP = CitationItem(id="warm-up", response="", evidence={"S": ""})
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,93 @@ class _Plan:
     task: int | None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """An item after its deterministic work, before any model call (picklable).
+
+    Attributes:
+        mode: The support mode.
+        preset: The reward formula.
+        fmt: The format report.
+        ids: The id report.
+        evidence: The item's evidence, ``{id: text}``.
+        plans: One per claim, in order.
+        tasks: The claims the support mode judges.
+        judged: Whether the support mode is asked at all (not mode ``none``, and not when
+            the preset's format gate already zeroes the reward).
+    """
+
+    mode: SupportMode
+    preset: Preset
+    fmt: FormatReport
+    ids: IdReport
+    evidence: dict[str, str]
+    plans: list[_Plan]
+    tasks: list[ClaimTask]
+    judged: bool
+
+
+def item_chars(item: CitationItem) -> int:
+    """Characters of text one item brings (what its deterministic work is linear in)."""
+    evidence = sum(len(k) + len(v) for k, v in (item.evidence or {}).items())
+    return len(item.response) + len(item.tool_output or "") + evidence
+
+
+def prepare(item: CitationItem, config: CitationConfig) -> Prepared:
+    """Parse, gather the evidence, check the limits and gates, plan the claims.
+
+    Raises:
+        BadInput: No evidence in the request (field ``evidence``), or an answer over a size
+            limit (field ``response``, naming the limit).
+    """
+    options = item.options
+    mode: SupportMode = (options.support if options else None) or config.support
+    preset = config.preset_named((options.preset if options else None) or config.preset)
+    evidence = gather_evidence(item.evidence, item.tool_output)
+    parsed = parse_answer(item.response)
+    check_limits(parsed, config.max_claims, config.max_ids_per_claim, config.max_distinct_ids)
+    fmt = check_format(parsed)
+    ids = check_ids(parsed, evidence)
+    plans, tasks = _plan(parsed.claims, evidence, item.question, preset, mode, config.lexical)
+    judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
+    return Prepared(mode, preset, fmt, ids, evidence, plans, tasks, judged)
+
+
+def finish(
+    prepared: Prepared,
+    outcome: SupportOutcome,
+    judge_model: str | None = None,
+    prompt_version: str | None = None,
+) -> ItemOutcome:
+    """Score the claims from their judgments and build the item's outcome.
+
+    Args:
+        prepared: What :func:`prepare` returned.
+        outcome: The support mode's judgments (empty when not judged).
+        judge_model: The judge's model, for the details of a ``judge`` item.
+        prompt_version: The judge's prompt version, likewise.
+    """
+    scores = [_score(plan, outcome.judgments) for plan in prepared.plans]
+    answer = aggregate(scores, prepared.fmt, prepared.ids, prepared.preset, judged=prepared.judged)
+    details = _details(prepared, scores, answer, outcome, judge_model, prompt_version)
+    return ItemOutcome(reward=answer.reward, details=details.to_dict())
+
+
+def score_offline(item: CitationItem, config: CitationConfig) -> ItemOutcome:
+    """Score one item of mode ``lexical`` or ``none`` entirely, without I/O (picklable, for a
+    scoring process).
+
+    Raises:
+        BadInput: As :func:`prepare`.
+    """
+    prepared = prepare(item, config)
+    outcome = SupportOutcome()
+    if prepared.judged and prepared.tasks:
+        judgments = judge_all(prepared.tasks, prepared.evidence, config.lexical, item.question)
+        outcome = SupportOutcome(judgments)
+    return finish(prepared, outcome)
+
+
 class CitationVerifier:
     """Citation precision, recall and F1 of an answer against its evidence; reward in [0, 1].
 
@@ -72,6 +181,8 @@ class CitationVerifier:
             ``judge`` items get ``backend_unavailable``).
         judge_hash: What moves the judge mode's verdicts (backend settings, batching), for
             ``config_hash``; the prompt version is added here.
+        processes: Scoring processes for items larger than :data:`INLINE_MAX_CHARS`.
+        timeout_s: Hard deadline of one item's work in a scoring process (s).
     """
 
     name = "citation"
@@ -85,11 +196,19 @@ class CitationVerifier:
         judge: LLMSupport | None = None,
         *,
         judge_hash: dict[str, Any] | None = None,
+        processes: int = 1,
+        timeout_s: float = 30.0,
     ) -> None:
         self.config = config
         self.judge = judge
         self._judge_hash = judge_hash or {}
-        self._lexical = LexicalSupport(config.lexical)
+        self.processes = processes
+        self.timeout_s = timeout_s
+        self._pool: DeadlinePool | None = None
+
+    def utilisation(self) -> tuple[int, int]:
+        """``(busy, capacity)`` of the scoring processes."""
+        return (self._pool.busy if self._pool is not None else 0), self.processes
 
     def config_hash(self) -> str:
         """Hash of the scoring settings and, for judge mode, model and prompt version."""
@@ -103,116 +222,167 @@ class CitationVerifier:
         )
 
     async def start(self) -> None:
-        """Open the judge mode's backend, if any."""
+        """Start the scoring processes and open the judge mode's backend, if any."""
+        self._pool = DeadlinePool(self.processes, preload=["tribunal.citation.verifier"])
+        # Starting the forkserver and its processes blocks the caller for about a second:
+        # pay it here, before the worker claims anything, not under a claimed item's heartbeat.
+        await self._pool.run(item_chars, _WARM_UP, timeout_s=60)
         if self.judge is not None:
             await self.judge.start()
 
     async def aclose(self) -> None:
-        """Close the judge mode's backend, if any."""
+        """Stop the scoring processes and close the judge mode's backend, if any."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self.judge is not None:
             await self.judge.aclose()
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
-        """Score every item concurrently (judge calls of different items overlap)."""
-        return list(await asyncio.gather(*(self.score_item(cast(CitationItem, i)) for i in items)))
+        """Score every item concurrently (judge calls of different items overlap); an item's
+        ``TribunalError`` (no evidence, a limit exceeded) is its own outcome."""
+        return await score_each(items, CitationItem, self.score_item)
 
     async def score_item(self, item: CitationItem) -> ItemOutcome:
-        """Score one item; a support-mode error becomes the item's error."""
-        options = item.options
-        mode: SupportMode = (options.support if options else None) or self.config.support
-        preset = self.config.preset_named(
-            (options.preset if options else None) or self.config.preset
-        )
-        parsed = parse_answer(item.response)
-        evidence = gather_evidence(item.response, item.evidence, item.tool_output)
-        fmt = check_format(parsed)
-        ids = check_ids(parsed, evidence)
-        plans, tasks = _plan(parsed.claims, evidence, item.question)
-        judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
-        outcome = SupportOutcome()
-        if judged and tasks:
-            try:
-                outcome = await self._mode(mode).judge(item.question or "", tasks, evidence)
-            except TribunalError as exc:
-                return ItemOutcome.failed(exc)
-        scores = [_score(plan, outcome.judgments) for plan in plans]
-        answer = aggregate(scores, fmt, ids, preset, judged=judged)
-        details = self._details(mode, preset.name, fmt, ids, len(evidence), scores, answer, outcome)
-        return ItemOutcome(reward=answer.reward, details=details.to_dict())
+        """Score one item; a support-mode error becomes the item's error.
 
-    def _mode(self, mode: SupportMode) -> ClaimJudge:
-        if mode == "lexical":
-            return self._lexical
+        Raises:
+            BadInput: (field ``evidence``) the request holds no snippet; (field ``response``)
+                the answer is over a size limit.
+            ScoringTimeout: Its checks overran ``timeout_s`` in a scoring process.
+            InternalError: A large item before :meth:`start` (no scoring process to run it).
+        """
+        options = item.options
+        mode = (options.support if options else None) or self.config.support
+        size = item_chars(item)
+        if mode != "judge":
+            return await self._offline(size, score_offline, item, self.config)
+        prepared = await self._offline(size, prepare, item, self.config)
+        if not (prepared.judged and prepared.tasks):
+            return await self._offline(size, finish, prepared, SupportOutcome())
         if self.judge is None:
             raise BackendUnavailable(
                 "support mode 'judge' has no LLM backend: set TRIBUNAL_CITATION_BASE_URL "
                 "(an OpenAI-compatible server) or send options.support='lexical'"
             )
-        return self.judge
+        outcome = await self.judge.judge(item.question or "", prepared.tasks, prepared.evidence)
+        model = self.judge.backend.model
+        return await self._offline(size, finish, prepared, outcome, model, PROMPT_VERSION)
 
-    def _details(
-        self,
-        mode: SupportMode,
-        preset: PresetName,
-        fmt: FormatReport,
-        ids: IdReport,
-        evidence_ids: int,
-        scores: list[ClaimScore],
-        answer: AnswerScore,
-        outcome: SupportOutcome,
-    ) -> CitationDetails:
-        is_judge = mode == "judge" and self.judge is not None
-        return CitationDetails(
-            support_mode=mode,
-            preset=preset,
-            format=FormatDetails(
-                valid=fmt.is_valid,
-                has_answer=fmt.has_answer,
-                answer_blocks=fmt.answer_blocks,
-                answer_closed=fmt.answer_closed,
-                tag_problems=list(fmt.tag_problems),
-            ),
-            evidence_ids=evidence_ids,
-            cited_ids=list(ids.cited),
-            invalid_ids=list(ids.invalid),
-            valid_id_share=ids.valid_share,
-            precision=answer.precision,
-            recall=answer.recall,
-            f1=answer.f1,
-            f1_term=answer.f1_term,
-            gate_passed=answer.gate_passed,
-            claims=[_claim_result(i, s) for i, s in enumerate(scores)],
-            judge_model=self.judge.backend.model if is_judge and self.judge else None,
-            prompt_version=PROMPT_VERSION if is_judge else None,
-            usage=CitationUsage(
-                calls=outcome.calls,
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                cached_claims=sum(1 for j in outcome.judgments if j.cached),
-            ),
-        )
+    async def _offline(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here for an item of at most ``INLINE_MAX_CHARS`` characters, else in
+        a scoring process under the deadline."""
+        if size <= INLINE_MAX_CHARS:
+            return fn(*args)
+        if self._pool is None:
+            raise InternalError("CitationVerifier.start() was not called: no scoring process")
+        return await self._pool.run(fn, *args, timeout_s=self.timeout_s)
+
+
+def _details(
+    prepared: Prepared,
+    scores: list[ClaimScore],
+    answer: AnswerScore,
+    outcome: SupportOutcome,
+    judge_model: str | None,
+    prompt_version: str | None,
+) -> CitationDetails:
+    fmt, ids = prepared.fmt, prepared.ids
+    return CitationDetails(
+        support_mode=prepared.mode,
+        preset=prepared.preset.name,
+        format=FormatDetails(
+            valid=fmt.is_valid,
+            has_answer=fmt.has_answer,
+            answer_blocks=fmt.answer_blocks,
+            answer_closed=fmt.answer_closed,
+            tag_problems=list(fmt.tag_problems),
+        ),
+        evidence_ids=len(prepared.evidence),
+        cited_ids=list(ids.cited),
+        invalid_ids=list(ids.invalid),
+        valid_id_share=ids.valid_share,
+        precision=answer.precision,
+        recall=answer.recall,
+        f1=answer.f1,
+        f1_term=answer.f1_term,
+        gate_passed=answer.gate_passed,
+        claims=[_claim_result(i, s) for i, s in enumerate(scores)],
+        judge_model=judge_model,
+        prompt_version=prompt_version,
+        usage=CitationUsage(
+            calls=outcome.calls,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            cached_claims=sum(1 for j in outcome.judgments if j.cached),
+        ),
+    )
 
 
 def _plan(
-    claims: Sequence[Claim], evidence: dict[str, str], question: str | None
+    claims: Sequence[Claim],
+    evidence: dict[str, str],
+    question: str | None,
+    preset: Preset,
+    mode: SupportMode,
+    thresholds: LexicalThresholds,
 ) -> tuple[list[_Plan], list[ClaimTask]]:
-    """Gate every claim; the ones that pass become tasks for the support mode."""
+    """Gate every claim; the ones that pass (and ``off_topic`` ones) become tasks for the
+    support mode. In mode ``judge`` a claim its snippets contradict is gated here, before
+    any model call."""
     plans: list[_Plan] = []
     tasks: list[ClaimTask] = []
+    count_once = preset.count_once_on_topic
+    asked = content_stems(question or "")
+    cited = (cid for claim in claims for cid in claim.ids)
+    facts = EvidenceFacts(evidence, cited) if mode == "judge" else None
+    seen: set[_Key] = set()
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
+        snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
+        stems = content_stems(claim.text)
+        key = (stems, frozenset(n.value for n in numbers(claim.text)), negated(claim.text))
         gate: ClaimGate | None = None
-        if claim.is_cited and len(invalid) == len(claim.ids):
+        if count_once and (stems or key[1]) and _repeats(key, seen):
+            gate = "duplicate"
+        elif claim.is_cited and not snippets:
             gate = "invalid_ids"
         elif claim.is_cited and echoes_question(claim.text, question):
             gate = "restates_question"
-        if gate is not None:
+        elif facts is not None and contradicted(ClaimTask(claim.text, snippets), facts, thresholds):
+            gate = "contradicts_evidence"
+        seen.add(key)
+        if gate is None and count_once and claim.is_cited and asked and not (stems & asked):
+            gate = "off_topic"  # judged: it earns nothing either way (see the scorer)
+        elif gate is not None:
             plans.append(_Plan(claim, invalid, gate, None))
             continue
-        snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
-        plans.append(_Plan(claim, invalid, None, len(tasks)))
+        plans.append(_Plan(claim, invalid, gate, len(tasks)))
         tasks.append(ClaimTask(claim.text, snippets))
     return plans, tasks
+
+
+NEAR_DUPLICATE = 0.8
+"""Jaccard overlap of content stems (same numbers) from which a claim repeats an earlier one."""
+
+
+_Key = tuple[frozenset[str], frozenset[float], bool]
+"""What a claim says, for duplicates: content stems, number values, negated."""
+
+
+def _repeats(key: _Key, seen: set[_Key]) -> bool:
+    """Whether a claim repeats an earlier one: the same key, or stems overlapping at least
+    ``NEAR_DUPLICATE`` with the same numbers and negation. Quadratic in the claims, which
+    ``max_claims`` bounds (256² set comparisons at most)."""
+    if key in seen:
+        return True
+    stems, values, negation = key
+    for other, other_values, other_negation in seen:
+        union = len(stems | other)
+        same = (other_values, other_negation) == (values, negation)
+        if same and union and len(stems & other) / union >= NEAR_DUPLICATE:
+            return True
+    return False
 
 
 def _score(plan: _Plan, judgments: list[ClaimJudgment]) -> ClaimScore:

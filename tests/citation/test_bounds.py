@@ -1,0 +1,181 @@
+"""Size limits, linear checks, and large items kept off the worker's event loop.
+
+The worker-level test runs two real ``WorkerRuntime`` s on a real Redis queue with a short
+visibility timeout: an item checked on the event loop would stop the heartbeat of its
+worker, be claimed by the other and be scored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tribunal.citation.config import CitationConfig
+from tribunal.citation.gates import check_ids
+from tribunal.citation.parse import parse_answer
+from tribunal.citation.schemas import CitationItem
+from tribunal.citation.verifier import INLINE_MAX_CHARS, CitationVerifier, item_chars
+from tribunal.core.cache import RedisCache, cache_entry
+from tribunal.core.envelope import ItemOutcome
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.worker import WorkerRuntime
+
+EVIDENCE = {"S1": "The Golden Gate Bridge opened in 1937 and spans 1,280 m."}
+HONEST = "<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></answer>"
+
+
+async def score(response: str, config: CitationConfig, **fields: Any) -> ItemOutcome:
+    fields.setdefault("evidence", EVIDENCE)
+    item = CitationItem(id="x", response=response, **fields)
+    [outcome] = await CitationVerifier(config).score([item])
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("limit", "response"),
+    [
+        (
+            "max_claims",
+            "<answer>" + "<cite id=S1>The bridge opened in 1937.</cite> " * 4 + "</answer>",
+        ),
+        (
+            "max_ids_per_claim",
+            "<answer><cite id=S1,A,B,C>The bridge opened in 1937.</cite></answer>",
+        ),
+        (
+            "max_distinct_ids",
+            "<answer><cite id=S1,A>It opened in 1937.</cite><cite id=B,C,D>It spans 1,280 m."
+            "</cite></answer>",
+        ),
+    ],
+)
+async def test_each_limit_is_refused_by_its_name(limit: str, response: str) -> None:
+    config = CitationConfig(max_claims=3, max_ids_per_claim=3, max_distinct_ids=4)
+    outcome = await score(response, config)
+    assert outcome.reward is None and outcome.error is not None
+    assert (outcome.error.code, outcome.error.field) == ("bad_input", "response")
+    assert limit in outcome.error.message
+    # At the limit itself the answer is scored.
+    roomy = config.model_copy(update={limit: 5})
+    assert (await score(response, roomy)).error is None
+
+
+async def test_one_item_over_a_limit_does_not_fail_its_batch() -> None:
+    config = CitationConfig(max_claims=1)
+    verifier = CitationVerifier(config)
+    items = [
+        CitationItem(id="big", response=HONEST.replace("</answer>", HONEST[8:]), evidence=EVIDENCE),
+        CitationItem(id="ok", response=HONEST, evidence=EVIDENCE),
+    ]
+    big, ok = await verifier.score(items)
+    assert big.error is not None and big.error.code == "bad_input"
+    assert ok.reward == 1.0
+
+
+def test_the_id_checks_are_linear_in_the_number_of_ids() -> None:
+    # 100,000 distinct invented ids: quadratic membership tests took about a minute here.
+    ids = ",".join(f"X{i}" for i in range(100_000))
+    parsed = parse_answer(f"<answer><cite id={ids}>A claim.</cite></answer>")
+    report = check_ids(parsed, EVIDENCE)
+    assert len(report.cited) == len(report.invalid) == 100_000
+
+
+def largest_item(config: CitationConfig, item_id: str) -> CitationItem:
+    """An answer at every limit: ``max_claims`` claims, each citing ``max_ids_per_claim``
+    of ``max_distinct_ids`` long snippets."""
+    snippet = (
+        "Hyperprogressive disease occurred in 12 of 131 patients (9%) treated with anti-PD-1, "
+        "and tumour growth rate at least doubled in them. "
+    ) * 12
+    evidence = {f"S{i}": f"{snippet} Study {i}." for i in range(config.max_distinct_ids)}
+    claims = []
+    for c in range(config.max_claims):
+        ids = ",".join(
+            f"S{(c * config.max_ids_per_claim + k) % config.max_distinct_ids}"
+            for k in range(config.max_ids_per_claim)
+        )
+        claims.append(
+            f"<cite id={ids}>Hyperprogression in {c} of 131 patients on anti-PD-1.</cite>"
+        )
+    response = "<answer>" + " ".join(claims) + "</answer>"
+    return CitationItem(id=item_id, response=response, evidence=evidence, question="HPD?")
+
+
+class Counting(CitationVerifier):
+    """Records every item it starts and finishes scoring, across both workers."""
+
+    def __init__(self, log: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(CitationConfig(support="lexical"), **kwargs)
+        self.log = log
+
+    async def score_item(self, item: CitationItem) -> ItemOutcome:
+        self.log.append(("start", item.id))
+        try:
+            return await super().score_item(item)
+        finally:
+            self.log.append(("end", item.id))
+
+
+@pytest.fixture
+async def queue(redis_server: Any, key_prefix: str) -> AsyncIterator[RedisStreamsQueue]:
+    queue = RedisStreamsQueue(
+        redis_server.url,
+        Keys(key_prefix),
+        max_queue_items=100,
+        result_ttl_s=60,
+        visibility_timeout_s=0.3,
+    )
+    await queue.ensure_verifier("citation")
+    yield queue
+    await queue.aclose()
+
+
+async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
+    queue: RedisStreamsQueue,
+) -> None:
+    log: list[tuple[str, str]] = []
+    verifiers = [Counting(log, processes=1, timeout_s=170) for _ in range(2)]
+    big = largest_item(verifiers[0].config, "big")
+    small = CitationItem(id="small", response=HONEST, evidence=EVIDENCE)
+    assert item_chars(big) > INLINE_MAX_CHARS >= item_chars(small)
+    stop = asyncio.Event()
+    tasks = []
+    for verifier in verifiers:
+        await verifier.start()
+        cache = RedisCache(queue.redis, queue.keys, "citation", 60)
+        runtime = WorkerRuntime(
+            verifier, queue, cache, batch_size=2, concurrency=1, heartbeat_s=0.05, block_s=0.05
+        )
+        tasks.append(asyncio.create_task(runtime.run(stop)))
+    try:
+        v = verifiers[0]
+        entries = [
+            QueuedItem(
+                i,
+                item.model_dump(mode="json", exclude_none=True),
+                cache_entry(v.version, v.config_hash(), v.cache_payload(item)),
+            )
+            for i, item in enumerate([big, small])
+        ]
+        job = await queue.submit("citation", entries, total=2, prefilled={})
+        record = await queue.wait(job.job_id, 170)
+        assert record.is_done
+        results = {json.loads(r)["id"]: json.loads(r) for r in record.results.values()}
+        assert results["small"]["reward"] == 1.0
+        assert results["big"]["error"] is None and results["big"]["reward"] is not None
+        # Each item scored once, by one worker; the small one finished while the big one ran.
+        assert sorted(log) == sorted(
+            [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
+        )
+        assert log.index(("end", "small")) < log.index(("end", "big"))
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        for verifier in verifiers:
+            await verifier.aclose()
