@@ -131,3 +131,5 @@ def return_value_matches(
         return values_equal(expected, actual, float_tolerance), None
     except RecursionError:
         return False, "return value nested too deeply"
+    except OverflowError:
+        return False, "return value out of range"

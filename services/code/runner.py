@@ -22,7 +22,7 @@ from typing import Any
 
 from tribunal.code.compare import return_value_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
-from tribunal.code.harness import encode_value
+from tribunal.code.harness import encode_value, escape_text
 from tribunal.code.sandbox import (
     ChannelViolation,
     Execution,
@@ -98,7 +98,7 @@ class ItemRun:
 
 
 def _cap(text: str | None) -> str | None:
-    return None if text is None else text[:_MESSAGE_CHARS]
+    return None if text is None else escape_text(text, _MESSAGE_CHARS)
 
 
 def _stderr_tail(data: bytes) -> str:

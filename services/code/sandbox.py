@@ -551,7 +551,8 @@ class SandboxSession:
 
     async def send(self, command: dict[str, Any]) -> None:
         """Send one command (a JSON line) to the driver."""
-        line = json.dumps(command, separators=(",", ":"), ensure_ascii=False).encode()
+        # ASCII: a lone surrogate in a relayed value travels as its \\u escape (UTF-8 has none).
+        line = json.dumps(command, separators=(",", ":")).encode()
         await self._write(line + b"\n")
 
     async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
@@ -581,7 +582,7 @@ class SandboxSession:
             raise ChannelViolation("a record on the result channel was not the driver's")
         try:
             record = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise SandboxError(f"unreadable record from the driver: {exc}") from exc
         if type(record) is not dict:
             raise SandboxError("the driver sent a record that is not an object")

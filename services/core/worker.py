@@ -35,7 +35,7 @@ import orjson
 from pydantic import ValidationError
 
 from tribunal.core.cache import ResultCache
-from tribunal.core.envelope import ItemOutcome, ItemResult, ScoreItem, VerifierInfo
+from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, ScoreItem, VerifierInfo
 from tribunal.core.errors import (
     BadInput,
     DeadLettered,
@@ -89,15 +89,27 @@ def result_json(
             }
         )
     except orjson.JSONEncodeError:
-        result = ItemResult(
-            id=item_id,
-            reward=outcome.reward,
-            error=error,
-            details=outcome.details,
-            verifier=verifier,
-            cached=cached or outcome.cached,
-        )
-        return result.model_dump_json()
+        try:
+            return ItemResult(
+                id=item_id,
+                reward=outcome.reward,
+                error=error,
+                details=outcome.details,
+                verifier=verifier,
+                cached=cached or outcome.cached,
+            ).model_dump_json()
+        except (ValueError, TypeError) as exc:
+            # Unwritable (a lone surrogate in details ...): this item fails, never its batch,
+            # which would be redelivered and its other items scored again.
+            logger.error("result of item %r cannot be written: %s", item_id, exc)
+            failure = ItemError(
+                code=InternalError.code,
+                message="the item's result could not be written as JSON",
+                retryable=False,
+            )
+            return ItemResult(
+                id=item_id, reward=None, error=failure, details={}, verifier=verifier
+            ).model_dump_json()
     return data.decode()
 
 

@@ -1,0 +1,255 @@
+"""The second hostile corpus: programs that look for the seams around the comparison.
+
+Each test asserts the verdict a program earns and that it produces no item error: whatever a
+program prints, returns, raises or writes into the driver's channels is a verdict of its test,
+never an exception in the service, the worker or the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, score
+from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.core.cache import MemoryCache, cache_entry
+from tribunal.core.envelope import ItemOutcome, VerifierInfo
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.worker import WorkerRuntime, result_json
+
+pytestmark = pytest.mark.timeout(120)
+
+_INFO = VerifierInfo(name="code", version="test", config_hash="0" * 16)
+
+
+def verdicts(outcome: ItemOutcome) -> list[str]:
+    """The per-case verdicts of a scored item that has no error, after checking that its
+    result is writable by orjson and by the worker."""
+    assert outcome.error is None, outcome.error
+    orjson.dumps(outcome.details)
+    assert '"error":null' in result_json("x", outcome, _INFO)
+    return [case["verdict"] for case in outcome.details["tests"]]
+
+
+def forged_reply(value_json: str, index: int = 0) -> str:
+    """A function that writes its own reply into the worker's reply pipe (fd 4), then hangs."""
+    record = '{"i": ' + str(index) + ', "status": "ok", "value": ' + value_json + "}"
+    return f"""
+        import os, time
+        def f(*args):
+            os.write(4, {record.encode()!r} + b"\\n")
+            time.sleep(30)
+    """
+
+
+ONE_CALL = {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": 1.5}]}
+
+
+# -- class 2: program-controlled bytes ------------------------------------------------------------
+
+
+async def test_a_huge_integer_against_a_float_is_a_wrong_answer(
+    code_verifier: CodeVerifier,
+) -> None:
+    outcome = await score(code_verifier, "def f(): return 10**400", ONE_CALL)
+    assert verdicts(outcome) == ["wrong_answer"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"v": 1e999, "o": []}',  # parses to inf in the driver, which writes no NaN
+        '{"v": {"$complex": [1e308, -1e999]}, "o": []}',
+        '{"v": {"$complex": [' + "9" * 400 + ", 0]}, " + '"o": []}',  # OverflowError decoding
+        '{"v": ' + "[" * 500 + "]" * 500 + ', "o": []}',  # deeper than the service would parse
+        '{"v": ' + "[" * 5000 + "]" * 5000 + ', "o": []}',  # deeper than the driver parses
+        '{"v": {"$nope": 1}, "o": []}',
+        '{"v": 1, "o": [{"c": "X", "a": [["x", {"$float": "big"}]]}]}',
+        '{"v": 1}',
+    ],
+)
+async def test_forged_replies_in_the_worker_pipe_are_runtime_errors(
+    code_verifier: CodeVerifier, value: str
+) -> None:
+    outcome = await score(code_verifier, forged_reply(value), ONE_CALL)
+    [verdict] = verdicts(outcome)
+    assert verdict in ("runtime_error", "wrong_answer")
+
+
+async def test_forged_statuses_cannot_pass_for_the_drivers_own(code_verifier: CodeVerifier) -> None:
+    code = """
+        import os, time
+        def f(*args):
+            os.write(4, b'{"i": 0, "status": "crashed", "signal": 1e999, "exit_code": [[[]]]}\\n')
+            time.sleep(30)
+    """
+    outcome = await score(code_verifier, code, ONE_CALL)
+    assert verdicts(outcome) == ["runtime_error"]
+
+
+async def test_nesting_a_program_may_return(code_verifier: CodeVerifier) -> None:
+    deep = {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": 1}]}
+    nested: Any = 1
+    for _ in range(40):
+        nested = [nested]
+    deep["cases"][0]["expected"] = nested
+    outcome = await score(
+        code_verifier, "def f():\n x = 1\n for _ in range(40): x = [x]\n return x", deep
+    )
+    assert verdicts(outcome) == ["accepted"]
+    outcome = await score(
+        code_verifier, "def f():\n x = 1\n for _ in range(300): x = [x]\n return x", deep
+    )
+    [case] = outcome.details["tests"]
+    assert verdicts(outcome) == ["runtime_error"] and "deeply" in case["message"]
+
+
+LONE = "\\ud800"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        f"def add(a, b): raise ValueError('{LONE}' * 3)",
+        f"def add(a, b): raise type('{LONE}', (Exception,), {{}})('{LONE}')",
+        f"class E(Exception):\n    def __str__(self): return '{LONE}'\ndef add(a, b): raise E()",
+        f"raise RuntimeError('{LONE}')",  # at load time
+        f"def add(a, b):\n    import sys\n    sys.stderr.write('{LONE}')\n    return '{LONE}'",
+    ],
+)
+async def test_lone_surrogates_end_as_verdicts_with_writable_messages(
+    code_verifier: CodeVerifier, code: str
+) -> None:
+    outcome = await score(code_verifier, code, ADD_FUNCTION)
+    assert set(verdicts(outcome)) <= {"runtime_error", "wrong_answer"}
+    text = orjson.dumps(outcome.details).decode()
+    assert "\\\\ud800" in text or "wrong_answer" in text
+
+
+async def test_lone_surrogates_relayed_to_the_assert_test(code_verifier: CodeVerifier) -> None:
+    tests = {
+        "kind": "assert",
+        "entry_point": "f",
+        "test": "def check(candidate):\n    assert candidate() == 'x', candidate()\n",
+    }
+    outcome = await score(code_verifier, f"def f(): return '{LONE}'", tests)
+    assert verdicts(outcome) == ["wrong_answer"]
+    # the value itself crosses intact: the test sees the very string the program returned
+    tests["test"] = "def check(candidate):\n    assert candidate() == chr(0xD800)\n"
+    outcome = await score(code_verifier, f"def f(): return '{LONE}'", tests)
+    assert verdicts(outcome) == ["accepted"]
+
+
+async def test_a_worker_that_exits_between_two_calls_is_a_runtime_error(
+    code_verifier: CodeVerifier,
+) -> None:
+    code = """
+        import os, threading
+        def f(x):
+            threading.Timer(0.05, os._exit, (3,)).start()
+            return x
+    """
+    tests = {
+        "kind": "assert",
+        "entry_point": "f",
+        # the test waits long enough for the worker to exit before its second call, so that
+        # the driver reaps it between two commands
+        "test": "import time\ndef check(c):\n    assert c(1) == 1\n    time.sleep(1)\n"
+        "    assert c(2) == 2\n",
+    }
+    outcome = await score(code_verifier, code, tests)
+    assert verdicts(outcome) == ["runtime_error"]
+
+
+DEEP_TREE = """
+    import os
+    dirty = os.listdir('/box') + os.listdir('/tmp') + os.listdir('/dev/shm')
+    a, b = map(int, input().split())
+    print('dirty' if dirty else a + b)
+    os.chdir('/tmp')
+    for _ in range(3000):
+        os.mkdir('d')
+        os.chdir('d')
+    open('f', 'w').write('x')
+    for _ in range(1500):
+        os.chdir('..')
+    os.chmod('d', 0)
+    os.chdir('/box')
+    os.makedirs('a/b/c')
+    os.chmod('a/b', 0o100)
+    os.chmod('a', 0)
+"""
+
+
+async def test_a_deep_unreadable_tree_is_wiped(
+    code_verifier: CodeVerifier, run_verifier: CodeRunVerifier
+) -> None:
+    outcome = await score(code_verifier, DEEP_TREE, ADD_STDIO)
+    assert verdicts(outcome) == ["accepted", "accepted"]
+    [run] = await run_verifier.score(
+        [RunItem(id="r", language="python", code=textwrap.dedent(DEEP_TREE), stdin="1 2\n")]
+    )
+    assert run.error is None and run.details["stdout"] == "3\n"
+
+
+async def test_one_unwritable_result_fails_only_its_item() -> None:
+    outcome = ItemOutcome(reward=1.0, details={"message": "\ud800"})
+    result = json.loads(result_json("bad", outcome, _INFO))
+    assert result["error"]["code"] == "internal_error" and result["reward"] is None
+
+
+async def test_a_batch_never_pays_for_one_item(
+    code_verifier: CodeVerifier, redis_server: Any, key_prefix: str
+) -> None:
+    """A two-item batch through a real worker and Redis: one item's program raises with a
+    lone surrogate in its message (a result nothing could write, before the escape point),
+    the other is slow and correct. Each is scored once, the slow one accepted."""
+    calls: list[str] = []
+    score_item = code_verifier.score_item
+
+    async def counted(item: CodeItem) -> ItemOutcome:
+        calls.append(item.id)
+        return await score_item(item)
+
+    code_verifier.score_item = counted  # type: ignore[method-assign]
+    bad = CodeItem(
+        id="bad", language="python", code=f"def add(a, b): raise ValueError('{LONE}')",
+        tests=ADD_FUNCTION,
+    )  # fmt: skip
+    slow = CodeItem(
+        id="slow", language="python",
+        code="import time\ndef add(a, b):\n    time.sleep(0.4)\n    return a + b",
+        tests=ADD_FUNCTION,
+    )  # fmt: skip
+    queue = RedisStreamsQueue(
+        redis_server.url, Keys(key_prefix), max_queue_items=100, result_ttl_s=60,
+        visibility_timeout_s=0.3,
+    )  # fmt: skip
+    await queue.ensure_verifier("code")
+    runtime = WorkerRuntime(
+        code_verifier, queue, MemoryCache(100, 60), batch_size=2, heartbeat_s=0.1, block_s=0.05
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    try:
+        payloads = [item.model_dump(mode="json") for item in (bad, slow)]
+        queued = [QueuedItem(i, p, cache_entry("1", "0" * 16, p)) for i, p in enumerate(payloads)]
+        job = await queue.submit("code", queued, total=2, prefilled={})
+        record = await queue.wait(job.job_id, 60)
+        assert record.is_done
+        results = [json.loads(record.results[i]) for i in (0, 1)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await queue.aclose()
+    assert sorted(calls) == ["bad", "slow"], "no item ran twice"
+    assert [r["error"] for r in results] == [None, None]
+    assert [r["reward"] for r in results] == [0.0, 1.0]
+    assert "\\\\ud800" in json.dumps(results[0]["details"])
