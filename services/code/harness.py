@@ -470,30 +470,76 @@ def _read_exact_into(fd: int, buf: bytearray) -> None:
         got += n
 
 
+_LIBC: dict[str, Any] = {}
+
+
+def _libc(name: str) -> Any:
+    """The libc function ``name`` (int result, errno kept), as ``ctypes.CDLL(None,
+    use_errno=True)`` would give it, built from ``_ctypes`` directly: ``import ctypes`` (with
+    ``struct``, ``types`` and the class zoo) costs about 2 ms of CPU in every sandbox's
+    start-up, 10% of a whole ``/v1/code/run``'s sandbox."""
+    if name not in _LIBC:
+        import _ctypes
+
+        # The stubs know these only through ``ctypes`` (hence the ignores); at run time they
+        # are exactly what ``ctypes`` builds from the same pieces.
+        class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):  # CDLL(..., use_errno=True)._FuncPtr
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = _Int
+
+        class _Program:  # CDLL(None): the running program and its libraries (libc)
+            _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
+
+        _LIBC[name] = _Function((name, _Program()))  # type: ignore[arg-type]
+    return _LIBC[name]
+
+
 def _make_undumpable() -> None:
-    """PR_SET_DUMPABLE=0: same-uid children can no longer ptrace us or open /proc/1/{mem,fd}.
+    """PR_SET_DUMPABLE=0: same-uid children can no longer ptrace us or open /proc/1/{mem,fd}."""
+    if _libc("prctl")(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        import _ctypes
 
-    Calls ``prctl`` through ``_ctypes`` directly, as ``ctypes.CDLL(None, use_errno=True)``
-    would: ``import ctypes`` (with ``struct``, ``types`` and the class zoo) costs about 2 ms of
-    CPU in every sandbox's start-up, 10% of a whole ``/v1/code/run``'s sandbox.
-    """
-    import _ctypes
-
-    # The stubs know these only through ``ctypes`` (hence the ignores); at run time they are
-    # exactly what ``ctypes`` builds from the same pieces.
-    class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
-        _type_ = "i"
-
-    class _Function(_ctypes.CFuncPtr):  # CDLL(..., use_errno=True)._FuncPtr
-        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-        _restype_ = _Int
-
-    class _Program:  # CDLL(None): the running program and its libraries (libc)
-        _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
-
-    prctl = _Function(("prctl", _Program()))  # type: ignore[arg-type]
-    if prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
         raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+# SysV IPC objects of the sandbox's IPC namespace: /proc table, remover, its arguments after
+# the id (IPC_RMID is 0).
+_SYSV_TABLES = (
+    ("/proc/sysvipc/shm", "shmctl", (0, None)),
+    ("/proc/sysvipc/sem", "semctl", (0, 0)),
+    ("/proc/sysvipc/msg", "msgctl", (0, None)),
+)
+_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+_KEYCTL_CLEAR = 7
+_KEY_SPECS = (-3, -4, -5)  # the session, user and user-session keyrings
+
+
+def _remove_ipc() -> None:
+    """Remove every SysV IPC object (shared memory, semaphores, message queues) and clear the
+    keyrings a program can reach: they outlive the processes that made them, so they would
+    carry state from one case to the next (and hold memory no rlimit counts). Never raises."""
+    for table, remover, args in _SYSV_TABLES:
+        try:
+            with open(table, "rb") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                try:  # noqa: SIM105 - the driver does not import contextlib
+                    _libc(remover)(int(fields[1]), *args)
+                except Exception:
+                    pass
+    if _KEYCTL is not None:
+        for spec in _KEY_SPECS:
+            try:  # noqa: SIM105 - the driver does not import contextlib
+                _libc("syscall")(_KEYCTL, _KEYCTL_CLEAR, spec)
+            except Exception:
+                pass
 
 
 def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
@@ -846,6 +892,8 @@ class _StdioRole:
         if wipe:
             for path in self.wipe_dirs:
                 _clean_dir(path, self.modes[path])
+            if self.driver.pid1:  # its own IPC namespace: whatever is in it is the program's
+                _remove_ipc()
         return result
 
     def _supervise(

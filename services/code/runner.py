@@ -302,7 +302,7 @@ class Runner:
             "language": language,
             "code": code,
             "kill_on_overflow": kill_on_overflow,
-            "wipe_dirs": ["/tmp", "/dev/shm", box] if session.pid1 else [box],
+            "wipe_dirs": ["/tmp", "/dev/shm", "/dev/mqueue", box] if session.pid1 else [box],
             "binary": f"{box}/main",
             "compile_argv": [self.config.gxx_path, *CXX_FLAGS],
             "compile_timeout_s": self.config.compile_timeout_s,

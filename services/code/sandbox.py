@@ -202,6 +202,7 @@ def bwrap_argv(
         "--proc", "/proc",
         "--dev", "/dev",
         "--size", shm, "--tmpfs", "/dev/shm",
+        "--mqueue", "/dev/mqueue",
         "--remount-ro", "/dev",
         "--size", tmpfs, "--tmpfs", "/tmp",
         "--size", tmpfs, "--tmpfs", BOX,

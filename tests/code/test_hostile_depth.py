@@ -253,3 +253,62 @@ async def test_a_batch_never_pays_for_one_item(
     assert [r["error"] for r in results] == [None, None]
     assert [r["reward"] for r in results] == [0.0, 1.0]
     assert "\\\\ud800" in json.dumps(results[0]["details"])
+
+
+# -- class 1: no state crosses test cases ---------------------------------------------------------
+
+_LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+# (check: an expression true when the state is there, plant: statements that leave it)
+CHANNELS = {
+    "file_in_locked_dir": (
+        "os.path.exists('/tmp/locked')",
+        "os.makedirs('/tmp/locked/in'); open('/tmp/locked/in/f', 'w').write('1');"
+        " os.chmod('/tmp/locked/in', 0); os.chmod('/tmp/locked', 0)",
+    ),
+    "file_in_dev_shm": ("os.path.exists('/dev/shm/n')", "open('/dev/shm/n', 'w').write('1')"),
+    "hidden_file_in_box": ("os.path.exists('/box/.n')", "open('/box/.n', 'w').write('1')"),
+    "mode_of_tmp": (
+        "os.stat('/tmp').st_mode & 0o7777 == 0o1701",
+        "os.chmod('/tmp', 0o1701)",
+    ),
+    "mode_of_box": ("os.stat('/box').st_mode & 0o777 == 0o701", "os.chmod('/box', 0o701)"),
+    "xattr_of_tmp": ("'user.n' in os.listxattr('/tmp')", "os.setxattr('/tmp', 'user.n', b'1')"),
+    "mtime_of_box": ("os.stat('/box').st_mtime == 12345", "os.utime('/box', (12345, 12345))"),
+    "sysv_shm": ("libc.shmget(4242, 0, 0) >= 0", "assert libc.shmget(4242, 4096, 0o1600) >= 0"),
+    "sysv_sem": ("libc.semget(4242, 0, 0) >= 0", "assert libc.semget(4242, 1, 0o1600) >= 0"),
+    "sysv_msg": ("libc.msgget(4242, 0) >= 0", "assert libc.msgget(4242, 0o1600) >= 0"),
+    "posix_mqueue": (
+        "libc.mq_open(b'/n', os.O_RDONLY) >= 0",
+        "assert libc.mq_open(b'/n', os.O_CREAT | os.O_RDWR, 0o600, None) >= 0",
+    ),
+    "user_keyring": (
+        "libc.syscall(249, b'user', b'n', None, 0) >= 0",  # request_key
+        "assert libc.syscall(248, b'user', b'n', b'1', 1, -4) >= 0",  # add_key, user keyring
+    ),
+    "session_keyring": (
+        "libc.syscall(249, b'user', b's', None, 0) >= 0",
+        "assert libc.syscall(248, b'user', b's', b'1', 1, -3) >= 0",
+    ),
+}
+
+
+def channel_program(check: str, plant: str) -> str:
+    """Prints the sum when it finds no state left by an earlier case, then leaves some."""
+    return (
+        f"import os\n{_LIBC}found = {check}\na, b = map(int, input().split())\n"
+        f"print('seen' if found else a + b)\n{plant}\n"
+    )
+
+
+@pytest.mark.parametrize("channel", sorted(CHANNELS))
+async def test_no_state_crosses_cases(
+    channel: str, bare_code_verifier: CodeVerifier, bare_run_verifier: CodeRunVerifier
+) -> None:
+    check, plant = CHANNELS[channel]
+    # The channel exists: within one case, what was planted is found.
+    probe = f"import os\n{_LIBC}{plant}\nprint({check})\n"
+    [run] = await bare_run_verifier.score([RunItem(id="p", language="python", code=probe)])
+    assert run.error is None and run.details["stdout"] == "True\n", run.details
+    # And no later case finds it: a program answering from a case counter earns nothing.
+    outcome = await score(bare_code_verifier, channel_program(check, plant), ADD_STDIO)
+    assert verdicts(outcome) == ["accepted", "accepted"]
