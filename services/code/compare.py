@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tribunal.code.harness import CodecError, decode_value
-
 
 def normalise_stdout(text: str) -> list[str]:
     """Split into lines without trailing whitespace, dropping trailing empty lines.
@@ -115,21 +113,89 @@ def values_equal(expected: Any, actual: Any, float_tolerance: float | None = Non
     return False
 
 
-def return_value_matches(
+_KNOWN_TAGS = frozenset(
+    ("$tuple", "$set", "$frozenset", "$dict", "$bytes", "$float", "$complex", "$range", "$opaque")
+) | {"$ref"}
+
+
+def _wire_float(node: Any) -> float | None:
+    """The float a wire node stands for (an int, a float, a ``$float`` tag), or None."""
+    kind = type(node)
+    if kind is float:
+        return float(node)
+    if kind is int:
+        try:
+            return float(node)
+        except OverflowError:  # past the float range: equal to no float
+            return None
+    if kind is dict and len(node) == 1 and type(node.get("$float")) is str:
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}.get(node["$float"])
+    return None
+
+
+def _mismatch(node: Any) -> str | None:
+    """Why a wire node that failed to match is malformed, if it is (for the message)."""
+    if type(node) is dict and (len(node) != 1 or next(iter(node)) not in _KNOWN_TAGS):
+        return "malformed return value"
+    return None
+
+
+def return_value_matches(  # noqa: C901 - one flat type dispatch reads best
     expected: Any, wire: Any, float_tolerance: float | None = None
 ) -> tuple[bool, str | None]:
-    """Decode a wire value from the sandbox and compare it with ``expected``.
+    """Compare a wire value from the sandbox with ``expected``, walking both together.
+
+    Nothing is decoded that could not match: each step pairs one node of ``expected`` (plain
+    JSON) with the wire node at the same place, and the walk stops at the first mismatch. The
+    work is at most linear in the size of ``expected``, whatever the program returned (a
+    reply of colliding integer hashes, one class per object, a deep nest: none is built),
+    and no stack is used. Same rules as :func:`values_equal`: a list accepts a list or a
+    ``$tuple``; a dict only a ``$dict`` of as many distinct string keys; an int past the
+    float range equals no float; objects, sets, bytes and opaque values equal nothing.
 
     Returns:
         ``(matches, message)``; ``message`` says why a malformed value did not match.
     """
-    try:
-        actual = decode_value(wire)
-    except CodecError as exc:
-        return False, f"malformed return value: {exc}"
-    try:
-        return values_equal(expected, actual, float_tolerance), None
-    except RecursionError:
-        return False, "return value nested too deeply"
-    except OverflowError:
-        return False, "return value out of range"
+    if type(wire) is not dict or set(wire) != {"v", "o"}:
+        return False, "malformed return value"
+    stack: list[tuple[Any, Any]] = [(expected, wire["v"])]
+    while stack:
+        want, node = stack.pop()
+        kind = type(want)
+        if want is None:
+            ok = node is None
+        elif kind is bool:
+            ok = node is want
+        elif kind is int:
+            ok = type(node) is int and node == want
+        elif kind is float:
+            got = _wire_float(node)
+            ok = got is not None and _float_close(want, got, float_tolerance)
+        elif kind is str:
+            ok = type(node) is str and node == want
+        elif kind is list:
+            items = node
+            if type(node) is dict and len(node) == 1 and "$tuple" in node:
+                items = node["$tuple"]
+            ok = type(items) is list and len(items) == len(want)
+            if ok:
+                stack.extend(zip(want, items, strict=True))
+        elif kind is dict:
+            pairs = node.get("$dict") if type(node) is dict and len(node) == 1 else None
+            ok = type(pairs) is list and len(pairs) == len(want)
+            seen: set[str] = set()
+            for pair in pairs if ok else ():
+                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                    ok = False
+                    break
+                key = pair[0]
+                if key in seen or key not in want:
+                    ok = False
+                    break
+                seen.add(key)
+                stack.append((want[key], pair[1]))
+        else:
+            ok = False
+        if not ok:
+            return False, _mismatch(node)
+    return True, None

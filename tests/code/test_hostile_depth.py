@@ -312,3 +312,28 @@ async def test_no_state_crosses_cases(
     # And no later case finds it: a program answering from a case counter earns nothing.
     outcome = await score(bare_code_verifier, channel_program(check, plant), ADD_STDIO)
     assert verdicts(outcome) == ["accepted", "accepted"]
+
+
+# -- class 3: the service does not do the program's work ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # a set of 60,000 integers of one hash, written straight into the reply pipe (building
+        # it in the program would cost the program what it costs a decoder)
+        'os.write(4, (\'{"i":0,"status":"ok","value":{"v":{"$set":[\''
+        " + ','.join(str(k * (2**61 - 1)) for k in range(60000)) + ']},\"o\":[]}}\\n')"
+        ".encode()); time.sleep(30)",
+        "return [type(f'C{k}', (), {})() for k in range(20000)]",  # one class per object
+        "return [1] * 200000",
+    ],
+)
+async def test_large_hostile_replies_are_wrong_answers(
+    code_verifier: CodeVerifier, body: str
+) -> None:
+    tests = {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": [1]}]}
+    limits = {"max_output_bytes": 4 << 20, "timeout_s": 10}
+    code = f"import os, time\ndef f():\n    {body}\n"
+    outcome = await score(code_verifier, code, tests, limits=limits)
+    assert verdicts(outcome) == ["wrong_answer"]
