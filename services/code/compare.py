@@ -182,9 +182,10 @@ def return_value_matches(  # noqa: C901 - one flat type dispatch reads best
                 stack.extend(zip(want, items, strict=True))
         elif kind is dict:
             pairs = node.get("$dict") if type(node) is dict and len(node) == 1 else None
-            ok = type(pairs) is list and len(pairs) == len(want)
-            seen: set[str] = set()
-            for pair in pairs if ok else ():
+            if type(pairs) is not list or len(pairs) != len(want):
+                return False, _mismatch(node)
+            ok, seen = True, set[str]()
+            for pair in pairs:
                 if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
                     ok = False
                     break
