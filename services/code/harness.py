@@ -542,6 +542,49 @@ def _remove_ipc() -> None:
                 pass
 
 
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+class _Filter:
+    """A seccomp filter (classic BPF from the service), ready to install in forked children.
+
+    The ``struct sock_fprog`` and the instructions it points to are built once, in the
+    driver; a child only makes two ``prctl`` calls.
+    """
+
+    def __init__(self, bpf: bytes) -> None:
+        import _ctypes
+
+        class _Char(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_char
+            _type_ = "c"
+
+        class _Instructions(_ctypes.Array):  # type: ignore[type-arg]  # c_char * len(bpf)
+            _type_ = _Char
+            _length_ = len(bpf)
+
+        if not bpf or len(bpf) % 8:
+            raise ValueError("malformed seccomp filter")
+        self._instructions = _Instructions.from_buffer_copy(bpf)
+        address = _ctypes.addressof(self._instructions)
+        # struct sock_fprog { unsigned short len; struct sock_filter *filter; } (padded)
+        self._program = (
+            (len(bpf) // 8).to_bytes(2, sys.byteorder)
+            + bytes(6)
+            + address.to_bytes(8, sys.byteorder)
+        )
+
+    def install(self) -> None:
+        """In a forked child: no new privileges, then the filter (for good: it is inherited
+        over fork and exec and cannot be removed)."""
+        prctl = _libc("prctl")
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._program, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_SECCOMP) failed")
+
+
 def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
     if memory_mb:
         limit = memory_mb * 1024 * 1024
@@ -634,6 +677,7 @@ class _Driver:
         self.commands = commands
         self.pid1 = pid1
         self.groups: set[int] = set()
+        self.filter: _Filter | None = None
         self.exited: dict[int, int] = {}
         """Wait statuses of children reaped by ``reap`` (a worker may exit at any moment and
         be reaped here before its role looks for it)."""
@@ -659,6 +703,17 @@ class _Driver:
         # Python semantics (SIGPIPE and SIGXFSZ ignored, Ctrl-C raises) for forked Python
         # children; exec'd binaries get default dispositions back (see run_case).
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.confine()
+
+    def confine(self) -> None:
+        """In a forked child, last before untrusted code: the seccomp filter, if any. A
+        child that cannot install it never runs the program (exit 127, said on stderr)."""
+        if self.filter is not None:
+            try:
+                self.filter.install()
+            except OSError:
+                _quietly(os.write, 2, b"tribunal: the seccomp filter could not be installed\n")
+                os._exit(127)
 
     def kill_others(self) -> None:
         """SIGKILL every process of the sandbox but the driver, then reap them."""
@@ -1153,6 +1208,7 @@ class _CallRole:
                 os.closerange(5, 65536)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 _set_limits(self.memory_mb, self.cpu_budget_s)
+                self.driver.confine()
                 _worker_main(self.code, 3, 4)
             finally:
                 os._exit(127)
@@ -1425,6 +1481,8 @@ def main() -> None:
     if first is None:
         return
     setup = loads(first)
+    if setup.get("seccomp"):
+        driver.filter = _Filter(binascii.a2b_base64(setup["seccomp"]))
     for path in setup.get("sys_path", ()):
         if os.path.isdir(path) and path not in sys.path:
             sys.path.append(path)

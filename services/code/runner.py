@@ -14,6 +14,7 @@ Faults of the program are verdicts; faults of Tribunal or the sandbox raise ``Sa
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import signal
 from collections.abc import AsyncIterator
@@ -181,6 +182,8 @@ class Runner:
         pool: Slots (and their uids) shared by every item of this runner.
         driver_pyc: The driver precompiled by the sandbox's interpreter (None: from source).
         prewarm: Keep a spare sandbox per slot.
+        seccomp_filter: Classic BPF the driver installs in every process of the program
+            (``seccomp.build_filter``), or None for none.
     """
 
     def __init__(
@@ -189,10 +192,14 @@ class Runner:
         pool: SlotPool,
         driver_pyc: bytes | None = None,
         prewarm: bool = True,
+        seccomp_filter: bytes | None = None,
     ) -> None:
         self.config = config
         self.pool = pool
         self.driver_pyc = driver_pyc
+        self._seccomp = (
+            None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode("ascii")
+        )
         self.prewarm = prewarm
         self._spares: dict[int, tuple[int | None, asyncio.Task[SandboxSession | None]]] = {}
         self._cleanups: dict[tuple[int, int | None], asyncio.Task[None]] = {}
@@ -298,6 +305,7 @@ class Runner:
         box = session.box
         return {
             "role": "stdio",
+            "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "language": language,
             "code": code,
@@ -418,6 +426,7 @@ class Runner:
     def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> dict[str, Any]:
         return {
             "role": "call",
+            "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "code": code,
             "memory_mb": limits.memory_mb,

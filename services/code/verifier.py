@@ -18,6 +18,7 @@ from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
 from tribunal.code.schemas import CodeDetails, CodeItem, RunDetails, RunItem
 from tribunal.code.scorer import score_cases
+from tribunal.code.seccomp import build_filter
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import (
@@ -37,6 +38,11 @@ _PROBE = """
 import os
 lines = open('/proc/net/dev').read().splitlines()[2:]
 print(6 * 7, sorted(line.split(':')[0].strip() for line in lines), os.path.exists('/etc/shadow'))
+try:
+    os.close(os.memfd_create('probe'))
+    print('memfd')
+except PermissionError:
+    print('refused')
 """
 _PROBE_EXPECTED = "42 ['lo'] False"
 
@@ -106,8 +112,9 @@ class _CodeBase:
             driver_pyc = await build_driver_pyc(config.python_path)
         except SandboxError as exc:
             raise ConfigurationError(exc.message) from exc
+        bpf = build_filter() if config.seccomp else None
         self._pool = SlotPool(config)
-        self._runner = Runner(config, self._pool, driver_pyc)
+        self._runner = Runner(config, self._pool, driver_pyc, seccomp_filter=bpf)
         await self._probe()
 
     async def _probe(self) -> None:
@@ -120,14 +127,21 @@ class _CodeBase:
             raise ConfigurationError(
                 f"the sandbox does not work here ({exc.message}). {_DOCKER_HINT}"
             ) from exc
-        output = execution.stdout.decode("utf-8", "replace").strip()
+        output, _, memfd = execution.stdout.decode("utf-8", "replace").strip().rpartition("\n")
         sandboxed = self.config.isolation == "bwrap"
+        filtered = memfd == "refused"
         if execution.exit_code != 0 or (sandboxed and output != _PROBE_EXPECTED):
             stderr = execution.stderr.decode("utf-8", "replace")[-2000:]
             await self.aclose()
             raise ConfigurationError(
                 f"the sandbox probe failed (exit {execution.exit_code}, output {output!r}, "
                 f"stderr {stderr!r}). {_DOCKER_HINT}"
+            )
+        if filtered != self.config.seccomp:
+            await self.aclose()
+            raise ConfigurationError(
+                f"the seccomp filter is {'on' if filtered else 'off'} in the sandbox, though "
+                f"TRIBUNAL_CODE_SECCOMP={str(self.config.seccomp).lower()}"
             )
 
     async def aclose(self) -> None:

@@ -35,7 +35,7 @@ async def run_verifier() -> AsyncIterator[CodeRunVerifier]:
 @pytest.fixture
 async def bare_code_verifier() -> AsyncIterator[CodeVerifier]:
     """A scoring verifier without the seccomp layer: what the other layers stop alone."""
-    verifier = CodeVerifier(CodeConfig(slots=2, default_timeout_s=3.0))
+    verifier = CodeVerifier(CodeConfig(slots=2, default_timeout_s=3.0, seccomp=False))
     await verifier.start()
     yield verifier
     await verifier.aclose()
@@ -44,7 +44,7 @@ async def bare_code_verifier() -> AsyncIterator[CodeVerifier]:
 @pytest.fixture
 async def bare_run_verifier() -> AsyncIterator[CodeRunVerifier]:
     """A run verifier without the seccomp layer."""
-    verifier = CodeRunVerifier(CodeConfig(slots=2, default_timeout_s=3.0))
+    verifier = CodeRunVerifier(CodeConfig(slots=2, default_timeout_s=3.0, seccomp=False))
     await verifier.start()
     yield verifier
     await verifier.aclose()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import textwrap
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, score
+from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
 from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.core.cache import MemoryCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, VerifierInfo
@@ -337,3 +338,90 @@ async def test_large_hostile_replies_are_wrong_answers(
     code = f"import os, time\ndef f():\n    {body}\n"
     outcome = await score(code_verifier, code, tests, limits=limits)
     assert verdicts(outcome) == ["wrong_answer"]
+
+
+# -- classes 4 and 5: memory outside the limits, kernel surface -----------------------------------
+
+# x86_64 numbers of the calls the filter refuses (with the arguments each is tried with)
+SYSCALLS = {
+    "shmget": (29, 0, 1 << 30, 0o1600),  # 1 GiB of SysV memory, IPC_PRIVATE | IPC_CREAT
+    "shmat": (30, 0, 0, 0),
+    "shmctl": (31, 0, 0, 0),
+    "semget": (64, 0, 1, 0o1600),
+    "msgget": (68, 0, 0o1600),
+    "memfd_create": (319, b"m", 0),
+    "memfd_secret": (447, 0),
+    "mq_open": (240, b"q", 0o100 | 2, 0o600, 0),
+    "io_uring_setup": (425, 8, None),
+    "io_uring_enter": (426, 0, 0, 0, 0, 0, 0),
+    "io_uring_register": (427, 0, 0, 0, 0),
+    "add_key": (248, b"user", b"k", b"v", 1, -4),
+    "request_key": (249, b"user", b"k", None, 0),
+    "keyctl": (250, 0, -4, 0),
+    "bpf": (321, 0, 0, 0),
+    "userfaultfd": (323, 0),
+    "perf_event_open": (298, 0, 0, -1, -1, 0),
+    "ptrace": (101, 0, 0, 0, 0),  # PTRACE_TRACEME
+    "process_vm_readv": (310, 1, 0, 0, 0, 0, 0),
+    "process_vm_writev": (311, 1, 0, 0, 0, 0, 0),
+    "kcmp": (312, 1, 1, 0, 0, 0),
+    "pidfd_getfd": (438, 0, 0, 0),
+    "socket_inet": (41, 2, 1, 0),
+    "socket_inet6": (41, 10, 2, 0),
+    "socket_vsock": (41, 40, 1, 0),
+    "socket_netlink": (41, 16, 3, 0),
+    "socketpair_inet": (53, 2, 1, 0, None),
+}
+SYSCALL_PROGRAM = """
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+for name, (nr, *args) in CALLS.items():
+    ctypes.set_errno(0)
+    fds = (ctypes.c_int * 2)()
+    args = [fds if name.startswith('socketpair') and a is None else a for a in args]
+    rc = libc.syscall(nr, *args)
+    out[name] = 'ok' if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), '?')
+fds = (ctypes.c_int * 2)()
+out['socket_unix'] = 'ok' if libc.syscall(41, 1, 1, 0) >= 0 else 'refused'
+out['socketpair_unix'] = 'ok' if libc.syscall(53, 1, 1, 0, fds) >= 0 else 'refused'
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 system call numbers")
+async def test_the_filter_refuses_each_call(
+    run_verifier: CodeRunVerifier, bare_run_verifier: CodeRunVerifier
+) -> None:
+    program = f"CALLS = {SYSCALLS!r}\n{SYSCALL_PROGRAM}"
+    item = RunItem(id="s", language="python", code=program, limits={"memory_mb": 256})
+    [filtered] = await run_verifier.score([item])
+    got = json.loads(filtered.details["stdout"])
+    assert got.pop("socket_unix") == "ok" and got.pop("socketpair_unix") == "ok"
+    want = {name: "EAFNOSUPPORT" if "socket" in name else "EPERM" for name in SYSCALLS}
+    assert got == want
+    # Without the filter, what it refuses works here (the test can fail): memory outside the
+    # limits, keyrings, vsock's family...
+    [bare] = await bare_run_verifier.score([item])
+    got = json.loads(bare.details["stdout"])
+    assert got["shmget"] == got["memfd_create"] == got["add_key"] == got["socket_inet"] == "ok"
+
+
+async def test_the_filter_leaves_what_programs_use(run_verifier: CodeRunVerifier) -> None:
+    code = """
+        import multiprocessing, socket, subprocess, threading, asyncio, tempfile
+        a, b = socket.socketpair()
+        a.send(b'x'); assert b.recv(1) == b'x'
+        with multiprocessing.Pool(2) as pool:
+            assert pool.map(abs, [-1, -2]) == [1, 2]
+        assert subprocess.run(['true']).returncode == 0
+        asyncio.run(asyncio.sleep(0))
+        tempfile.TemporaryFile().write(b'x')
+        try:
+            socket.socket()
+        except OSError as exc:
+            print(exc.errno)
+    """
+    details = await run(run_verifier, code, limits={"timeout_s": 10})
+    assert details["verdict"] == "accepted", details["stderr"]
+    assert details["stdout"] == "97\n"  # EAFNOSUPPORT
