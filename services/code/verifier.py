@@ -73,6 +73,21 @@ class _CodeBase:
         """``details.isolation`` value: set only when programs run unsandboxed."""
         return "none (UNSANDBOXED, development only)" if self.config.isolation == "none" else None
 
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The isolation layers of this configuration, for ``/readyz`` and the docs' threat
+        model (``docs/code-sandbox.md``). A worker whose host cannot give one of them refuses
+        to start (its probe checks the namespaces and the seccomp filter), so a live worker
+        runs with exactly these."""
+        sandboxed = self.config.isolation == "bwrap"
+        return {
+            "namespaces": "bwrap" if sandboxed else "none (UNSANDBOXED)",
+            "rlimits": True,
+            "seccomp": self.config.seccomp,
+            "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
+            "memory_cgroup": False,
+        }
+
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of this verifier's sandbox slots."""
         busy = self._pool.in_use if self._pool is not None else 0

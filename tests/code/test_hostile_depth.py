@@ -13,11 +13,14 @@ import os
 import textwrap
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
 from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code.api import create_app
+from tribunal.code.settings import CodeSettings
 from tribunal.core.cache import MemoryCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, VerifierInfo
 from tribunal.core.queue.base import QueuedItem
@@ -425,3 +428,15 @@ async def test_the_filter_leaves_what_programs_use(run_verifier: CodeRunVerifier
     details = await run(run_verifier, code, limits={"timeout_s": 10})
     assert details["verdict"] == "accepted", details["stderr"]
     assert details["stdout"] == "97\n"  # EAFNOSUPPORT
+
+
+async def test_readyz_says_which_layers_are_active() -> None:
+    app = create_app(CodeSettings(queue="memory"))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            checks = (await client.get("/readyz")).json()["checks"]
+    for name in ("code", "code_run"):
+        layers = checks[f"layers.{name}"]
+        assert layers["namespaces"] == "bwrap" and layers["seccomp"] is True
+        assert layers["memory_cgroup"] is False
