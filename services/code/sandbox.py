@@ -43,6 +43,7 @@ from typing import Any
 
 from tribunal.code import harness
 from tribunal.code.config import CodeConfig
+from tribunal.core import jsonparse
 from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
@@ -582,7 +583,7 @@ class SandboxSession:
         if not hmac.compare_digest(token, self._token):
             raise ChannelViolation("a record on the result channel was not the driver's")
         try:
-            record = json.loads(payload)
+            record = jsonparse.loads(payload)  # orjson where exact: about twice as fast
         except (ValueError, RecursionError) as exc:
             raise SandboxError(f"unreadable record from the driver: {exc}") from exc
         if type(record) is not dict:

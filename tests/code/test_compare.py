@@ -94,3 +94,18 @@ def test_walk_and_decode_agree_on_honest_values() -> None:
     for expected, value in cases:
         walked, _ = return_value_matches(expected, encode_value(value))
         assert walked is values_equal(expected, value), (expected, value)
+
+
+def test_lists_of_scalars_are_compared_type_strictly() -> None:
+    def wire(v: object) -> dict[str, object]:
+        return {"v": v, "o": []}
+
+    assert return_value_matches([1, "a", None, False], wire([1, "a", None, False]))[0]
+    assert not return_value_matches([1, 2], wire([True, 2]))[0]
+    assert not return_value_matches([True, 2], wire([1, 2]))[0]
+    assert not return_value_matches([1, "a"], wire([1.0, "a"]))[0]
+    assert not return_value_matches([None], wire([0]))[0]
+    assert not return_value_matches([1, 2], wire([1, [2]]))[0]
+    assert return_value_matches([1.0, 2], wire([1, 2]))[0]  # a float answer may be an int
+    assert return_value_matches([[1, 2], [3]], wire({"$tuple": [[1, 2], {"$tuple": [3]}]}))[0]
+    assert not return_value_matches([[1, 2], [3]], wire([[1, 2], [True]]))[0]
