@@ -208,8 +208,8 @@ def return_value_matches(  # noqa: C901 - one flat type dispatch reads best
             ok = type(items) is list and len(items) == len(want)
             if ok and _SCALARS.issuperset(map(type, want)):
                 # A list of ints, strings, bools and nulls (LeetCode's usual answer): equal
-                # iff of the same types, in order, and equal (two passes in C).
-                ok = list(map(type, items)) == list(map(type, want)) and items == want
+                # iff equal (in C, stopping at the first difference) and of the same types.
+                ok = items == want and list(map(type, items)) == list(map(type, want))
             elif ok:
                 stack.append(zip(want, items, strict=True))
         elif kind is dict:
