@@ -1124,7 +1124,7 @@ def wire_problem(wire: Any) -> str | None:  # noqa: C901 - one flat tag dispatch
             continue
         if kind is dict and len(e) == 1:
             ((tag, body),) = e.items()
-            if (tag == "$bytes" and type(body) is str) or (tag == "$float" and body in _FLOATS):
+            if type(body) is str and (tag == "$bytes" or (tag == "$float" and body in _FLOATS)):
                 continue
             if tag == "$ref" and type(body) is int:
                 continue

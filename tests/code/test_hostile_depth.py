@@ -440,3 +440,60 @@ async def test_readyz_says_which_layers_are_active() -> None:
         layers = checks[f"layers.{name}"]
         assert layers["namespaces"] == "bwrap" and layers["seccomp"] is True
         assert layers["memory_cgroup"] is False
+
+
+FUZZ = r"""
+import os, random
+
+NUMBERS = ["0", "-1", str(2**63), str(10**30), "1e999", "-1e999", "NaN", "Infinity", "1e-400"]
+STRINGS = [r'"\ud800"', r'"\udfff\ud800"', r'"\u0000"', r'"\""', '""', '"' + "x" * 50 + '"']
+TAGS = ["$tuple", "$set", "$dict", "$complex", "$opaque", "$float", "$ref", "$x", "v"]
+
+
+def junk(rng, depth=0):
+    pick = rng.randrange(12 if depth < 6 else 5)
+    if pick == 0:
+        return rng.choice(NUMBERS)
+    if pick == 1:
+        return rng.choice(STRINGS)
+    if pick == 2:
+        return rng.choice(["true", "false", "null", '{"$ref": 99}', '{"$bytes": "!!"}'])
+    if pick == 3:
+        return '"' + bytes(rng.randrange(256) for _ in range(8)).hex() + '"'
+    if pick == 4:
+        return '{"$range": [1, 2]}'
+    if pick < 8:
+        return "[" + ",".join(junk(rng, depth + 1) for _ in range(rng.randrange(4))) + "]"
+    return '{"' + rng.choice(TAGS) + '": ' + junk(rng, depth + 1) + "}"
+
+
+def f(seed):
+    rng = random.Random(seed)
+    objects = rng.choice(["[]", junk(rng), '[{"c": "X", "a": [["x", ' + junk(rng) + "]]}]"])
+    value = '{"v": ' + junk(rng) + ', "o": ' + objects + "}"
+    kind = rng.randrange(6)
+    if kind == 0:
+        line = '{"i": 0, "status": "ok", "value": ' + value + "}"
+    elif kind == 1:
+        line = '{"i": ' + junk(rng) + ', "status": ' + junk(rng) + ', "msg": ' + junk(rng) + "}"
+    elif kind == 2:
+        line = '{"i": 0, "status": "raised", "exc": ' + junk(rng) + ', "msg": ' + junk(rng) + "}"
+    elif kind == 3:
+        line = junk(rng)
+    elif kind == 4:
+        line = "[" * rng.randrange(50, 5000)
+    else:
+        line = bytes(rng.randrange(256) for _ in range(64)).decode("latin-1")
+    os.write(4, line.encode("utf-8", "surrogatepass") + b"\n")
+    return seed
+"""
+
+
+async def test_any_bytes_in_the_reply_pipe_end_as_verdicts(code_verifier: CodeVerifier) -> None:
+    """Forty cases, each writing a random line into the worker's reply pipe before its own
+    reply (which then answers the wrong call): every case gets a verdict, none an error."""
+    cases = [{"args": [seed], "expected": seed} for seed in range(40)]
+    tests = {"kind": "function", "entry_point": "f", "cases": cases}
+    outcome = await score(code_verifier, FUZZ, tests, limits={"timeout_s": 5})
+    got = verdicts(outcome)
+    assert len(got) == 40 and set(got) <= {"runtime_error", "wrong_answer", "accepted"}
