@@ -608,7 +608,7 @@ def _wipe(path: str) -> None:
     except OSError:
         return
     try:
-        prefix = ".wipe-" + os.urandom(6).hex() + "-"
+        prefix = ""
         moved = 0
         pending: list[str | None] = [None]
         while pending:
@@ -631,6 +631,7 @@ def _wipe(path: str) -> None:
                     if fd == root:
                         pending.append(entry)
                         continue
+                    prefix = prefix or ".wipe-" + os.urandom(6).hex() + "-"
                     target = prefix + str(moved)
                     moved += 1
                     os.rename(entry, target, src_dir_fd=fd, dst_dir_fd=root)
@@ -947,7 +948,9 @@ class _StdioRole:
         if wipe:
             for path in self.wipe_dirs:
                 _clean_dir(path, self.modes[path])
-            if self.driver.pid1:  # its own IPC namespace: whatever is in it is the program's
+            if self.driver.pid1 and self.driver.filter is None:
+                # Its own IPC namespace: whatever is in it is the program's (with the filter,
+                # the program can create no SysV object and no key).
                 _remove_ipc()
         return result
 
