@@ -497,3 +497,43 @@ async def test_any_bytes_in_the_reply_pipe_end_as_verdicts(code_verifier: CodeVe
     outcome = await score(code_verifier, FUZZ, tests, limits={"timeout_s": 5})
     got = verdicts(outcome)
     assert len(got) == 40 and set(got) <= {"runtime_error", "wrong_answer", "accepted"}
+
+
+HIJACK = (
+    FUZZ.replace("def f(seed):", "def forged(seed):").replace(
+        '    os.write(4, line.encode("utf-8", "surrogatepass") + b"\\n")\n    return seed',
+        "    return line",
+    )
+    + r"""
+import sys, json
+
+
+def f(seed):
+    # Take the worker over: answer this call and every later one with a forged line that
+    # carries the index the driver expects.
+    frame = sys._getframe(1)
+    reader, index = frame.f_locals["reader"], frame.f_locals["request"]["i"]
+    while True:
+        line = forged(seed).replace('"i": 0', '"i": %d' % index, 1)
+        os.write(4, line.encode("utf-8", "surrogatepass") + b"\n")
+        request = json.loads(reader.readline())
+        index, seed = request["i"], seed + 1
+"""
+)
+
+
+@pytest.mark.parametrize("offset", [0, 1000])
+async def test_a_program_that_takes_its_worker_over_gets_verdicts(
+    code_verifier: CodeVerifier, offset: int
+) -> None:
+    """The program answers every call itself (valid indexes, random values and statuses),
+    in function mode and relayed to an assert test: verdicts, never an item error."""
+    assert "def forged(seed)" in HIJACK and "return line" in HIJACK
+    calls = "".join(f"    try:\n        c({offset + s})\n    except Exception:\n        pass\n"
+                    for s in range(30))  # fmt: skip
+    assert_tests = {"kind": "assert", "entry_point": "f", "test": f"def check(c):\n{calls}"}
+    cases = [{"args": [offset + s], "expected": offset + s} for s in range(30)]
+    function_tests = {"kind": "function", "entry_point": "f", "cases": cases}
+    for tests in (assert_tests, function_tests):
+        outcome = await score(code_verifier, HIJACK, tests, limits={"timeout_s": 5})
+        assert set(verdicts(outcome)) <= {"runtime_error", "wrong_answer", "accepted"}
