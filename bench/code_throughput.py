@@ -20,6 +20,19 @@ the result cache off (``TRIBUNAL_CACHE_TTL_S=0``). Three measurements:
 * ``humaneval``: wall time to score the 164 HumanEval canonical solutions (assert tests),
   every item in flight at once. Target: < 10 s.
 
+Two more parts, in this process (no HTTP, no Redis), for the hardening of issue #27:
+
+* ``layers``: the same work with the seccomp filter off and on, in alternating blocks (so
+  that a change of the machine's load falls on both): ``print(1)`` runs one after another
+  (sandboxed runs/s) and stdio items of ``--layers-cases`` cases each (cases/s: the filter
+  is installed and the case's state cleaned up once per case), with the CPU per run and per
+  case of this process and every sandbox (reaped children, from ``getrusage``). Target: the
+  filter within 5% of runs/s and CPU.
+* ``compare``: the largest return value the output cap allows (``max_output_bytes`` of
+  integers), parsed as the service parses a record and compared with an equal expected value
+  (the walk's worst case: all of it matches), beside the decode-then-compare it replaced; and
+  a reply of integers whose hashes all collide, through both. Target: under 50 ms.
+
 Items go out over ``--requests`` concurrent requests (dealt round-robin) rather than one
 request each: the API's Redis pool holds 100 connections, and a few hundred sync requests that
 wait together get 503s. Every reference solution passes, so each report gives the share
@@ -33,6 +46,7 @@ runs on it, and every figure here moves with that load.
     .venv/bin/python bench/code_throughput.py --run-setups 1x1 --skip-score --runs 100
     .venv/bin/python bench/code_throughput.py --skip-run --score-setup 2x1 \\
         --env TRIBUNAL_WORKER_BATCH_SIZE=1 --env TRIBUNAL_WORKER_CONCURRENCY=4
+    .venv/bin/python bench/code_throughput.py --skip-run --skip-score --layers-runs 200
 """
 
 from __future__ import annotations
@@ -57,6 +71,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import code_data
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
+from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code.compare import return_value_matches, values_equal
+from tribunal.code.harness import decode_value, encode_value
+from tribunal.core import jsonparse
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
 RUN_BODY = {"language": "python", "code": "print(1)"}
@@ -363,6 +381,127 @@ def _env(pairs: Sequence[str]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
+def _own_cpu_s() -> float:
+    """CPU of this process and of its reaped descendants (the sandboxes), in seconds."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]:
+    """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
+    cases, one at a time: wall and CPU of each (verifiers closed, so every sandbox is
+    reaped and counted)."""
+    config = CodeConfig(slots=1, seccomp=seccomp)
+    out: dict[str, float] = {}
+    runner = CodeRunVerifier(config)
+    await runner.start()
+    cpu, start = _own_cpu_s(), time.perf_counter()
+    for k in range(runs):
+        [outcome] = await runner.score([RunItem(id=str(k), **RUN_BODY)])
+        assert outcome.error is None and outcome.details["stdout"] == "1\n", outcome
+    out["run_wall_s"] = time.perf_counter() - start
+    await runner.aclose()
+    out["run_cpu_s"] = _own_cpu_s() - cpu
+    scorer = CodeVerifier(config)
+    await scorer.start()
+    tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
+                                        for k in range(cases)]}  # fmt: skip
+    program = "a, b = map(int, input().split())\nprint(a + b)"
+    cpu, start = _own_cpu_s(), time.perf_counter()
+    for k in range(max(1, runs // 10)):
+        item = CodeItem(id=str(k), language="python", code=program, tests=tests)
+        [outcome] = await scorer.score([item])
+        assert outcome.error is None and outcome.reward == 1.0, outcome
+    out["case_wall_s"] = time.perf_counter() - start
+    await scorer.aclose()
+    out["case_cpu_s"] = _own_cpu_s() - cpu
+    return out
+
+
+async def layers(runs: int, cases: int, rounds: int = 2) -> dict[str, Any]:
+    """The seccomp filter off and on, ``rounds`` alternating blocks each."""
+    sums = {name: dict.fromkeys(("run_wall_s", "run_cpu_s", "case_wall_s", "case_cpu_s"), 0.0)
+            for name in ("seccomp_off", "seccomp_on")}  # fmt: skip
+    per_block = max(1, runs // rounds)
+    for _ in range(rounds):
+        for name in sums:
+            block = await _layer_block(name == "seccomp_on", per_block, cases)
+            for key, value in block.items():
+                sums[name][key] += value
+    n_runs = per_block * rounds
+    n_cases = max(1, per_block // 10) * cases * rounds
+    out: dict[str, Any] = {"runs": n_runs, "cases": n_cases, "cases_per_item": cases}
+    for name, s in sums.items():
+        out[name] = {
+            "runs_per_s": round(n_runs / s["run_wall_s"], 1),
+            "cpu_ms_per_run": round(1000 * s["run_cpu_s"] / n_runs, 2),
+            "cases_per_s": round(n_cases / s["case_wall_s"], 1),
+            "cpu_ms_per_case": round(1000 * s["case_cpu_s"] / n_cases, 2),
+        }
+    off, on = out["seccomp_off"], out["seccomp_on"]
+    out["on_vs_off"] = {key: round(on[key] / off[key], 3) for key in off}
+    return out
+
+
+def _median_ms(fn: Callable[[], object], repeats: int = 5) -> float:
+    """Median CPU time of ``fn`` in this process (ms): on a shared machine the wall clock
+    measures the neighbours too, and the work is all on this thread."""
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        times.append(1000 * (time.process_time() - start))
+    return round(statistics.median(times), 2)
+
+
+def _reply_costs(cap: int) -> dict[str, Any]:
+    """A return value of integers filling ``cap`` bytes, as the service receives it: parsed
+    (``json.loads`` of the record), then compared with an equal expected value (the walk's
+    worst case) and with one that differs at the first integer (a wrong or hostile reply)."""
+    value = list(range(10**6, 10**6 + cap // 8))  # "1000000," is 8 bytes
+    record = {"i": 0, "status": "ok", "value": encode_value(value), "time_ms": 1.0}
+    line = json.dumps(record, separators=(",", ":")).encode()
+    parsed = json.loads(line)["value"]
+    wrong = [0, *value[1:]]
+    return {
+        "reply_bytes": len(line),
+        "integers": len(value),
+        "parse_ms": _median_ms(lambda: jsonparse.loads(line)),
+        "walk_equal_ms": _median_ms(lambda: return_value_matches(value, parsed)),
+        "walk_first_differs_ms": _median_ms(lambda: return_value_matches(wrong, parsed)),
+        "decode_then_compare_ms": _median_ms(
+            lambda: values_equal(value, decode_value(parsed)), repeats=3
+        ),
+    }
+
+
+def compare_part() -> dict[str, Any]:
+    """Replies at the default output cap and at the largest an item may ask for, by walk and
+    by the decode it replaced; and a set of integers of one hash."""
+    config = CodeConfig()
+    colliding = 20_000  # the decode is quadratic: a whole reply of these takes minutes
+    hostile = {"v": {"$set": [k * (2**61 - 1) for k in range(colliding)]}, "o": []}
+    return {
+        "default_cap": {
+            "max_output_bytes": config.default_max_output_bytes,
+            **_reply_costs(config.default_max_output_bytes),
+        },
+        "largest_cap": {
+            "max_output_bytes": config.max_output_bytes,
+            **_reply_costs(config.max_output_bytes),
+        },
+        "colliding_set": {
+            "integers": colliding,
+            "walk_ms": _median_ms(lambda: return_value_matches([1], hostile)),
+            "decode_ms": _median_ms(lambda: decode_value(hostile), repeats=1),
+        },
+        "target_ms": 50,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=300, help="Runs per /v1/code/run series.")
@@ -395,6 +534,14 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true", help="Skip the /v1/code/run part.")
     parser.add_argument("--skip-score", action="store_true", help="Skip LeetCode and HumanEval.")
     parser.add_argument(
+        "--layers-runs",
+        type=int,
+        default=200,
+        help="Runs per setting of the seccomp comparison (0: skip it); items of "
+        "--layers-cases cases, a tenth as many.",
+    )
+    parser.add_argument("--layers-cases", type=int, default=10, help="Cases per stdio item.")
+    parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
     args = parser.parse_args()
@@ -419,6 +566,9 @@ def main() -> None:
         },
     }
     extra_env = _env(args.env)
+    report["compare"] = compare_part()
+    if args.layers_runs:
+        report["layers"] = asyncio.run(layers(args.layers_runs, args.layers_cases))
     with redis_server() as redis_url:
         if not args.skip_run:
             report["run"] = _run_part(redis_url, args, extra_env)
@@ -502,6 +652,18 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
         out["leetcode_at_least_300_cases_per_s"] = report["leetcode"]["meets_target"]
     if "humaneval" in report:
         out["humaneval_under_10_s"] = report["humaneval"]["meets_target"]
+    if "compare" in report:
+        for cap in ("default_cap", "largest_cap"):
+            costs = report["compare"][cap]
+            out[f"{cap}_reply_parsed_and_compared_under_50_ms"] = (
+                costs["parse_ms"] + costs["walk_equal_ms"] < report["compare"]["target_ms"]
+            )
+    if "layers" in report:
+        ratios = report["layers"]["on_vs_off"]
+        out["seccomp_within_5_percent"] = (
+            min(ratios["runs_per_s"], ratios["cases_per_s"]) >= 0.95
+            and max(ratios["cpu_ms_per_run"], ratios["cpu_ms_per_case"]) <= 1.05
+        )
     return out
 
 

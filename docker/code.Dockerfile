@@ -21,7 +21,7 @@ RUN python3 -m venv /opt/venv \
     && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        bubblewrap g++ python3 python3-sortedcontainers util-linux \
+        bubblewrap g++ libseccomp2 python3 python3-sortedcontainers util-linux \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log
 # (COPY, not a bind mount: buildah does not hash a mount's content, so a change to the code
 # would reuse a stale layer.)

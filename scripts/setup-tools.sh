@@ -4,8 +4,9 @@
 # Needed: redis-server (the queue; the suite starts its own), bubblewrap (the code sandbox),
 # g++ (C++ items), the sandbox's Python with python3-sortedcontainers (LeetCode solutions
 # import it; the sandbox runs /usr/bin/python3 -I -S with Debian's dist-packages on its path)
-# and python3-venv (for .venv). As root it installs what is missing with apt-get, as a user
-# through `sudo -n` (never a password prompt); otherwise it prints the command and exits 1.
+# python3-venv (for .venv) and libseccomp2 (compiles the code sandbox's seccomp filter). As root
+# it installs what is missing with apt-get, as a user through `sudo -n` (never a password
+# prompt); otherwise it prints the command and exits 1.
 set -euo pipefail
 
 python=${PYTHON:-python3}
@@ -21,6 +22,8 @@ elif ! /usr/bin/python3 -I -S -c \
   missing+=(python3-sortedcontainers)
 fi
 "$python" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || compgen -G '/lib/*/libseccomp.so.2' \
+  >/dev/null || missing+=(libseccomp2)
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 

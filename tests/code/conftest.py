@@ -30,3 +30,21 @@ async def run_verifier() -> AsyncIterator[CodeRunVerifier]:
     await verifier.start()
     yield verifier
     await verifier.aclose()
+
+
+@pytest.fixture
+async def bare_code_verifier() -> AsyncIterator[CodeVerifier]:
+    """A scoring verifier without the seccomp layer: what the other layers stop alone."""
+    verifier = CodeVerifier(CodeConfig(slots=2, default_timeout_s=3.0, seccomp=False))
+    await verifier.start()
+    yield verifier
+    await verifier.aclose()
+
+
+@pytest.fixture
+async def bare_run_verifier() -> AsyncIterator[CodeRunVerifier]:
+    """A run verifier without the seccomp layer."""
+    verifier = CodeRunVerifier(CodeConfig(slots=2, default_timeout_s=3.0, seccomp=False))
+    await verifier.start()
+    yield verifier
+    await verifier.aclose()

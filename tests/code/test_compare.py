@@ -57,3 +57,55 @@ def test_return_values_decode_then_compare() -> None:
     ok, message = return_value_matches(1, {"v": {"$bogus": 1}, "o": []})
     assert not ok and message and "malformed" in message
     assert return_value_matches(1.5, encode_value(math.nan))[0] is False
+
+
+def test_the_walk_decodes_only_what_can_match() -> None:
+    collide = [k * (2**61 - 1) for k in range(1000)]  # one hash for all: quadratic as a set
+    assert return_value_matches([1], {"v": {"$set": collide}, "o": []}) == (False, None)
+    objects = [{"c": f"C{k}", "a": [["x", k]]} for k in range(1000)]  # a class per object
+    assert return_value_matches([1], {"v": [{"$ref": 0}], "o": objects}) == (False, None)
+    deep: object = 1
+    for _ in range(100_000):  # no stack is used, whatever the depth
+        deep = [deep]
+    assert return_value_matches([[[1]]], {"v": deep, "o": []}) == (False, None)
+    assert return_value_matches(1.5, {"v": 10**400, "o": []}) == (False, None)
+    assert return_value_matches(1e308, {"v": 10**308, "o": []}) == (True, None)
+    # dicts: distinct string keys, as many as expected; the order does not matter
+    pairs = [["b", 2], ["a", 1]]
+    assert return_value_matches({"a": 1, "b": 2}, {"v": {"$dict": pairs}, "o": []})[0]
+    dup = [["a", 1], ["a", 1]]
+    assert not return_value_matches({"a": 1, "b": 1}, {"v": {"$dict": dup}, "o": []})[0]
+    assert not return_value_matches({"1": 1}, {"v": {"$dict": [[1, 1]]}, "o": []})[0]
+    assert not return_value_matches([1], {"v": {"$set": [1]}, "o": []})[0]
+    assert return_value_matches([1, [2]], {"v": {"$tuple": [1, {"$tuple": [2]}]}, "o": []})[0]
+    assert return_value_matches(math.inf, encode_value(math.inf)) == (True, None)
+
+
+def test_walk_and_decode_agree_on_honest_values() -> None:
+    cases: list[tuple[object, object]] = [
+        ([1, 2.0, "x", None, True], [1, 2.0, "x", None, True]),
+        ([1.0], [1]),
+        ({"k": [1, {"j": False}]}, {"k": (1, {"j": False})}),
+        ([True], [1]),
+        ([], ()),
+        ({"a": 1}, {"a": 1, "b": 2}),
+        ("é\U0001f600", "é\U0001f600"),
+    ]
+    for expected, value in cases:
+        walked, _ = return_value_matches(expected, encode_value(value))
+        assert walked is values_equal(expected, value), (expected, value)
+
+
+def test_lists_of_scalars_are_compared_type_strictly() -> None:
+    def wire(v: object) -> dict[str, object]:
+        return {"v": v, "o": []}
+
+    assert return_value_matches([1, "a", None, False], wire([1, "a", None, False]))[0]
+    assert not return_value_matches([1, 2], wire([True, 2]))[0]
+    assert not return_value_matches([True, 2], wire([1, 2]))[0]
+    assert not return_value_matches([1, "a"], wire([1.0, "a"]))[0]
+    assert not return_value_matches([None], wire([0]))[0]
+    assert not return_value_matches([1, 2], wire([1, [2]]))[0]
+    assert return_value_matches([1.0, 2], wire([1, 2]))[0]  # a float answer may be an int
+    assert return_value_matches([[1, 2], [3]], wire({"$tuple": [[1, 2], {"$tuple": [3]}]}))[0]
+    assert not return_value_matches([[1, 2], [3]], wire([[1, 2], [True]]))[0]

@@ -75,8 +75,10 @@ def test_protocol_and_cache_payloads() -> None:
     assert payload is not None and "id" not in payload and payload["code"] == "print(1)"
     assert runner.cache_payload(RunItem(id="r", language="python", code="")) is None
     assert scorer.config_hash() == CodeVerifier(CodeConfig(slots=7)).config_hash()
-    # Pinned: the defaults' hash from before the configuration moved into pydantic models.
-    assert scorer.config_hash() == "df1568c71204eaca"
+    # Pinned: the defaults' hash (moved once, by the seccomp field: a filtered program may
+    # earn another verdict, so results cached without the filter are not reused).
+    assert scorer.config_hash() == "8066e21a6cbca754"
+    assert scorer.config_hash() != CodeVerifier(CodeConfig(seccomp=False)).config_hash()
     assert scorer.config_hash() != CodeVerifier(CodeConfig(default_timeout_s=1)).config_hash()
 
 

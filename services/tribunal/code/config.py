@@ -26,6 +26,14 @@ class CodeConfig(BaseModel):
         "production mode). none: plain subprocesses with rlimits, for local development only "
         "(logged loudly and reported in every result's details.isolation).",
     )
+    seccomp: bool = Field(
+        default=True,
+        description="Install a seccomp filter on every process of a program, refusing the "
+        "system calls no test program needs (SysV shared memory and queues, memfd, POSIX "
+        "mqueues, io_uring, keyrings, sockets other than AF_UNIX, bpf, userfaultfd, "
+        "perf_event_open, ptrace): built with libseccomp at start, which must then load. "
+        "false: the namespaces, rlimits and per-case clean-up only.",
+    )
     slots: int = Field(
         default=0,
         ge=0,

@@ -210,8 +210,7 @@ class _Encoder:
                 text = repr(v)
             except Exception as exc:
                 raise CodecError(f"cannot serialise a value of type {type(v).__name__}") from exc
-            name = type(v).__name__
-            return {"$opaque": [str.__str__(name), truth, str.__str__(text)[:_MAX_MESSAGE_CHARS]]}
+            return {"$opaque": [escape_text(type(v).__name__, 200), truth, escape_text(text)]}
         key = id(v)
         if key in self._ids:
             return {"$ref": self._ids[key]}
@@ -347,8 +346,8 @@ def decode_value(wire: Any, resolve: Callable[[str], Any] | None = None) -> Any:
         return decoder.dec(wire["v"])
     except CodecError:
         raise
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise CodecError(f"malformed value: {exc}") from None
+    except (TypeError, ValueError, RecursionError, OverflowError, MemoryError) as exc:
+        raise CodecError(f"malformed value: {_describe(exc, with_type=False)}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,11 +363,31 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> None:
         return
 
 
+def escape_text(text: str, limit: int = _MAX_MESSAGE_CHARS) -> str:
+    """The one escape point of program text (messages, names, reprs) into results.
+
+    Caps ``text`` at ``limit`` characters and writes each lone surrogate as the six characters
+    ``\\udXXX``: the result is valid UTF-8, so JSON, orjson and pydantic all write it (a lone
+    surrogate in an exception message once failed a whole batch). Never raises.
+    """
+    try:
+        text = str.__str__(text)[:limit]
+        if text.isascii():
+            return text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return text
+    except BaseException:
+        return "<unprintable>"
+
+
 def _exc_name(exc: BaseException) -> str:
-    """The class name of a (possibly hostile) exception."""
+    """The class name of a (possibly hostile) exception, escaped."""
     try:
         name = type(exc).__name__
-        return str.__str__(name)[:200] if isinstance(name, str) else "<unnamed>"
+        return escape_text(name, 200) if isinstance(name, str) else "<unnamed>"
     except BaseException:
         return "<unnamed>"
 
@@ -381,7 +400,7 @@ def _describe(exc: BaseException, with_type: bool = True) -> str:
     except BaseException:
         text = "<unprintable>"
     text = f"{_exc_name(exc)}: {text}" if with_type else text
-    return text[:_MAX_MESSAGE_CHARS]
+    return escape_text(text)
 
 
 def _write_all(fd: int, parts: list[Any]) -> None:
@@ -451,30 +470,119 @@ def _read_exact_into(fd: int, buf: bytearray) -> None:
         got += n
 
 
+_LIBC: dict[str, Any] = {}
+
+
+def _libc(name: str) -> Any:
+    """The libc function ``name`` (int result, errno kept), as ``ctypes.CDLL(None,
+    use_errno=True)`` would give it, built from ``_ctypes`` directly: ``import ctypes`` (with
+    ``struct``, ``types`` and the class zoo) costs about 2 ms of CPU in every sandbox's
+    start-up, 10% of a whole ``/v1/code/run``'s sandbox."""
+    if name not in _LIBC:
+        import _ctypes
+
+        # The stubs know these only through ``ctypes`` (hence the ignores); at run time they
+        # are exactly what ``ctypes`` builds from the same pieces.
+        class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):  # CDLL(..., use_errno=True)._FuncPtr
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = _Int
+
+        class _Program:  # CDLL(None): the running program and its libraries (libc)
+            _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
+
+        _LIBC[name] = _Function((name, _Program()))  # type: ignore[arg-type]
+    return _LIBC[name]
+
+
 def _make_undumpable() -> None:
-    """PR_SET_DUMPABLE=0: same-uid children can no longer ptrace us or open /proc/1/{mem,fd}.
+    """PR_SET_DUMPABLE=0: same-uid children can no longer ptrace us or open /proc/1/{mem,fd}."""
+    if _libc("prctl")(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        import _ctypes
 
-    Calls ``prctl`` through ``_ctypes`` directly, as ``ctypes.CDLL(None, use_errno=True)``
-    would: ``import ctypes`` (with ``struct``, ``types`` and the class zoo) costs about 2 ms of
-    CPU in every sandbox's start-up, 10% of a whole ``/v1/code/run``'s sandbox.
-    """
-    import _ctypes
-
-    # The stubs know these only through ``ctypes`` (hence the ignores); at run time they are
-    # exactly what ``ctypes`` builds from the same pieces.
-    class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
-        _type_ = "i"
-
-    class _Function(_ctypes.CFuncPtr):  # CDLL(..., use_errno=True)._FuncPtr
-        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-        _restype_ = _Int
-
-    class _Program:  # CDLL(None): the running program and its libraries (libc)
-        _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
-
-    prctl = _Function(("prctl", _Program()))  # type: ignore[arg-type]
-    if prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
         raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+# SysV IPC objects of the sandbox's IPC namespace: /proc table, remover, its arguments after
+# the id (IPC_RMID is 0).
+_SYSV_TABLES = (
+    ("/proc/sysvipc/shm", "shmctl", (0, None)),
+    ("/proc/sysvipc/sem", "semctl", (0, 0)),
+    ("/proc/sysvipc/msg", "msgctl", (0, None)),
+)
+_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+_KEYCTL_CLEAR = 7
+_KEY_SPECS = (-3, -4, -5)  # the session, user and user-session keyrings
+
+
+def _remove_ipc() -> None:
+    """Remove every SysV IPC object (shared memory, semaphores, message queues) and clear the
+    keyrings a program can reach: they outlive the processes that made them, so they would
+    carry state from one case to the next (and hold memory no rlimit counts). Never raises."""
+    for table, remover, args in _SYSV_TABLES:
+        try:
+            with open(table, "rb") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                try:  # noqa: SIM105 - the driver does not import contextlib
+                    _libc(remover)(int(fields[1]), *args)
+                except Exception:
+                    pass
+    if _KEYCTL is not None:
+        for spec in _KEY_SPECS:
+            try:  # noqa: SIM105 - the driver does not import contextlib
+                _libc("syscall")(_KEYCTL, _KEYCTL_CLEAR, spec)
+            except Exception:
+                pass
+
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+class _Filter:
+    """A seccomp filter (classic BPF from the service), ready to install in forked children.
+
+    The ``struct sock_fprog`` and the instructions it points to are built once, in the
+    driver; a child only makes two ``prctl`` calls.
+    """
+
+    def __init__(self, bpf: bytes) -> None:
+        import _ctypes
+
+        class _Char(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_char
+            _type_ = "c"
+
+        class _Instructions(_ctypes.Array):  # type: ignore[type-arg]  # c_char * len(bpf)
+            _type_ = _Char
+            _length_ = len(bpf)
+
+        if not bpf or len(bpf) % 8:
+            raise ValueError("malformed seccomp filter")
+        self._instructions = _Instructions.from_buffer_copy(bpf)
+        address = _ctypes.addressof(self._instructions)
+        # struct sock_fprog { unsigned short len; struct sock_filter *filter; } (padded)
+        self._program = (
+            (len(bpf) // 8).to_bytes(2, sys.byteorder)
+            + bytes(6)
+            + address.to_bytes(8, sys.byteorder)
+        )
+
+    def install(self) -> None:
+        """In a forked child: no new privileges, then the filter (for good: it is inherited
+        over fork and exec and cannot be removed)."""
+        prctl = _libc("prctl")
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._program, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_SECCOMP) failed")
 
 
 def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
@@ -487,20 +595,79 @@ def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
 
 
 def _wipe(path: str) -> None:
-    """Remove everything below ``path`` (not ``path`` itself), without following links."""
+    """Remove everything below ``path`` (not ``path`` itself); never raises, never recurses.
+
+    The program is dead when this runs, and everything below ``path`` is its own (same uid),
+    so every directory's permissions are taken back (``0o700``) before it is entered: a
+    directory the program made unreadable, or a tree deeper than the stack or than
+    ``PATH_MAX``, is emptied all the same. Subdirectories are moved up to ``path`` (one rename)
+    and emptied there, so at most two directory fds are open and no path grows long.
+    """
     try:
-        entries = list(os.scandir(path))
+        root = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                _wipe(entry.path)
-                os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        except OSError:
-            pass
+    try:
+        prefix = ""
+        moved = 0
+        pending: list[str | None] = [None]
+        while pending:
+            name = pending.pop()
+            try:
+                fd = root if name is None else os.open(name, os.O_RDONLY, dir_fd=root)
+            except OSError:
+                continue
+            try:
+                with os.scandir(fd) as scan:
+                    entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in scan]
+            except OSError:
+                entries = []
+            for entry, is_dir in entries:
+                try:
+                    if not is_dir:
+                        os.unlink(entry, dir_fd=fd)
+                        continue
+                    os.chmod(entry, 0o700, dir_fd=fd)
+                    if fd == root:
+                        pending.append(entry)
+                        continue
+                    prefix = prefix or ".wipe-" + os.urandom(6).hex() + "-"
+                    target = prefix + str(moved)
+                    moved += 1
+                    os.rename(entry, target, src_dir_fd=fd, dst_dir_fd=root)
+                    pending.append(target)
+                except OSError:
+                    pass
+            if fd != root:
+                os.close(fd)
+                try:  # noqa: SIM105 - the driver does not import contextlib
+                    os.rmdir(str(name), dir_fd=root)
+                except OSError:
+                    pass
+    except BaseException:
+        pass
+    finally:
+        os.close(root)
+
+
+def _clean_dir(path: str, mode: int) -> None:
+    """Empty a writable directory and give it back its mode, times and no extended attributes
+    (each could carry a value from one case to the next); never raises."""
+    _quietly(os.chmod, path, mode)
+    _wipe(path)
+    try:
+        for name in os.listxattr(path, follow_symlinks=False):
+            os.removexattr(path, name, follow_symlinks=False)
+    except OSError:
+        pass
+    _quietly(os.utime, path, (0, 0))
+
+
+def _mode_of(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o700
 
 
 class _Driver:
@@ -511,6 +678,10 @@ class _Driver:
         self.commands = commands
         self.pid1 = pid1
         self.groups: set[int] = set()
+        self.filter: _Filter | None = None
+        self.exited: dict[int, int] = {}
+        """Wait statuses of children reaped by ``reap`` (a worker may exit at any moment and
+        be reaped here before its role looks for it)."""
 
     def enter_child(
         self, stdin_fd: int, stdout_fd: int, stderr_fd: int, keep_fd: int | None = None
@@ -533,6 +704,17 @@ class _Driver:
         # Python semantics (SIGPIPE and SIGXFSZ ignored, Ctrl-C raises) for forked Python
         # children; exec'd binaries get default dispositions back (see run_case).
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.confine()
+
+    def confine(self) -> None:
+        """In a forked child, last before untrusted code: the seccomp filter, if any. A
+        child that cannot install it never runs the program (exit 127, said on stderr)."""
+        if self.filter is not None:
+            try:
+                self.filter.install()
+            except OSError:
+                _quietly(os.write, 2, b"tribunal: the seccomp filter could not be installed\n")
+                os._exit(127)
 
     def kill_others(self) -> None:
         """SIGKILL every process of the sandbox but the driver, then reap them."""
@@ -543,15 +725,17 @@ class _Driver:
                 _quietly(os.killpg, group, signal.SIGKILL)
         self.reap(block=True)
         self.groups.clear()
+        self.exited.clear()
 
     def reap(self, block: bool = False) -> None:
         while True:
             try:
-                pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
+            self.exited[pid] = status
 
 
 def _status_of(wait_status: int) -> tuple[int | None, int | None]:
@@ -647,6 +831,7 @@ class _StdioRole:
         self.driver = driver
         self.language = setup["language"]
         self.wipe_dirs = [str(d) for d in setup.get("wipe_dirs", _WIPE_DIRS_DEFAULT)]
+        self.modes = {path: _mode_of(path) for path in self.wipe_dirs}
         self.kill_on_overflow = bool(setup.get("kill_on_overflow", True))
         self.code: Any = None
         self.binary = str(setup.get("binary", "/box/main"))
@@ -762,7 +947,11 @@ class _StdioRole:
         result = self._supervise(pid, start, timeout_s, _Capture(out_r, cap), _Capture(err_r, cap))
         if wipe:
             for path in self.wipe_dirs:
-                _wipe(path)
+                _clean_dir(path, self.modes[path])
+            if self.driver.pid1 and self.driver.filter is None:
+                # Its own IPC namespace: whatever is in it is the program's (with the filter,
+                # the program can create no SysV object and no key).
+                _remove_ipc()
         return result
 
     def _supervise(
@@ -887,9 +1076,92 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
             record = {"i": request["i"], "status": "raised", "exc": name, "msg": message}
         try:
             _send_line(replies_fd, record)
-        except (ValueError, TypeError, RecursionError) as exc:
+        except Exception as exc:
             fail = {"i": request["i"], "status": "raised", "exc": type(exc).__name__}
             _send_line(replies_fd, {**fail, "msg": "result is not serialisable"})
+
+
+_MAX_WIRE_DEPTH = 100
+"""Deepest JSON nesting of a return value the driver passes on (every reader of it, the
+service and the test sandbox, parses far deeper without running out of stack)."""
+_LIST_TAGS = frozenset(("$tuple", "$set", "$frozenset", "$dict", "$complex", "$range", "$opaque"))
+
+
+def wire_problem(wire: Any) -> str | None:  # noqa: C901 - one flat tag dispatch reads best
+    """Why a wire value (as parsed from the program's process) may not be passed on, or None.
+
+    Checks the shape of :func:`encode_value`'s output, iteratively: known tags, finite
+    numbers, nesting at most ``_MAX_WIRE_DEPTH``. The inner forms of tags are left to the
+    decoders, which fail closed.
+    """
+    if (
+        type(wire) is not dict
+        or len(wire) != 2
+        or "v" not in wire
+        or type(wire.get("o")) is not list
+    ):
+        return "malformed value"
+    stack: list[tuple[Any, int]] = [(wire["v"], 1)]
+    for spec in wire["o"]:
+        if type(spec) is not dict or len(spec) != 2 or type(spec.get("c")) is not str:
+            return "malformed object"
+        if type(spec.get("a")) is not list:
+            return "malformed object"
+        for pair in spec["a"]:
+            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                return "malformed object attribute"
+            stack.append((pair[1], 3))
+    while stack:
+        e, depth = stack.pop()
+        if depth > _MAX_WIRE_DEPTH:
+            return "value nested too deeply"
+        kind = type(e)
+        if e is None or kind is bool or kind is int or kind is str:
+            continue
+        if kind is float:
+            if not math.isfinite(e):
+                return "non-finite number"
+            continue
+        if kind is list:
+            stack.extend((x, depth + 1) for x in e)
+            continue
+        if kind is dict and len(e) == 1:
+            ((tag, body),) = e.items()
+            if type(body) is str and (tag == "$bytes" or (tag == "$float" and body in _FLOATS)):
+                continue
+            if tag == "$ref" and type(body) is int:
+                continue
+            if tag in _LIST_TAGS and type(body) is list:
+                stack.append((body, depth + 1))
+                continue
+        return "malformed value"
+    return None
+
+
+def _checked_reply(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The program's process's reply rebuilt from known keys, or None if it is malformed.
+
+    The worker runs the program, so whatever it sends is the program's: only its own
+    statuses pass, text is escaped, values are checked by :func:`wire_problem`.
+    """
+    status = reply.get("status")
+    index = reply.get("i")
+    if type(index) is not int:
+        return None
+    if status in ("ready", "callable"):
+        return {"i": index, "status": status}
+    if status in ("raised", "load_error"):
+        exc, msg = reply.get("exc", ""), reply.get("msg", "")
+        if type(exc) is not str or type(msg) is not str:
+            return None
+        return {"i": index, "status": status, "exc": escape_text(exc, 200), "msg": escape_text(msg)}
+    if status == "ok":
+        value = reply.get("value")
+        problem = wire_problem(value)
+        if problem is not None:
+            return {"i": index, "status": "protocol", "msg": f"return value refused: {problem}"}
+        return {"i": index, "status": "ok", "value": value}
+    return None
 
 
 class _CallRole:
@@ -939,6 +1211,7 @@ class _CallRole:
                 os.closerange(5, 65536)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 _set_limits(self.memory_mb, self.cpu_budget_s)
+                self.driver.confine()
                 _worker_main(self.code, 3, 4)
             finally:
                 os._exit(127)
@@ -988,16 +1261,20 @@ class _CallRole:
             return self._crashed()
         try:
             reply = loads(line)
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             reply = None
-        if type(reply) is not dict:
+        clean = _checked_reply(reply) if type(reply) is dict else None
+        if clean is None:
             self.stop_worker()
             return {"status": "protocol", "msg": "malformed reply from the program's process"}
-        return reply
+        return clean
 
     def _crashed(self) -> dict[str, Any]:
         assert self.worker is not None
-        _, wait_status = os.waitpid(self.worker, 0)
+        try:
+            _, wait_status = os.waitpid(self.worker, 0)
+        except ChildProcessError:  # reaped already, between two commands
+            wait_status = self.driver.exited.pop(self.worker, 0)
         self.worker = None
         exit_code, sig = _status_of(wait_status)
         self.stop_worker()
@@ -1207,6 +1484,8 @@ def main() -> None:
     if first is None:
         return
     setup = loads(first)
+    if setup.get("seccomp"):
+        driver.filter = _Filter(binascii.a2b_base64(setup["seccomp"]))
     for path in setup.get("sys_path", ()):
         if os.path.isdir(path) and path not in sys.path:
             sys.path.append(path)

@@ -14,6 +14,7 @@ Faults of the program are verdicts; faults of Tribunal or the sandbox raise ``Sa
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import signal
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from typing import Any
 
 from tribunal.code.compare import return_value_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
-from tribunal.code.harness import encode_value
+from tribunal.code.harness import encode_value, escape_text
 from tribunal.code.sandbox import (
     ChannelViolation,
     Execution,
@@ -98,7 +99,7 @@ class ItemRun:
 
 
 def _cap(text: str | None) -> str | None:
-    return None if text is None else text[:_MESSAGE_CHARS]
+    return None if text is None else escape_text(text, _MESSAGE_CHARS)
 
 
 def _stderr_tail(data: bytes) -> str:
@@ -181,6 +182,8 @@ class Runner:
         pool: Slots (and their uids) shared by every item of this runner.
         driver_pyc: The driver precompiled by the sandbox's interpreter (None: from source).
         prewarm: Keep a spare sandbox per slot.
+        seccomp_filter: Classic BPF the driver installs in every process of the program
+            (``seccomp.build_filter``), or None for none.
     """
 
     def __init__(
@@ -189,10 +192,14 @@ class Runner:
         pool: SlotPool,
         driver_pyc: bytes | None = None,
         prewarm: bool = True,
+        seccomp_filter: bytes | None = None,
     ) -> None:
         self.config = config
         self.pool = pool
         self.driver_pyc = driver_pyc
+        self._seccomp = (
+            None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode("ascii")
+        )
         self.prewarm = prewarm
         self._spares: dict[int, tuple[int | None, asyncio.Task[SandboxSession | None]]] = {}
         self._cleanups: dict[tuple[int, int | None], asyncio.Task[None]] = {}
@@ -298,11 +305,12 @@ class Runner:
         box = session.box
         return {
             "role": "stdio",
+            "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "language": language,
             "code": code,
             "kill_on_overflow": kill_on_overflow,
-            "wipe_dirs": ["/tmp", "/dev/shm", box] if session.pid1 else [box],
+            "wipe_dirs": ["/tmp", "/dev/shm", "/dev/mqueue", box] if session.pid1 else [box],
             "binary": f"{box}/main",
             "compile_argv": [self.config.gxx_path, *CXX_FLAGS],
             "compile_timeout_s": self.config.compile_timeout_s,
@@ -418,6 +426,7 @@ class Runner:
     def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> dict[str, Any]:
         return {
             "role": "call",
+            "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "code": code,
             "memory_mb": limits.memory_mb,

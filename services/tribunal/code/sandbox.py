@@ -43,6 +43,7 @@ from typing import Any
 
 from tribunal.code import harness
 from tribunal.code.config import CodeConfig
+from tribunal.core import jsonparse
 from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
@@ -202,6 +203,7 @@ def bwrap_argv(
         "--proc", "/proc",
         "--dev", "/dev",
         "--size", shm, "--tmpfs", "/dev/shm",
+        "--mqueue", "/dev/mqueue",
         "--remount-ro", "/dev",
         "--size", tmpfs, "--tmpfs", "/tmp",
         "--size", tmpfs, "--tmpfs", BOX,
@@ -551,7 +553,8 @@ class SandboxSession:
 
     async def send(self, command: dict[str, Any]) -> None:
         """Send one command (a JSON line) to the driver."""
-        line = json.dumps(command, separators=(",", ":"), ensure_ascii=False).encode()
+        # ASCII: a lone surrogate in a relayed value travels as its \\u escape (UTF-8 has none).
+        line = json.dumps(command, separators=(",", ":")).encode()
         await self._write(line + b"\n")
 
     async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
@@ -580,8 +583,8 @@ class SandboxSession:
         if not hmac.compare_digest(token, self._token):
             raise ChannelViolation("a record on the result channel was not the driver's")
         try:
-            record = json.loads(payload)
-        except ValueError as exc:
+            record = jsonparse.loads(payload)  # orjson where exact: about twice as fast
+        except (ValueError, RecursionError) as exc:
             raise SandboxError(f"unreadable record from the driver: {exc}") from exc
         if type(record) is not dict:
             raise SandboxError("the driver sent a record that is not an object")

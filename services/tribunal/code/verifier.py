@@ -18,6 +18,7 @@ from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
 from tribunal.code.schemas import CodeDetails, CodeItem, RunDetails, RunItem
 from tribunal.code.scorer import score_cases
+from tribunal.code.seccomp import build_filter
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import (
@@ -37,6 +38,11 @@ _PROBE = """
 import os
 lines = open('/proc/net/dev').read().splitlines()[2:]
 print(6 * 7, sorted(line.split(':')[0].strip() for line in lines), os.path.exists('/etc/shadow'))
+try:
+    os.close(os.memfd_create('probe'))
+    print('memfd')
+except PermissionError:
+    print('refused')
 """
 _PROBE_EXPECTED = "42 ['lo'] False"
 
@@ -66,6 +72,21 @@ class _CodeBase:
     def isolation_note(self) -> str | None:
         """``details.isolation`` value: set only when programs run unsandboxed."""
         return "none (UNSANDBOXED, development only)" if self.config.isolation == "none" else None
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The isolation layers of this configuration, for ``/readyz`` and the docs' threat
+        model (``docs/code-sandbox.md``). A worker whose host cannot give one of them refuses
+        to start (its probe checks the namespaces and the seccomp filter), so a live worker
+        runs with exactly these."""
+        sandboxed = self.config.isolation == "bwrap"
+        return {
+            "namespaces": "bwrap" if sandboxed else "none (UNSANDBOXED)",
+            "rlimits": True,
+            "seccomp": self.config.seccomp,
+            "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
+            "memory_cgroup": False,
+        }
 
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of this verifier's sandbox slots."""
@@ -106,8 +127,9 @@ class _CodeBase:
             driver_pyc = await build_driver_pyc(config.python_path)
         except SandboxError as exc:
             raise ConfigurationError(exc.message) from exc
+        bpf = build_filter() if config.seccomp else None
         self._pool = SlotPool(config)
-        self._runner = Runner(config, self._pool, driver_pyc)
+        self._runner = Runner(config, self._pool, driver_pyc, seccomp_filter=bpf)
         await self._probe()
 
     async def _probe(self) -> None:
@@ -120,14 +142,21 @@ class _CodeBase:
             raise ConfigurationError(
                 f"the sandbox does not work here ({exc.message}). {_DOCKER_HINT}"
             ) from exc
-        output = execution.stdout.decode("utf-8", "replace").strip()
+        output, _, memfd = execution.stdout.decode("utf-8", "replace").strip().rpartition("\n")
         sandboxed = self.config.isolation == "bwrap"
+        filtered = memfd == "refused"
         if execution.exit_code != 0 or (sandboxed and output != _PROBE_EXPECTED):
             stderr = execution.stderr.decode("utf-8", "replace")[-2000:]
             await self.aclose()
             raise ConfigurationError(
                 f"the sandbox probe failed (exit {execution.exit_code}, output {output!r}, "
                 f"stderr {stderr!r}). {_DOCKER_HINT}"
+            )
+        if filtered != self.config.seccomp:
+            await self.aclose()
+            raise ConfigurationError(
+                f"the seccomp filter is {'on' if filtered else 'off'} in the sandbox, though "
+                f"TRIBUNAL_CODE_SECCOMP={str(self.config.seccomp).lower()}"
             )
 
     async def aclose(self) -> None:

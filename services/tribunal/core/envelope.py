@@ -9,13 +9,16 @@ reward of 0: an item that could not be scored has ``reward=None`` and an ``error
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Generic, Literal, TypeVar, Union
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from tribunal.core.errors import TribunalError
+from tribunal.core.errors import InternalError, TribunalError
 from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
+
+logger = logging.getLogger(__name__)
 
 
 class ScoreItem(BaseModel):
@@ -266,13 +269,25 @@ def result_json(
             }
         )
     except orjson.JSONEncodeError:
-        result = ItemResult(
-            id=item_id,
-            reward=outcome.reward,
-            error=error,
-            details=outcome.details,
-            verifier=verifier,
-            cached=cached or outcome.cached,
-        )
-        return result.model_dump_json()
+        try:
+            return ItemResult(
+                id=item_id,
+                reward=outcome.reward,
+                error=error,
+                details=outcome.details,
+                verifier=verifier,
+                cached=cached or outcome.cached,
+            ).model_dump_json()
+        except (ValueError, TypeError) as exc:
+            # Unwritable (a lone surrogate in details ...): this item fails, never its batch,
+            # which would be redelivered and its other items scored again.
+            logger.error("result of item %r cannot be written: %s", item_id, exc)
+            failure = ItemError(
+                code=InternalError.code,
+                message="the item's result could not be written as JSON",
+                retryable=False,
+            )
+            return ItemResult(
+                id=item_id, reward=None, error=failure, details={}, verifier=verifier
+            ).model_dump_json()
     return data.decode()

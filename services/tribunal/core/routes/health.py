@@ -26,6 +26,12 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Readiness: the queue answers and every verifier has at least one live worker. A
     verifier without one whose workers refused to start says why (`refused.<verifier>`)."""
     checks: dict[str, Any] = {"queue": runtime.queue.kind}
+    # A verifier that isolates programs says which layers its configuration asks for
+    # (`layers.<verifier>`; its workers refuse to start when the host cannot give them).
+    for name, service in runtime.services.items():
+        layers = getattr(service.verifier, "layers", None)
+        if layers is not None:
+            checks[f"layers.{name}"] = layers
     ready = True
     try:
         await runtime.queue.ping()
