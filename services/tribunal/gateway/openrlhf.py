@@ -77,7 +77,9 @@ class GetRewardResponse(BaseModel):
     extra_logs: dict[str, list[float]]
 
 
-def _rollout_fields(label: Any) -> dict[str, Any]:
+def rollout_fields(label: Any) -> dict[str, Any]:
+    """A label as rollout fields: a JSON object (or its text) merged in, else the
+    ``ground_truth``."""
     if isinstance(label, dict):
         return label
     if isinstance(label, str) and label.lstrip().startswith("{"):
@@ -143,7 +145,7 @@ def to_items(request: GetRewardRequest, spec: str) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": str(index), "spec": spec, "response": response}
         item["question"] = prompt
         if request.labels is not None:
-            item.update(_rollout_fields(request.labels[index]))
+            item.update(rollout_fields(request.labels[index]))
         items.append(item)
     return items
 

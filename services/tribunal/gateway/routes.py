@@ -31,6 +31,8 @@ from tribunal.gateway.openrlhf import (
 from tribunal.gateway.remote import LoadShed, placing
 from tribunal.gateway.schemas import GatewayDetails, GatewayScoreRequest
 from tribunal.gateway.settings import GatewaySettings
+from tribunal.gateway.slime import SlimeRewardRequest
+from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
 
 router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)], route_class=JSONRoute)
@@ -197,3 +199,45 @@ async def get_reward_spec(
 ) -> GetRewardResponse:
     """OpenRLHF ``--remote_rm_url http://host:8100/get_reward/<spec>``: rewards of ``spec``."""
     return await _get_reward(body, spec, runtime)
+
+
+async def _slime_result(
+    body: SlimeRewardRequest, spec: str, runtime: AppRuntime
+) -> GetRewardResponse:
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    check_spec(spec, verifier.specs)
+    text = await score_here(runtime, [to_slime_item(body, spec)])
+    undecided_reward = verifier.specs[spec].spec.undecided_reward
+    return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
+
+
+@router.post(
+    "/slime/{spec}",
+    response_model=float,
+    operation_id="slime_reward",
+    tags=["slime"],
+    responses=ERROR_RESPONSES,
+)
+async def slime_reward(spec: str, body: SlimeRewardRequest, runtime: RuntimeDep) -> float:
+    """slime ``--rm-type remote_rm --rm-url http://host:8100/slime/<spec>``: the reward of
+    ``spec`` for one sample, as a bare number (what slime uses without ``--reward-key``)."""
+    answer = await _slime_result(body, spec, runtime)
+    return float(answer.rewards[0])
+
+
+@router.post(
+    "/slime/{spec}/components",
+    response_model=dict[str, float],
+    operation_id="slime_reward_components",
+    tags=["slime"],
+    responses=ERROR_RESPONSES,
+)
+async def slime_reward_components(
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep
+) -> dict[str, float]:
+    """slime with ``--reward-key reward``: ``{"reward": r, "<component>": ...}``, every
+    component of ``spec`` beside the reward (slime keeps the whole mapping in the sample)."""
+    answer = await _slime_result(body, spec, runtime)
+    logs = {name: values[0] for name, values in answer.extra_logs.items()}
+    return {"reward": float(answer.rewards[0]), **logs}

@@ -1,0 +1,56 @@
+"""slime's remote reward protocol (``--rm-type remote_rm --rm-url``), spoken by the gateway.
+
+slime posts one sample per request, ``{"prompt": ..., "response": ..., "label": ...}``
+(``slime/rollout/rm_hub/__init__.py``, ``remote_rm``), raises on a non-2xx answer (after
+retrying it ten times) and uses the JSON reply as the sample's reward: a number, or with
+``--reward-key K`` a mapping read at ``K``. Here the sample becomes one rollout of a reward
+spec, as on OpenRLHF's route: ``response`` is the response, ``question`` the prompt (the text
+of its messages when slime sends a chat list), and the label the ``ground_truth``, or, when
+it is a JSON object, rollout fields merged in. An answer the verifiers could not decide gets
+the spec's ``undecided_reward``; any other item error is the request's error (its status),
+which slime's retries then surface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tribunal.core.errors import BadInput
+from tribunal.gateway.openrlhf import rollout_fields
+
+
+class SlimeRewardRequest(BaseModel):
+    """``POST /slime/{spec}``: slime's ``remote_rm`` payload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str | list[dict[str, Any]] = Field(description="The prompt, or its chat messages.")
+    response: str = Field(description="The policy's response.")
+    label: Any = Field(default=None, description="The ground truth, or rollout fields.")
+
+
+def prompt_text(prompt: str | list[dict[str, Any]]) -> str:
+    """The prompt as text: a chat list's message contents, one per line."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+
+
+def to_item(request: SlimeRewardRequest, spec: str) -> dict[str, Any]:
+    """The gateway item of one slime sample, for ``spec``.
+
+    Raises:
+        BadInput: The label is null or empty (``field="label"``): without it a verifier would
+            score against nothing.
+    """
+    if request.label is None or request.label == "" or request.label == {}:
+        raise BadInput(
+            "label: slime sends the sample's label (--label-key); it is null or empty",
+            field="label",
+        )
+    item: dict[str, Any] = {"id": "0", "spec": spec, "response": request.response}
+    item["question"] = prompt_text(request.prompt)
+    item.update(rollout_fields(request.label))
+    return item
