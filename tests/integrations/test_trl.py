@@ -6,6 +6,7 @@ trained here: nothing is downloaded. The trainer runs examples/trl_grpo.py in a 
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -104,3 +105,11 @@ async def test_errors_become_none_and_a_down_gateway_gives_none_for_all(
     assert logged == {"tribunal_rloo_math/math": 0.5}
     down = remote_reward("rloo_math", url="http://127.0.0.1:9", max_retries=0)
     assert await down(prompts=["p"], completions=["c"], ground_truth=["1"]) == [None]
+    # AsyncGRPOTrainer pickles its reward functions into the worker it spawns: the copy
+    # scores as the original does, and TRL reads it as async under the same name.
+    from trl.trainer.utils import get_callable_name, is_async_callable
+
+    copy = pickle.loads(pickle.dumps(reward))
+    assert is_async_callable(copy) and get_callable_name(copy) == "tribunal_rloo_math"
+    again = await copy(prompts=conversational, completions=completions, answer=["2", "2", "2"])
+    assert again == [1.0, 0.0, 1.0]

@@ -78,35 +78,73 @@ def remote_reward(
     """
     if (spec is None) == (verifier is None):
         raise ValueError("give exactly one of spec and verifier")
-    target = {"spec": spec} if spec is not None else {"verifier": str(verifier)}
     base_url, key = gateway_access(url, api_key)
-    renames = dict(columns or {})
-    label = name or f"tribunal_{spec or verifier}"
+    return RemoteReward(
+        target={"spec": spec} if spec is not None else {"verifier": str(verifier)},
+        base_url=base_url,
+        api_key=key,
+        renames=dict(columns or {}),
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        name=name or f"tribunal_{spec or verifier}",
+    )
 
-    async def reward(
-        prompts: list[Any], completions: list[Any], **kwargs: Any
+
+class RemoteReward:
+    """The reward function :func:`remote_reward` returns: an instance of a module-level class
+    with an async ``__call__`` (TRL's ``is_async_callable`` form) and plain attributes, so
+    that it pickles: ``AsyncGRPOTrainer`` pickles its reward functions into the rollout
+    worker it spawns, which a closure cannot survive. ``__name__`` is its name in TRL's
+    logs."""
+
+    def __init__(
+        self,
+        *,
+        target: dict[str, str],
+        base_url: str,
+        api_key: str | None,
+        renames: dict[str, str],
+        timeout_s: float,
+        max_retries: int,
+        name: str,
+    ) -> None:
+        self.target = target
+        self.base_url = base_url
+        self.api_key = api_key
+        self.renames = renames
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.__name__ = name
+
+    async def __call__(
+        self, prompts: list[Any], completions: list[Any], **kwargs: Any
     ) -> list[float | None]:
+        """One request to the gateway for the batch; None for an item it could not score."""
         fields = {k: v for k, v in kwargs.items() if k not in _TRAINER_KWARGS}
         items = [
             rollout_item(
                 index,
-                target,
+                self.target,
                 message_text(completion, "assistant"),
                 message_text(prompt, "user"),
-                {renames.get(k, k): values[index] for k, values in fields.items()},
+                {self.renames.get(k, k): values[index] for k, values in fields.items()},
             )
             for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
         ]
         try:
-            results = await score_on_gateway(base_url, items, key, timeout_s, max_retries)
+            results = await score_on_gateway(
+                self.base_url, items, self.api_key, self.timeout_s, self.max_retries
+            )
         except ClientError as exc:
-            logger.error("%s: the gateway at %s failed: %s; rewards are None", label, base_url, exc)
+            logger.error(
+                "%s: the gateway at %s failed: %s; rewards are None",
+                self.__name__,
+                self.base_url,
+                exc,
+            )
             return [None] * len(items)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             for component, mean in sub_reward_means(results).items():
-                log_metric(f"{label}/{component}", mean)
+                log_metric(f"{self.__name__}/{component}", mean)
         return rewards_of(results)
-
-    reward.__name__ = reward.__qualname__ = label
-    return reward
