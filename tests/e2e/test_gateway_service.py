@@ -9,6 +9,7 @@ GPU and weights this machine does not have. Everything on our side of its socket
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,7 +20,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import TRIBUNAL, RedisServer, free_port, start_process, stop_process, wait_ready
+from tests.conftest import (
+    DATA,
+    TRIBUNAL,
+    RedisServer,
+    free_port,
+    need_data,
+    start_process,
+    stop_process,
+    wait_ready,
+)
 from tests.documents import assert_documented
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
@@ -209,6 +219,27 @@ def test_openrlhf_get_reward(stack: Stack) -> None:
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "bad_input"
     assert "OpenRLHF cannot take a missing reward" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("end", ["<|im_end|>", "</s>", "<|eot_id|>", "<|endoftext|>"])
+def test_openrlhf_gsm8k_gold_solutions_ending_in_eos_are_paid(stack: Stack, end: str) -> None:
+    # OpenRLHF 0.11 decodes prompt + response with skip_special_tokens=False and sends one
+    # sample per request, so a finished sequence ends in its EOS (and padding after it).
+    lines = need_data(DATA / "math" / "gsm8k_test.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines[:25]]
+    prompt = "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
+    rewards = []
+    for row in rows[:25]:
+        templated = prompt.format(q=row["question"])
+        body = {
+            "query": [templated + row["answer"] + end + "<|endoftext|>" * 2],
+            "prompts": [templated],
+            "labels": [row["answer"].split("####")[-1].strip()],
+        }
+        answer = post(stack.gateway, "/get_reward", body)
+        assert answer.status_code == 200, answer.text
+        rewards += answer.json()["rewards"]
+    assert rewards == [1.0] * 25
 
 
 def test_openrlhf_an_undecided_answer_gets_the_specs_policy(stack: Stack) -> None:

@@ -13,7 +13,7 @@ from tribunal.core.errors import (
     InternalError,
     ScoringTimeout,
 )
-from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
+from tribunal.gateway.openrlhf import GetRewardRequest, strip_end_tokens, to_items, to_response
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
 
@@ -138,3 +138,21 @@ def test_the_undecided_policy_never_covers_bad_input_or_a_verifier_down() -> Non
         error = ItemError.from_exception(exc)
         with pytest.raises(type(exc)):
             to_response([result(1.0), result(None, error)], -1.0)
+
+
+def test_end_of_sequence_and_padding_tokens_come_off_the_response() -> None:
+    assert strip_end_tokens("#### 18<|im_end|>") == "#### 18"
+    assert strip_end_tokens("#### 18</s>\n<pad><pad>") == "#### 18"
+    assert strip_end_tokens("x <|eot_id|><|endoftext|> ") == "x"
+    assert strip_end_tokens("#### 18[[STOP]]", ("[[STOP]]",)) == "#### 18"
+    # only at the end: a token inside the response is the response's own text
+    assert strip_end_tokens("a <|im_end|> b") == "a <|im_end|> b"
+    prompt = "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n"
+    request = GetRewardRequest(
+        query=[prompt + "#### 7[[STOP]]<|im_end|>"],
+        prompts=[prompt],
+        labels=["7"],
+        end_tokens=["[[STOP]]"],
+    )
+    [item] = to_items(request, "rloo_math")
+    assert item["response"] == "#### 7"

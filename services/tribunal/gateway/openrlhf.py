@@ -12,6 +12,10 @@ a JSON object is merged into the rollout instead (so a refiner rollout can carry
 rubrics and evidence, or the trainer's ``num_turns``: ``{"positive_rubrics": [...],
 "evidence": {...}}``).
 
+The response's end-of-sequence and padding tokens (:data:`END_TOKENS`, plus those of the
+setting ``TRIBUNAL_GATEWAY_OPENRLHF_END_TOKENS`` and the request's ``end_tokens``) are taken
+off its end before scoring.
+
 The prompt is located as the trainer builds the query (:func:`locate_response`): padding
 and special tokens that decoding leaves at the start (``<|endoftext|>``, ``<pad>``, BOS) and
 whitespace are skipped on both sides. A request without ``prompts``, or a query whose prompt
@@ -48,6 +52,44 @@ _PADDING = re.compile(
 )
 
 
+END_TOKENS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<end_of_turn>",
+    "<eos>",
+    "<|end|>",
+    "<|return|>",
+    "<｜end▁of▁sentence｜>",
+    "<|pad|>",
+    "<pad>",
+    "[PAD]",
+    "<|finetune_right_pad_id|>",
+)
+"""End-of-sequence and padding tokens of the common chat templates (ChatML and Qwen, Llama 2
+and 3, Gemma, Phi, gpt-oss, DeepSeek), which OpenRLHF leaves at the end of a query: it decodes
+prompt and response with ``skip_special_tokens=False``, so a finished sequence ends in its EOS
+and a ``#### 18<|im_end|>`` would be read as the answer ``18<|im_end|>``."""
+
+
+def strip_end_tokens(response: str, extra: tuple[str, ...] = ()) -> str:
+    """``response`` without the end-of-sequence and padding tokens (:data:`END_TOKENS` and
+    ``extra``) and whitespace at its end, however many and in whatever order."""
+    tokens = tuple(t for t in (*END_TOKENS, *extra) if t)
+    end = len(response.rstrip())
+    stripped = True
+    while stripped:
+        stripped = False
+        for token in tokens:
+            if response.endswith(token, 0, end):
+                end = len(response[: end - len(token)].rstrip())
+                stripped = True
+    return response[:end]
+
+
 class GetRewardRequest(BaseModel):
     """``POST /get_reward``: OpenRLHF's request body."""
 
@@ -57,6 +99,10 @@ class GetRewardRequest(BaseModel):
     prompts: list[str] | None = Field(default=None, description="The prompts, templated.")
     labels: list[Any] | None = Field(
         default=None, description="Ground truths (or JSON objects of rollout fields)."
+    )
+    end_tokens: list[str] = Field(
+        default_factory=list,
+        description="More end-of-sequence or padding tokens to take off each response's end.",
     )
 
     @model_validator(mode="after")
@@ -119,8 +165,12 @@ def locate_response(query: str, prompt: str) -> str | None:
     return query[q:]
 
 
-def to_items(request: GetRewardRequest, spec: str) -> list[dict[str, Any]]:
-    """One gateway item per query, for ``spec``.
+def to_items(
+    request: GetRewardRequest, spec: str, end_tokens: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """One gateway item per query, for ``spec``: the response is what follows the prompt,
+    without the end-of-sequence and padding tokens at its end (:func:`strip_end_tokens`, with
+    ``end_tokens`` and the request's own).
 
     Raises:
         BadInput: ``prompts`` is missing (``field="prompts"``), or a query does not hold
@@ -142,6 +192,7 @@ def to_items(request: GetRewardRequest, spec: str) -> list[dict[str, Any]]:
                 "even with padding and whitespace skipped",
                 field=f"query.{index}",
             )
+        response = strip_end_tokens(response, (*end_tokens, *request.end_tokens))
         item: dict[str, Any] = {"id": str(index), "spec": spec, "response": response}
         item["question"] = prompt
         if request.labels is not None:

@@ -164,11 +164,13 @@ async def list_specs(runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-async def _get_reward(body: GetRewardRequest, spec: str, runtime: RuntimeDep) -> GetRewardResponse:
+async def _get_reward(
+    body: GetRewardRequest, spec: str, runtime: RuntimeDep, end_tokens: tuple[str, ...]
+) -> GetRewardResponse:
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     check_spec(spec, verifier.specs)
-    text = await score_here(runtime, to_items(body, spec))
+    text = await score_here(runtime, to_items(body, spec, end_tokens))
     undecided_reward = verifier.specs[spec].spec.undecided_reward
     return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
 
@@ -184,7 +186,9 @@ async def get_reward(
     body: GetRewardRequest, request: Request, runtime: RuntimeDep
 ) -> GetRewardResponse:
     """OpenRLHF ``--remote_rm_url``: rewards of the spec ``TRIBUNAL_GATEWAY_OPENRLHF_SPEC``."""
-    return await _get_reward(body, _settings(request).gateway.openrlhf_spec, runtime)
+    gateway = _settings(request).gateway
+    end_tokens = tuple(gateway.openrlhf_end_tokens)
+    return await _get_reward(body, gateway.openrlhf_spec, runtime, end_tokens)
 
 
 @router.post(
@@ -195,10 +199,11 @@ async def get_reward(
     responses=ERROR_RESPONSES,
 )
 async def get_reward_spec(
-    spec: str, body: GetRewardRequest, runtime: RuntimeDep
+    spec: str, body: GetRewardRequest, request: Request, runtime: RuntimeDep
 ) -> GetRewardResponse:
     """OpenRLHF ``--remote_rm_url http://host:8100/get_reward/<spec>``: rewards of ``spec``."""
-    return await _get_reward(body, spec, runtime)
+    end_tokens = tuple(_settings(request).gateway.openrlhf_end_tokens)
+    return await _get_reward(body, spec, runtime, end_tokens)
 
 
 async def _slime_result(

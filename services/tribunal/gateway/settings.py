@@ -48,6 +48,12 @@ class GatewayConfig(BaseModel):
         description="Reward spec of POST /get_reward (OpenRLHF); /get_reward/<spec> picks one.",
     )
 
+    openrlhf_end_tokens: list[str] = Field(
+        default_factory=list,
+        description="End-of-sequence or padding tokens of the policy's chat template beyond "
+        "the common ones, taken off the end of each OpenRLHF response (a JSON list).",
+    )
+
     def config(self) -> GatewayConfig:
         """The gateway's configuration: these settings themselves (every service group
         answers ``config()``; the gateway has no separate verifier configuration)."""
