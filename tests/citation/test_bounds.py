@@ -148,7 +148,7 @@ async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
     tasks = []
     for verifier in verifiers:
         await verifier.start()
-        cache = RedisCache(queue.redis, queue.keys, "citation", 60)
+        cache = RedisCache(queue.redis, queue.keys, "citation", 60, max_items=1000)
         runtime = WorkerRuntime(
             verifier, queue, cache, batch_size=2, concurrency=1, heartbeat_s=0.05, block_s=0.05
         )
