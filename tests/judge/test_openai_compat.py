@@ -137,20 +137,18 @@ async def test_thousands_queued_calls_flow(openai_compat_server: FakeOpenAIServe
     openai_compat_server.record_bodies = False
     backend = _backend(openai_compat_server.base_url, max_concurrency=64)
     request = _request()
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    first: list[float] = []
+    answered_at_first: list[int] = []
 
     async def one() -> None:
         await backend.complete(request)
-        if not first:
-            first.append(loop.time() - t0)
+        if not answered_at_first:
+            answered_at_first.append(openai_compat_server.stats.answered)
 
     await asyncio.gather(*(one() for _ in range(3000)))
-    total = loop.time() - t0
     await backend.aclose()
     assert openai_compat_server.stats.answered == 3000
     assert openai_compat_server.stats.max_in_flight <= 64
-    # Relative, not a wall-clock bound (a loaded machine slows both): 3000 calls at 64 in
-    # flight take ~47 rounds, so an answer held back until the queue drained shows here.
-    assert first[0] < total / 4, (first[0], total)
+    # Counted, not timed (a wall-clock bound failed on a loaded machine): the first caller
+    # has its answer while the server has answered about one round of 64, not the ~3000 of
+    # a pool that held every answer back until the queue drained.
+    assert answered_at_first[0] <= 3000 // 4, answered_at_first
