@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tribunal.math import extract_answer
@@ -161,11 +159,12 @@ def test_clean_answer_strips_layers() -> None:
     ],
     ids=lambda response: repr(response[:16]),
 )
+@pytest.mark.timeout(60)
 def test_one_megabyte_input_is_linear(response: str) -> None:
-    # Measured about 0.1-0.2 s each on one idle core; the bound leaves room for a loaded machine.
-    start = time.perf_counter()
+    # About 0.1-0.2 s each on one idle core; a quadratic scan of a megabyte would not end
+    # in hours. The guard is pytest-timeout's, not a wall-clock assertion (which failed on a
+    # loaded machine).
     extract_answer(response)
-    assert time.perf_counter() - start < 2.0
 
 
 @pytest.mark.parametrize(
