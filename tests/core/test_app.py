@@ -223,6 +223,10 @@ def test_every_error_class_has_a_code_a_status_and_an_openapi_entry() -> None:
         if cls.http_status < 500 or cls.http_status in (503, 504):
             assert str(cls.http_status) in declared, f"{cls.__name__} missing from OpenAPI"
     assert len(codes) == len(errors.ALL_ERRORS) - 1  # the base shares internal_error
+    # Read back from the wire, each code is its own class; internal_error is InternalError.
+    assert set(errors.ERRORS_BY_CODE) == codes
+    assert errors.ERRORS_BY_CODE["internal_error"] is errors.InternalError
+    assert all(errors.ERRORS_BY_CODE[cls.code].code == cls.code for cls in errors.ALL_ERRORS)
 
 
 async def test_an_idempotency_key_tells_batches_apart_by_what_orjson_cannot_write() -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
-from tribunal.core.errors import ALL_ERRORS, BadInput, TribunalError
+from tribunal.core.errors import ERRORS_BY_CODE, BadInput, TribunalError
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import num_turns
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
@@ -42,7 +42,6 @@ from tribunal.math import verify_answer
 CASES = [
     json.loads(line) for line in (Path(__file__).parent / "red_team.jsonl").read_text().splitlines()
 ]
-_ERRORS = {cls.code: cls for cls in ALL_ERRORS}
 
 
 class MathHere:
@@ -59,7 +58,7 @@ class MathHere:
             reward, error = None, None
             code = self.errors.get(item["response"])
             if code is not None:
-                error = ItemError.from_exception(_ERRORS[code](f"{code} (stand-in)"))
+                error = ItemError.from_exception(ERRORS_BY_CODE[code](f"{code} (stand-in)"))
             else:
                 try:
                     reward = verify_answer(item["response"], item["ground_truth"]).reward

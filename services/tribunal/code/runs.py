@@ -8,9 +8,7 @@ import json
 
 from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import ALL_ERRORS, InternalError, TribunalError
-
-_ERRORS_BY_CODE = {cls.code: cls for cls in ALL_ERRORS if cls is not TribunalError}
+from tribunal.core.errors import ERRORS_BY_CODE, InternalError
 
 
 async def run_once(item: RunItem, runtime: AppRuntime) -> RunDetails:
@@ -25,6 +23,6 @@ async def run_once(item: RunItem, runtime: AppRuntime) -> RunDetails:
     [result] = json.loads(text)["results"]
     error = result["error"]
     if error is not None:
-        cls = _ERRORS_BY_CODE.get(error["code"], InternalError)
+        cls = ERRORS_BY_CODE.get(error["code"], InternalError)
         raise cls(error["message"], field=error.get("field"))
     return RunDetails.model_validate(result["details"])

@@ -212,3 +212,7 @@ ALL_ERRORS: tuple[type[TribunalError], ...] = (
     InternalError,
 )
 """Every class of the tree, for the test that walks it and for OpenAPI."""
+
+ERRORS_BY_CODE: dict[str, type[TribunalError]] = {cls.code: cls for cls in ALL_ERRORS}
+"""The class of each wire ``code``, to raise an error read from a result or an answer again
+(``internal_error`` is :class:`InternalError`, listed after the base class that shares it)."""

@@ -40,9 +40,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.core.envelope import ItemResult
-from tribunal.core.errors import ALL_ERRORS, BadInput, ConfigurationError, TribunalError
+from tribunal.core.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
 
-_BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
 UNDECIDED = frozenset({"timeout", "internal_error"})
 """Item error classes that mean "the verifier could not decide this answer"."""
 # What decoding may leave around a prompt: whitespace, padding, BOS / EOS tokens.
@@ -230,7 +229,7 @@ def to_response(
         code = first.error.code if first.error else "internal_error"
         message = first.error.message if first.error else "no reward"
         # Retrying an undecided item decides nothing: a configuration error, not a retry.
-        cls = ConfigurationError if _undecided(first) else _BY_CODE.get(code, TribunalError)
+        cls = ConfigurationError if _undecided(first) else ERRORS_BY_CODE.get(code, TribunalError)
         hint = " (the spec sets no undecided_reward)" if _undecided(first) else ""
         raise cls(
             f"{len(failed)} of {len(results)} items could not be scored{hint}; OpenRLHF cannot "

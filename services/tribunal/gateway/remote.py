@@ -26,11 +26,10 @@ from typing import Any
 import orjson
 
 from tribunal.client import APIError, ClientError, TribunalClient
-from tribunal.core.errors import ALL_ERRORS, BackendUnavailable, QueueFull
+from tribunal.core.errors import ERRORS_BY_CODE, BackendUnavailable, QueueFull
 
 logger = logging.getLogger(__name__)
 
-_BY_CODE = {cls.code: cls for cls in ALL_ERRORS}
 
 _SHED_RETRY_AFTER_S = 1.0
 """Retry-After assumed when a verifier's 429 carries none."""
@@ -147,7 +146,7 @@ class ClientVerifiers:
                     continue
                 if exc.status == 429 and shed is not None:
                     shed.add(verifier, exc.retry_after_s)
-                cls = _BY_CODE.get(exc.code, BackendUnavailable)
+                cls = ERRORS_BY_CODE.get(exc.code, BackendUnavailable)
                 raise cls(
                     f"{client.base_url}: {exc.message}",
                     field=exc.field,
