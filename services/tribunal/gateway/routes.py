@@ -164,15 +164,33 @@ async def list_specs(runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-async def _get_reward(
-    body: GetRewardRequest, spec: str, runtime: RuntimeDep, end_tokens: tuple[str, ...]
-) -> GetRewardResponse:
+def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:
+    """The gateway's verifier, once ``spec`` is known to it.
+
+    Raises:
+        BadInput: An unknown spec, naming the known ones.
+    """
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     check_spec(spec, verifier.specs)
-    text = await score_here(runtime, to_items(body, spec, end_tokens))
+    return verifier
+
+
+async def _spec_rewards(
+    items: list[dict[str, Any]], spec: str, verifier: GatewayVerifier, runtime: AppRuntime
+) -> GetRewardResponse:
+    """The rewards of a trainer route's items under ``spec``, in OpenRLHF's shape (the slime
+    routes read theirs from it)."""
+    text = await score_here(runtime, items)
     undecided_reward = verifier.specs[spec].spec.undecided_reward
     return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
+
+
+async def _get_reward(
+    body: GetRewardRequest, spec: str, runtime: AppRuntime, end_tokens: tuple[str, ...]
+) -> GetRewardResponse:
+    verifier = _gateway_for(spec, runtime)
+    return await _spec_rewards(to_items(body, spec, end_tokens), spec, verifier, runtime)
 
 
 @router.post(
@@ -209,12 +227,8 @@ async def get_reward_spec(
 async def _slime_result(
     body: SlimeRewardRequest, spec: str, runtime: AppRuntime
 ) -> GetRewardResponse:
-    verifier = runtime.services["gateway"].verifier
-    assert isinstance(verifier, GatewayVerifier)
-    check_spec(spec, verifier.specs)
-    text = await score_here(runtime, [to_slime_item(body, spec)])
-    undecided_reward = verifier.specs[spec].spec.undecided_reward
-    return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
+    verifier = _gateway_for(spec, runtime)
+    return await _spec_rewards([to_slime_item(body, spec)], spec, verifier, runtime)
 
 
 @router.post(
