@@ -1,7 +1,7 @@
 """extract.py: the program of a raw completion is its last fenced block of the item's language.
 
 Real completions: the ``response`` field of LeetCodeDataset v0.3.1 (newfacade/LeetCodeDataset,
-/work/shared/data/code; skipped when absent), the reference answers written by a model in
+``TRIBUNAL_DATA_DIR``/code; skipped when absent), the reference answers written by a model in
 Markdown, and its ``completion`` field (bare code, no fence).
 """
 

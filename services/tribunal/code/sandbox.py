@@ -14,7 +14,7 @@ deadline after which the whole process group is SIGKILLed (bwrap's ``--die-with-
 the pid namespace take every descendant with it). When a slot is released, any process still
 owned by its uid is killed (belt and braces).
 
-Pitfalls measured on the build machine (``/work/shared/research/sandbox.md``) and handled
+Pitfalls measured on the build machine (``shared/research/sandbox.md``) and handled
 here: bwrap's pid-1 keeps bwrap's environment in ``/proc/1/environ`` (bwrap starts with an
 empty environment, and ``--as-pid-1`` makes the driver pid 1); bwrap run as host root still
 reads root's files (programs run as an unprivileged slot uid); bwrap's root and ``/dev`` are
