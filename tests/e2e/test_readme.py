@@ -25,10 +25,15 @@ pytestmark = pytest.mark.e2e
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
+def sh_blocks(page: Path) -> list[str]:
+    """The text of one page's ``sh`` code blocks."""
+    return re.findall(r"```sh\n(.*?)```", page.read_text(), re.S)
+
+
 def page_curl_commands(page: Path) -> list[str]:
     """The ``curl`` commands of one page's sh blocks, continuation lines joined."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", page.read_text(), re.S):
+    for block in sh_blocks(page):
         joined = block.replace("\\\n", "")
         commands += [
             line.strip() for line in joined.splitlines() if line.strip().startswith("curl ")
@@ -136,10 +141,9 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
 def test_readme_trainer_line(service: Callable[..., RunningService], tmp_path: Path) -> None:
     """The README's `tribunal train` line, one step, with its config's reward URL moved to a
     math service on a free port (the config names the default port, 8101)."""
-    text = (ROOT / "README.md").read_text()
     [line] = [
         line
-        for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+        for block in sh_blocks(ROOT / "README.md")
         for line in block.splitlines()
         if " train " in line
     ]
