@@ -9,9 +9,10 @@ the backend, and Prometheus scrapes only the API processes (``tribunal.core.metr
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-from tribunal.core.errors import TribunalError
+from tribunal.core.errors import InternalError, TribunalError
 from tribunal.core.metrics import LATENCY_BUCKETS_S, SEP, Tally
 from tribunal.llm.base import Completion, CompletionRequest, LLMBackend
 
@@ -39,16 +40,25 @@ class BackendMeter:
         """
         self.in_flight += 1
         started = time.perf_counter()
-        outcome = "ok"
+        # A bug (any other exception) is an internal error; a call cancelled with its batch
+        # (a worker stopping) says nothing of the backend and is not counted.
+        outcome: str | None = InternalError.code
         try:
-            return await backend.complete(request)
+            completion = await backend.complete(request)
+            outcome = "ok"
+            return completion
         except TribunalError as exc:
             outcome = exc.code
             raise
+        except asyncio.CancelledError:
+            outcome = None
+            raise
         finally:
             self.in_flight -= 1
-            self.tally.add(f"backend{SEP}{outcome}")
-            self.tally.observe("backend_latency", time.perf_counter() - started, LATENCY_BUCKETS_S)
+            if outcome is not None:
+                self.tally.add(f"backend{SEP}{outcome}")
+                elapsed = time.perf_counter() - started
+                self.tally.observe("backend_latency", elapsed, LATENCY_BUCKETS_S)
 
     def load(self, backend: LLMBackend | None = None) -> tuple[int, int]:
         """``(calls in flight, bound)``: the backend's own count of calls holding one of its
