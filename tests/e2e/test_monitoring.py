@@ -112,6 +112,13 @@ def test_promtool_accepts_the_rules_and_the_compose_configuration(tmp_path: Path
         [dns] = jobs[f"tribunal-{name}"]["dns_sd_configs"]
         assert dns["names"] == [name]
         assert str(dns["port"]) == compose[name]["ports"][0].rsplit(":", 1)[1]
+    # What the profile's containers mount is in the repository.
+    for name in ("prometheus", "grafana"):
+        assert compose[name]["profiles"] == ["monitoring"]
+        for volume in compose[name]["volumes"]:
+            source = volume.split(":", 1)[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), (name, source)
 
 
 class Prometheus:
@@ -190,7 +197,7 @@ def start_stack(
         "TRIBUNAL_CITATION_BASE_URL": backend.base_url,
         "TRIBUNAL_CITATION_MODEL": "fake-judge",
         # Down, the backend answers within a second: no retry waits out the test.
-        "TRIBUNAL_JUDGE_TIMEOUT_S": "2",
+        "TRIBUNAL_JUDGE_TIMEOUT_S": "10",
         "TRIBUNAL_JUDGE_MAX_RETRIES": "1",
         "TRIBUNAL_JUDGE_BACKOFF_S": "0.05",
         **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": urls[n] for n in SERVICES if n != "gateway"},
