@@ -140,6 +140,19 @@ async def test_spec_outcomes_are_tallied_for_metrics_by_spec_and_component() -> 
     assert verifier.take_stats() == {}
 
 
+async def test_a_huge_reward_is_clipped_in_the_tallies_never_in_the_answer() -> None:
+    # judge / citation pays 1e15: squared in millionths it would overflow Redis's 64-bit
+    # counter, and the worker's write of results with it.
+    client = ScriptedClient({"judge": const(1.0), "citation": const(1e-15)})
+    verifier = gateway(client, NAN_FORMULA)
+    outcome = await score_one(verifier, spec="ratio", **REFINER)
+    assert outcome.reward == pytest.approx(1e15)
+    stats = verifier.take_stats()
+    assert stats["spec|ratio|squares"] == 1000**2 * 1_000_000 < 2**63
+    assert stats["spec|ratio|rewards|sum"] == 1000 * 1_000_000
+    assert stats["spec|ratio|rewards|le|+Inf"] == 1
+
+
 async def test_static_sets_can_be_dropped() -> None:
     client = ScriptedClient({"judge": const(1.0), "citation": const(1.0)})
     outcome = await score_one(gateway(client), spec="refiner_instance_rubrics", **REFINER)

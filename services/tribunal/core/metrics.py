@@ -50,6 +50,11 @@ SEP = "|"
 MICRO = 1_000_000
 """Sums are kept as integers (Redis's HINCRBY) in millionths: seconds as microseconds."""
 
+MAX_OBSERVED = 1_000_000.0
+"""Bound on one observation's share of a histogram's sum (units: seconds, reward): a 64-bit
+counter in millionths then holds millions of them. Past it, Redis would refuse the increment
+(overflow) and with it the worker's write of results."""
+
 
 class Tally:
     """Counters and histograms observed in one process, taken in one go to be added to the
@@ -68,11 +73,12 @@ class Tally:
         self._counts[name] = self._counts.get(name, 0) + amount
 
     def observe(self, name: str, value: float, buckets: Sequence[float]) -> None:
-        """Count ``value`` (finite) in histogram ``name`` with upper bounds ``buckets``."""
+        """Count ``value`` (finite) in histogram ``name`` with upper bounds ``buckets``; its
+        share of the sum is clipped to ``±MAX_OBSERVED``."""
         bound = next((b for b in buckets if value <= b), math.inf)
         self.add(f"{name}{SEP}le{SEP}{_bound_label(bound)}")
         self.add(f"{name}{SEP}count")
-        self.add(f"{name}{SEP}sum", round(value * MICRO))
+        self.add(f"{name}{SEP}sum", round(max(-MAX_OBSERVED, min(MAX_OBSERVED, value)) * MICRO))
 
     def take(self) -> dict[str, int]:
         """Return the counters gathered since the last take, and start again from none."""
@@ -104,7 +110,7 @@ def entry_age_s(entry_id: str, now: float | None = None) -> float | None:
     """Seconds since a Redis stream entry was added (its id is ``<ms>-<seq>``), or None for
     an id of another form."""
     head, _, _ = entry_id.partition("-")
-    if not head.isdigit() or len(head) < 12:  # the embedded queue counts from 1
+    if not head.isdigit() or len(head) < 12:  # not a time in ms (a test's "1-0")
         return None
     return max(0.0, (time.time() if now is None else now) - int(head) / 1000)
 
@@ -235,7 +241,8 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
     """The metrics rebuilt from what workers tallied (:class:`Tally`), by verifier."""
     misses = CounterMetricFamily(
         "tribunal_cache_misses",
-        "Items looked up in the result cache at submission and not found (queued).",
+        "Cacheable items not found in the result cache, counted by the worker that scores "
+        "them (hits: tribunal_cache_hits).",
         labels=["verifier"],
     )
     dead = CounterMetricFamily(
@@ -245,8 +252,8 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
     )
     latency = HistogramMetricFamily(
         "tribunal_item_latency_seconds",
-        "An item's time from enqueue to result, as its worker wrote it (queue wait, "
-        "scoring, cache hits included).",
+        "An item's time from enqueue to result, as its worker wrote it (queue wait and "
+        "scoring; items the API answered from the cache never reach a worker).",
         labels=["verifier"],
     )
     calls = CounterMetricFamily(
@@ -316,13 +323,13 @@ def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                 specs.add(parts[1])
                 if parts[2] in ("reward", "error") and len(parts) == 3:
                     spec_items.add_metric([parts[1], parts[2]], value)
-                elif parts[2] == "error":
+                elif parts[2] == "error" and len(parts) == 4:
                     spec_errors.add_metric([parts[1], parts[3]], value)
                 elif parts[2] == "squares":
                     squares.add_metric([parts[1]], value / MICRO)
-                elif parts[2] == "component" and parts[4] == "sum":
+                elif parts[2] == "component" and parts[-1] == "sum" and len(parts) == 5:
                     component_sum.add_metric([parts[1], parts[3]], value / MICRO)
-                elif parts[2] == "component" and parts[4] == "count":
+                elif parts[2] == "component" and parts[-1] == "count" and len(parts) == 5:
                     component_count.add_metric([parts[1], parts[3]], value)
         for spec in sorted(specs):
             observed = histogram_from_stats(stats, f"spec{SEP}{spec}{SEP}rewards", REWARD_BUCKETS)

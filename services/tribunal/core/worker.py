@@ -476,8 +476,8 @@ class _Batch:
             done.append((delivery, worker._result(delivery, outcome, counters, cached=True)))
         live[:] = missed
         # Each cached item is looked up at submission (a hit is counted there) and, if it
-        # missed, here once more: a hit or a miss here counts it once.
-        # (The worker's tally: these counters go only with results answered now.)
+        # missed, here once more: a hit or a miss here counts it once. Misses go to the
+        # worker's tally, not to ``counters``, which a batch without hits never writes.
         worker.tally.add("cache_misses", sum(1 for delivery, _ in missed if delivery.cache_key))
         return done
 

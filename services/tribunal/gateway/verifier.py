@@ -335,12 +335,16 @@ class GatewayVerifier:
             code = outcome.error.code if outcome.error else "internal_error"
             self.tally.add(f"{spec}error{SEP}{code}")
             return
+        # A formula may pay any finite amount: clipped here, a reward's square still fits
+        # the 64-bit counter (in millionths) millions of times over. Its bucket is the same.
+        reward = _clip(outcome.reward)
         self.tally.add(f"{spec}reward")
-        self.tally.observe(f"{spec}rewards", outcome.reward, REWARD_BUCKETS)
-        self.tally.add(f"{spec}squares", round(outcome.reward * outcome.reward * MICRO))
+        self.tally.observe(f"{spec}rewards", reward, REWARD_BUCKETS)
+        self.tally.add(f"{spec}squares", round(reward * reward * MICRO))
         for name, result in state.results.items():
             if result.reward is not None and result.error is None:
-                self.tally.add(f"{spec}component{SEP}{name}{SEP}sum", round(result.reward * MICRO))
+                summed = round(_clip(result.reward) * MICRO)
+                self.tally.add(f"{spec}component{SEP}{name}{SEP}sum", summed)
                 self.tally.add(f"{spec}component{SEP}{name}{SEP}count")
 
     @staticmethod
@@ -412,6 +416,14 @@ class GatewayVerifier:
             )
 
         return sink
+
+
+_MAX_SUMMED_REWARD = 1000.0
+"""Rewards are clipped to ±this in the metrics' sums (never in an answer)."""
+
+
+def _clip(reward: float) -> float:
+    return max(-_MAX_SUMMED_REWARD, min(_MAX_SUMMED_REWARD, reward))
 
 
 def _error_result(exc: TribunalError, source: str | None = None) -> ComponentResult:
