@@ -12,7 +12,7 @@ PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 LOCK_BASE := requirements/base.txt
 LOCK_ALL := requirements/all.txt
 
-.PHONY: up test lint lock check-lock docs openapi bench-math clean tools
+.PHONY: up test lint lock check-lock docs openapi monitoring bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -63,6 +63,11 @@ docs: $(VENV)/.all
 
 openapi: $(VENV)/.base
 	$(BIN)/tribunal openapi
+
+# The Grafana dashboard and the Prometheus alert rules under docker/monitoring/, generated
+# (scripts/monitoring.py; tests/e2e/test_monitoring.py fails when they are stale).
+monitoring: $(VENV)/.all
+	$(BIN)/python scripts/monitoring.py
 
 bench-math: $(VENV)/.base
 	$(BIN)/python bench/math_throughput.py

@@ -2,9 +2,10 @@
 # Install the system tools `make up` and `make test` need, or stop with the one command to run.
 #
 # Needed: redis-server (the queue; the suite starts its own), bubblewrap (the code sandbox),
-# g++ (C++ items), the sandbox's Python with python3-sortedcontainers (LeetCode solutions
-# import it; the sandbox runs /usr/bin/python3 -I -S with Debian's dist-packages on its path)
-# python3-venv (for .venv) and libseccomp2 (compiles the code sandbox's seccomp filter). As root
+# g++ (C++ items), prometheus (the suite's monitoring test scrapes a stack with it and checks
+# the alert rules with its promtool), the sandbox's Python with python3-sortedcontainers
+# (LeetCode solutions import it; the sandbox runs /usr/bin/python3 -I -S with Debian's
+# dist-packages on its path) python3-venv (for .venv) and libseccomp2 (compiles the code sandbox's seccomp filter). As root
 # it installs what is missing with apt-get, as a user through `sudo -n` (never a password
 # prompt); otherwise it prints the command and exits 1.
 set -euo pipefail
@@ -14,6 +15,7 @@ missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v g++ >/dev/null || missing+=(g++)
+command -v prometheus >/dev/null || missing+=(prometheus)
 if [ ! -x /usr/bin/python3 ]; then
   missing+=(python3 python3-sortedcontainers)
 elif ! /usr/bin/python3 -I -S -c \

@@ -179,6 +179,12 @@ async def test_health_ready_and_metrics(client: httpx.AsyncClient) -> None:
     assert 'tribunal_cache_hits_total{verifier="toy"} 1.0' in text
     assert 'tribunal_queue_depth{verifier="toy"} 0.0' in text
     assert 'tribunal_request_latency_seconds_count{route="score",verifier="toy"} 2.0' in text
+    # Items 1 and 2 missed the cache at submission and were scored; their worker wrote each
+    # result with its latency from enqueue. Item 3, a hit, never reached a worker.
+    assert 'tribunal_cache_misses_total{verifier="toy"} 2.0' in text
+    assert 'tribunal_item_latency_seconds_count{verifier="toy"} 2.0' in text
+    assert 'tribunal_item_latency_seconds_bucket{le="+Inf",verifier="toy"} 2.0' in text
+    assert 'tribunal_queue_oldest_age_seconds{verifier="toy"} 0.0' in text
 
 
 async def test_bearer_token_is_required_when_configured() -> None:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
+from tribunal.core.metrics import entry_age_s
 from tribunal.core.queue.base import JobQueue, QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
@@ -191,6 +192,33 @@ async def test_utilisation_sums_the_live_workers_that_report_a_pool(queue: JobQu
     assert await queue.utilisation("v", within_s=5) == (1, 6)
     await queue.retire("v", "b")
     assert await queue.utilisation("v", within_s=5) == (0, 4)
+
+
+async def test_backend_load_sums_the_live_workers_that_report_a_backend(queue: JobQueue) -> None:
+    assert await queue.backend_load("v", within_s=5) == (0, 0)
+    await queue.heartbeat("v", "a", None, (5, 8))
+    await queue.heartbeat("v", "b", (1, 2), (2, 8))
+    await queue.heartbeat("v", "c", (3, 4))  # a pool and no backend
+    assert await queue.backend_load("v", within_s=5) == (7, 16)
+    assert await queue.utilisation("v", within_s=5) == (4, 6)
+    await queue.retire("v", "a")
+    assert await queue.backend_load("v", within_s=5) == (2, 8)
+
+
+async def test_the_oldest_entry_is_the_first_not_yet_completed(queue: JobQueue) -> None:
+    assert await queue.oldest_entry("v") is None
+    await queue.submit("v", items(2), total=2, prefilled={})
+    await queue.submit("v", items(1, start=2), total=1, prefilled={})
+    first, second = await queue.claim("v", "c", 2, block_s=0.05)
+    assert await queue.oldest_entry("v") == first.entry_id
+    await queue.complete("v", [(first, "{}")])
+    assert await queue.oldest_entry("v") == second.entry_id
+    # Its id is Redis's <milliseconds>-<sequence>, whichever queue: /metrics reads its age.
+    age = entry_age_s(second.entry_id)
+    assert age is not None and 0 <= age < 3600
+    [third] = await queue.claim("v", "c", 1, block_s=0.05)
+    await queue.complete("v", [(second, "{}"), (third, "{}")])
+    assert await queue.oldest_entry("v") is None
 
 
 async def test_verifiers_have_separate_queues(queue: JobQueue) -> None:

@@ -2,10 +2,10 @@
 
 Used by ``tests/e2e/test_compose.py`` and ``bench/compose.py``. The stack runs under a
 project name of its own, with every published port moved to a free host port (Redis is not
-published), so it runs beside a ``make up`` stack and the system Redis. Services of the
-``gpu`` profile are left out. ``scripts/compose-test.sh`` sets the environment: podman's
-``CONTAINERS_CONF``, and ``TRIBUNAL_BASE_IMAGE`` / ``TRIBUNAL_REDIS_IMAGE`` where the official
-images cannot be pulled.
+published), so it runs beside a ``make up`` stack and the system Redis. Services of a
+profile (``gpu``, ``monitoring``) are left out. ``scripts/compose-test.sh`` sets the
+environment: podman's ``CONTAINERS_CONF``, and ``TRIBUNAL_BASE_IMAGE`` /
+``TRIBUNAL_REDIS_IMAGE`` where the official images cannot be pulled.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def podman_compose() -> list[str]:
 
 
 def derive(document: dict[str, Any]) -> tuple[dict[str, Any], dict[int, int]]:
-    """compose.yaml without the ``gpu`` profile, build contexts made absolute and every
-    published port moved to a free host port.
+    """compose.yaml without its profiles (``gpu``, ``monitoring``), build contexts made
+    absolute and every published port moved to a free host port.
 
     Returns:
         The derived document and ``{container port: host port}``.
@@ -47,7 +47,7 @@ def derive(document: dict[str, Any]) -> tuple[dict[str, Any], dict[int, int]]:
     derived = json.loads(json.dumps(document))
     ports: dict[int, int] = {}
     services = derived["services"]
-    for name in [n for n, s in services.items() if "gpu" in s.get("profiles", [])]:
+    for name in [n for n, s in services.items() if s.get("profiles")]:
         del services[name]
     for service in services.values():
         if "build" in service:

@@ -52,7 +52,7 @@ def _apt(bin_dir: Path, log: Path) -> None:
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
 def test_nothing_missing_is_silent(bin_dir: Path) -> None:
-    for name in ("bwrap", "g++"):
+    for name in ("bwrap", "g++", "prometheus"):
         _stub(bin_dir, name)
     run = _run(bin_dir, uid=1000)
     if "python3-sortedcontainers" in run.stderr:

@@ -116,6 +116,43 @@ async def test_refiner_recipes_by_hand(spec: str, citation_weight: float) -> Non
     assert "positive_rubrics" not in citation_item
 
 
+async def test_spec_outcomes_are_tallied_for_metrics_by_spec_and_component() -> None:
+    client = ScriptedClient({"judge": const(0.75), "citation": const(0.4)})
+    verifier = gateway(client)
+    await score_one(verifier, spec="refiner_rubric_citation", **REFINER)
+    await score_one(verifier, spec="refiner_rubric_citation", **REFINER)
+    client.down = {"citation"}
+    failed = await score_one(verifier, spec="refiner_rubric_citation", **REFINER)
+    assert failed.error is not None
+    stats = verifier.take_stats()
+    spec = "spec|refiner_rubric_citation|"
+    reward = 10 * 0.75 + 0.2 * 0.4  # 7.58: in the bucket up to 10
+    assert stats[f"{spec}reward"] == 2 and stats[f"{spec}rewards|count"] == 2
+    assert stats[f"{spec}rewards|le|10.0"] == 2
+    assert stats[f"{spec}rewards|sum"] == round(2 * reward * 1_000_000)
+    assert stats[f"{spec}squares"] == 2 * round(reward * reward * 1_000_000)
+    assert stats[f"{spec}component|judge|count"] == 2
+    assert stats[f"{spec}component|citation|count"] == 2
+    assert stats[f"{spec}component|citation|sum"] == round(2 * 0.4 * 1_000_000)
+    assert stats[f"{spec}error"] == 1
+    assert stats[f"{spec}error|{failed.error.code}"] == 1
+    # Taken once: the next take starts from none.
+    assert verifier.take_stats() == {}
+
+
+async def test_a_huge_reward_is_clipped_in_the_tallies_never_in_the_answer() -> None:
+    # judge / citation pays 1e15: squared in millionths it would overflow Redis's 64-bit
+    # counter, and the worker's write of results with it.
+    client = ScriptedClient({"judge": const(1.0), "citation": const(1e-15)})
+    verifier = gateway(client, NAN_FORMULA)
+    outcome = await score_one(verifier, spec="ratio", **REFINER)
+    assert outcome.reward == pytest.approx(1e15)
+    stats = verifier.take_stats()
+    assert stats["spec|ratio|squares"] == 1000**2 * 1_000_000 < 2**63
+    assert stats["spec|ratio|rewards|sum"] == 1000 * 1_000_000
+    assert stats["spec|ratio|rewards|le|+Inf"] == 1
+
+
 async def test_static_sets_can_be_dropped() -> None:
     client = ScriptedClient({"judge": const(1.0), "citation": const(1.0)})
     outcome = await score_one(gateway(client), spec="refiner_instance_rubrics", **REFINER)

@@ -42,6 +42,7 @@ from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, Supp
 from tribunal.core.errors import ParseError, Refusal, TribunalError
 from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
+from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
 PROMPT_VERSION = "citation-2"
@@ -177,6 +178,10 @@ class LLMSupport:
         self.cache = JudgmentCache(self.settings.cache_max_items)
         self.control = ControlTokens(backend.control_tokens)
         """The control tokens broken in every untrusted text (the backend's, once started)."""
+        # The openai and transformers backends keep their BackendConfig; a NullBackend has
+        # no bound (every call fails at once).
+        bound = getattr(getattr(backend, "config", None), "max_concurrency", 0)
+        self.meter = BackendMeter(int(bound))
 
     async def start(self) -> None:
         """Start the backend."""
@@ -259,7 +264,7 @@ class LLMSupport:
                     temperature=0.3,  # a greedy retry would repeat the same answer
                     seed=attempt,
                 )
-            completion = await self.backend.complete(request)
+            completion = await self.meter.complete(self.backend, request)
             usage.calls += 1
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens

@@ -210,6 +210,15 @@ class CitationVerifier:
         """``(busy, capacity)`` of the scoring processes."""
         return (self._pool.busy if self._pool is not None else 0), self.processes
 
+    def backend_load(self) -> tuple[int, int]:
+        """``(calls in flight, concurrency bound)`` of the judge mode's backend (``(0, 0)``
+        without one)."""
+        return self.judge.meter.load(self.judge.backend) if self.judge else (0, 0)
+
+    def take_stats(self) -> dict[str, int]:
+        """The judge mode's backend calls' counts and latencies since the last take."""
+        return self.judge.meter.tally.take() if self.judge else {}
+
     def config_hash(self) -> str:
         """Hash of the scoring settings and, for judge mode, model and prompt version."""
         judge = {**self._judge_hash, "prompt_version": PROMPT_VERSION} if self.judge else None

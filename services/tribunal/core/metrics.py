@@ -2,20 +2,31 @@
 
 Counters of scored items, errors by class and cache hits are cluster-wide: workers add to
 them in the queue's store (a Redis hash), and any API replica reports them at scrape time,
-together with the queue depth and the number of live workers. Request latency is measured by
-the API process that served the request; when one ``tribunal api`` runs several processes on
-one port (``TRIBUNAL_API_PROCESSES``), they share it through prometheus-client's multiprocess
-mode (``PROMETHEUS_MULTIPROC_DIR``), so that a scrape, whichever process answers it, reports
-every process's requests.
+together with the queue depth and the number of live workers. So are the histograms that
+workers observe (an item's latency from enqueue to result, a judge backend call's latency,
+a reward spec's rewards): a :class:`Tally` keeps each as counters per bucket, added to the
+same hash with the worker's next write, so that Prometheus scrapes only the API processes,
+whatever number of worker processes and hosts share the queue (docs/monitoring.md). Request
+latency is measured by the API process that served the request; when one ``tribunal api``
+runs several processes on one port (``TRIBUNAL_API_PROCESSES``), they share it through
+prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), so that a scrape,
+whichever process answers it, reports every process's requests.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -27,6 +38,82 @@ SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
+REWARD_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0)
+"""Upper bounds of the spec reward histogram (most specs pay in [0, 1], the refiner recipes
+up to about 10). A negative reward counts in ``le="0.0"``: a histogram with negative bounds
+loses its ``_sum`` and ``_count`` in the exposition format."""
+
+SEP = "|"
+"""Separator of the parts of a tallied counter's name (spec, component and error names are
+``[a-z0-9_]``; the older counters, ``scored``, ``error:<code>``, have none)."""
+
+MICRO = 1_000_000
+"""Sums are kept as integers (Redis's HINCRBY) in millionths: seconds as microseconds."""
+
+MAX_OBSERVED = 1_000_000.0
+"""Bound on one observation's share of a histogram's sum (units: seconds, reward): a 64-bit
+counter in millionths then holds millions of them. Past it, Redis would refuse the increment
+(overflow) and with it the worker's write of results."""
+
+
+class Tally:
+    """Counters and histograms observed in one process, taken in one go to be added to the
+    cluster-wide stats (``JobQueue.incr_stats``, or a worker's write of results).
+
+    A histogram ``name`` is kept as ``name|le|<bound>`` (observations whose first bucket
+    is ``bound``, not cumulative: buckets add across processes), ``name|count`` and
+    ``name|sum`` (millionths of the unit); :func:`histogram_from_stats` rebuilds it.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to counter ``name``."""
+        self._counts[name] = self._counts.get(name, 0) + amount
+
+    def observe(self, name: str, value: float, buckets: Sequence[float]) -> None:
+        """Count ``value`` (finite) in histogram ``name`` with upper bounds ``buckets``; its
+        share of the sum is clipped to ``±MAX_OBSERVED``."""
+        bound = next((b for b in buckets if value <= b), math.inf)
+        self.add(f"{name}{SEP}le{SEP}{_bound_label(bound)}")
+        self.add(f"{name}{SEP}count")
+        self.add(f"{name}{SEP}sum", round(max(-MAX_OBSERVED, min(MAX_OBSERVED, value)) * MICRO))
+
+    def take(self) -> dict[str, int]:
+        """Return the counters gathered since the last take, and start again from none."""
+        counts, self._counts = self._counts, {}
+        return counts
+
+
+def _bound_label(bound: float) -> str:
+    return "+Inf" if bound == math.inf else repr(float(bound))
+
+
+def histogram_from_stats(
+    stats: Mapping[str, int], name: str, buckets: Sequence[float]
+) -> tuple[list[tuple[str, float]], float] | None:
+    """The cumulative buckets and sum of histogram ``name`` tallied in ``stats`` (see
+    :class:`Tally`), or None when nothing was observed."""
+    if f"{name}{SEP}count" not in stats:
+        return None
+    cumulative: list[tuple[str, float]] = []
+    total = 0
+    for bound in (*buckets, math.inf):
+        label = _bound_label(bound)
+        total += stats.get(f"{name}{SEP}le{SEP}{label}", 0)
+        cumulative.append((label, float(total)))
+    return cumulative, stats.get(f"{name}{SEP}sum", 0) / MICRO
+
+
+def entry_age_s(entry_id: str, now: float | None = None) -> float | None:
+    """Seconds since a Redis stream entry was added (its id is ``<ms>-<seq>``), or None for
+    an id of another form."""
+    head, _, _ = entry_id.partition("-")
+    if not head.isdigit() or len(head) < 12:  # not a time in ms (a test's "1-0")
+        return None
+    return max(0.0, (time.time() if now is None else now) - int(head) / 1000)
+
 
 class _QueueCollector(Collector):
     """Reports the last snapshot taken by :meth:`Metrics.refresh`."""
@@ -37,6 +124,8 @@ class _QueueCollector(Collector):
         self.pools: dict[str, tuple[int, int]] = {}
         self.stats: dict[str, dict[str, int]] = {}
         self.stores: dict[str, dict[str, int]] = {}
+        self.oldest_age: dict[str, float] = {}
+        self.backends: dict[str, tuple[int, int]] = {}
         self.memory_used: int | None = None
 
     def collect(self) -> Iterable[Metric]:
@@ -118,7 +207,142 @@ class _QueueCollector(Collector):
             stores,
             dropped,
             memory,
+            *self._loads(),
+            *_worker_tallies(self.stats),
+            *_spec_tallies(self.stats),
         ]
+
+    def _loads(self) -> list[Metric]:
+        oldest = GaugeMetricFamily(
+            "tribunal_queue_oldest_age_seconds",
+            "Age of the oldest item queued or in flight (0 when none).",
+            labels=["verifier"],
+        )
+        for verifier, age in self.oldest_age.items():
+            oldest.add_metric([verifier], age)
+        backend_busy = GaugeMetricFamily(
+            "tribunal_backend_in_flight",
+            "LLM backend calls in flight, summed over live workers (sampled at each heartbeat).",
+            labels=["verifier"],
+        )
+        backend_capacity = GaugeMetricFamily(
+            "tribunal_backend_concurrency",
+            "LLM backend concurrency bound (TRIBUNAL_<NAME>_MAX_CONCURRENCY), summed over "
+            "live workers.",
+            labels=["verifier"],
+        )
+        for verifier, (busy, capacity) in self.backends.items():
+            backend_busy.add_metric([verifier], busy)
+            backend_capacity.add_metric([verifier], capacity)
+        return [oldest, backend_busy, backend_capacity]
+
+
+def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The metrics rebuilt from what workers tallied (:class:`Tally`), by verifier."""
+    misses = CounterMetricFamily(
+        "tribunal_cache_misses",
+        "Cacheable items not found in the result cache, counted by the worker that scores "
+        "them (hits: tribunal_cache_hits).",
+        labels=["verifier"],
+    )
+    dead = CounterMetricFamily(
+        "tribunal_dead_lettered",
+        "Items moved to the dead-letter stream (answered dead_letter).",
+        labels=["verifier"],
+    )
+    latency = HistogramMetricFamily(
+        "tribunal_item_latency_seconds",
+        "An item's time from enqueue to result, as its worker wrote it (queue wait and "
+        "scoring; items the API answered from the cache never reach a worker).",
+        labels=["verifier"],
+    )
+    calls = CounterMetricFamily(
+        "tribunal_backend_calls",
+        "LLM backend calls (each with the backend's own retries), by outcome: ok or the "
+        "error class.",
+        labels=["verifier", "outcome"],
+    )
+    call_latency = HistogramMetricFamily(
+        "tribunal_backend_latency_seconds",
+        "An LLM backend call's time (its wait for a concurrency slot and retries included).",
+        labels=["verifier"],
+    )
+    for verifier, stats in all_stats.items():
+        misses.add_metric([verifier], stats.get("cache_misses", 0))
+        dead.add_metric([verifier], stats.get("dead_lettered", 0))
+        observed = histogram_from_stats(stats, "latency", LATENCY_BUCKETS_S)
+        if observed is not None:
+            latency.add_metric([verifier], *observed)
+        observed = histogram_from_stats(stats, "backend_latency", LATENCY_BUCKETS_S)
+        if observed is not None:
+            call_latency.add_metric([verifier], *observed)
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if parts[0] == "backend" and len(parts) == 2:
+                calls.add_metric([verifier, parts[1]], value)
+    return [misses, dead, latency, calls, call_latency]
+
+
+def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The metrics rebuilt from what gateways tallied (:class:`Tally`), by reward spec."""
+    spec_items = CounterMetricFamily(
+        "tribunal_spec_items",
+        "Reward-spec items scored, by outcome (reward or error).",
+        labels=["spec", "outcome"],
+    )
+    spec_errors = CounterMetricFamily(
+        "tribunal_spec_errors",
+        "Reward-spec items answered with an error, by class.",
+        labels=["spec", "code"],
+    )
+    rewards = HistogramMetricFamily(
+        "tribunal_spec_reward",
+        "Rewards given by each spec (errors excluded).",
+        labels=["spec"],
+    )
+    squares = CounterMetricFamily(
+        "tribunal_spec_reward_squares",
+        "Sum of the squares of each spec's rewards: with _sum and _count, their spread.",
+        labels=["spec"],
+    )
+    component_sum = CounterMetricFamily(
+        "tribunal_spec_component_reward_sum",
+        "Sum of each spec component's rewards (components with a reward).",
+        labels=["spec", "component"],
+    )
+    component_count = CounterMetricFamily(
+        "tribunal_spec_component_rewards",
+        "Spec components given a reward.",
+        labels=["spec", "component"],
+    )
+    for stats in all_stats.values():
+        specs: set[str] = set()
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if parts[0] == "spec" and len(parts) >= 3:
+                specs.add(parts[1])
+                if parts[2] in ("reward", "error") and len(parts) == 3:
+                    spec_items.add_metric([parts[1], parts[2]], value)
+                elif parts[2] == "error" and len(parts) == 4:
+                    spec_errors.add_metric([parts[1], parts[3]], value)
+                elif parts[2] == "squares":
+                    squares.add_metric([parts[1]], value / MICRO)
+                elif parts[2] == "component" and parts[-1] == "sum" and len(parts) == 5:
+                    component_sum.add_metric([parts[1], parts[3]], value / MICRO)
+                elif parts[2] == "component" and parts[-1] == "count" and len(parts) == 5:
+                    component_count.add_metric([parts[1], parts[3]], value)
+        for spec in sorted(specs):
+            observed = histogram_from_stats(stats, f"spec{SEP}{spec}{SEP}rewards", REWARD_BUCKETS)
+            if observed is not None:
+                rewards.add_metric([spec], *observed)
+    return [
+        spec_items,
+        spec_errors,
+        rewards,
+        squares,
+        component_sum,
+        component_count,
+    ]
 
 
 class Metrics:
@@ -157,8 +381,9 @@ class Metrics:
     async def refresh(
         self, queue: JobQueue, caches: Mapping[str, ResultCache] | None = None
     ) -> None:
-        """Take a snapshot of the queue's depth, live workers, counters, store sizes (and
-        ``caches``' entries, by verifier) and Redis's memory."""
+        """Take a snapshot of the queue's depth and oldest entry's age, live workers, their
+        pools' and backends' load, counters, store sizes (and ``caches``' entries, by
+        verifier) and Redis's memory."""
         self._queue.memory_used = await queue.memory_used()
         for verifier in self.verifiers:
             sizes = await queue.store_sizes(verifier)
@@ -168,6 +393,12 @@ class Metrics:
             self._queue.depth[verifier] = await queue.depth(verifier)
             self._queue.workers[verifier] = await queue.live_workers(verifier, self.worker_window_s)
             self._queue.pools[verifier] = await queue.utilisation(verifier, self.worker_window_s)
+            self._queue.backends[verifier] = await queue.backend_load(
+                verifier, self.worker_window_s
+            )
+            oldest = await queue.oldest_entry(verifier)
+            age = entry_age_s(oldest) if oldest is not None else None
+            self._queue.oldest_age[verifier] = age or 0.0
             self._queue.stats[verifier] = await queue.stats(verifier)
 
     def render(self) -> bytes:

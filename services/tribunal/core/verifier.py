@@ -44,7 +44,14 @@ class Verifier(Protocol):
 
     Optionally, a verifier with a pool of its own (processes, sandbox slots) defines
     ``utilisation() -> tuple[int, int]``, its ``(busy, capacity)`` now; workers report it
-    with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``).
+    with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``);
+    one that calls an LLM backend defines ``backend_load() -> tuple[int, int]``, its calls in
+    flight and concurrency bound (``tribunal_backend_in_flight`` / ``_concurrency``).
+
+    Optionally, a verifier that counts what happens inside it (backend calls and their
+    latency, a reward spec's rewards) defines ``take_stats() -> dict[str, int]``: the
+    counters of a ``tribunal.core.metrics.Tally`` since the last call, which the worker adds
+    to the cluster-wide stats with its next write.
     """
 
     name: str

@@ -42,6 +42,7 @@ from tribunal.core.errors import (
     QueueUnavailable,
     TribunalError,
 )
+from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally, entry_age_s
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.verifier import Verifier, score_guarded, verifier_info
 
@@ -80,6 +81,20 @@ def pool_utilisation(verifier: Verifier) -> tuple[int, int] | None:
     optional: a verifier that waits on a remote model has no pool of its own)."""
     utilisation = getattr(verifier, "utilisation", None)
     return None if utilisation is None else utilisation()
+
+
+def backend_load(verifier: Verifier) -> tuple[int, int] | None:
+    """``(in flight, bound)`` of the verifier's LLM backend, if it has one
+    (``Verifier.backend_load``, optional)."""
+    load = getattr(verifier, "backend_load", None)
+    return None if load is None else load()
+
+
+def verifier_stats(verifier: Verifier) -> dict[str, int]:
+    """The counters the verifier tallied since it was last asked (``Verifier.take_stats``,
+    optional: its backend calls, a gateway's spec rewards)."""
+    take = getattr(verifier, "take_stats", None)
+    return {} if take is None else take()
 
 
 @dataclass
@@ -127,6 +142,8 @@ class WorkerRuntime:
         self._batches: set[asyncio.Task[None]] = set()
         self._ready: list[_Ready] = []
         self._writer: asyncio.Task[None] | None = None
+        # Item latencies, added to the stats with the next write.
+        self.tally = Tally()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop claiming, finish the items in progress within
@@ -179,7 +196,10 @@ class WorkerRuntime:
         while True:
             try:
                 await self.queue.heartbeat(
-                    self.verifier.name, self.consumer, pool_utilisation(self.verifier)
+                    self.verifier.name,
+                    self.consumer,
+                    pool_utilisation(self.verifier),
+                    backend_load(self.verifier),
                 )
                 if self._in_flight:
                     await self.queue.extend(
@@ -286,9 +306,12 @@ class WorkerRuntime:
             done = [written for part in parts for written in part.done]
             counters: dict[str, int] = {}
             fresh: dict[str, str] = {}
-            for part in parts:
-                for label, n in part.counters.items():
+            tallied = [part.counters for part in parts]
+            tallied += [self.tally.take(), verifier_stats(self.verifier)]
+            for part_counters in tallied:
+                for label, n in part_counters.items():
                     counters[label] = counters.get(label, 0) + n
+            for part in parts:
                 fresh.update(part.fresh)
             try:
                 # Cached first: a job seen done finds its results in the cache on a resend.
@@ -363,6 +386,9 @@ class WorkerRuntime:
     ) -> str:
         label = f"error:{outcome.error.code}" if outcome.error else "scored"
         counters[label] = counters.get(label, 0) + 1
+        age = entry_age_s(delivery.entry_id)
+        if age is not None:
+            self.tally.observe("latency", age, LATENCY_BUCKETS_S)
         item_id = str(delivery.payload.get("id", delivery.index))
         return result_json(item_id, outcome, self.info, cached=cached)
 
@@ -449,6 +475,10 @@ class _Batch:
             counters["cache_hits"] = counters.get("cache_hits", 0) + 1
             done.append((delivery, worker._result(delivery, outcome, counters, cached=True)))
         live[:] = missed
+        # Each cached item is looked up at submission (a hit is counted there) and, if it
+        # missed, here once more: a hit or a miss here counts it once. Misses go to the
+        # worker's tally, not to ``counters``, which a batch without hits never writes.
+        worker.tally.add("cache_misses", sum(1 for delivery, _ in missed if delivery.cache_key))
         return done
 
     async def _score(self, live: list[tuple[Delivery, ScoreItem]]) -> None:

@@ -3,6 +3,7 @@
 # No ``from __future__ import annotations``: FastAPI reads the route annotations at run time.
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ from tribunal.core.envelope import (
     result_json,
     score_response_model,
 )
-from tribunal.core.errors import PayloadTooLarge, ScoringTimeout
+from tribunal.core.errors import PayloadTooLarge, QueueUnavailable, ScoringTimeout
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import InvalidItem
@@ -89,6 +90,10 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
             "(POST /v1/jobs)"
         ) from None
+    # The spec counters this batch added, for /metrics: every API process adds its own to
+    # the cluster-wide stats (a queue outage costs the counts, never the answer).
+    with contextlib.suppress(QueueUnavailable):
+        await runtime.queue.incr_stats("gateway", verifier.take_stats())
     refused = shed.error()
     if refused is not None:
         raise refused

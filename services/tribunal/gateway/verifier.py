@@ -37,6 +37,7 @@ from tribunal.core.envelope import (
 )
 from tribunal.core.errors import BadInput, InternalError, TribunalError
 from tribunal.core.hashing import config_hash
+from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.schemas import GatewayDetails, GatewayItem
@@ -224,10 +225,16 @@ class GatewayVerifier:
         self._client_factory = client_factory
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
+        self.tally = Tally()
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
         return self._hash
+
+    def take_stats(self) -> dict[str, int]:
+        """Each spec's items by outcome, errors by class, rewards (histogram, sum of squares)
+        and components' rewards, since the last take (``tribunal_spec_*`` in /metrics)."""
+        return self.tally.take()
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result
@@ -313,9 +320,32 @@ class GatewayVerifier:
                     self._schedule(state, name, second)
         await second.run(self.client)
         for index, state in spec_items.items():
-            outcomes[index] = (combine(state.loaded, state.results), f"spec:{state.loaded.name}")
+            outcome = combine(state.loaded, state.results)
+            self._count(state, outcome)
+            outcomes[index] = (outcome, f"spec:{state.loaded.name}")
         assert all(o is not None for o in outcomes)
         return [o for o in outcomes if o is not None]
+
+    def _count(self, state: _SpecItem, outcome: ItemOutcome) -> None:
+        """Tally one spec item's outcome (spec and component names are the loaded specs',
+        a bounded set; item ids never become labels)."""
+        spec = f"spec{SEP}{state.loaded.name}{SEP}"
+        if outcome.error is not None or outcome.reward is None:
+            self.tally.add(f"{spec}error")
+            code = outcome.error.code if outcome.error else "internal_error"
+            self.tally.add(f"{spec}error{SEP}{code}")
+            return
+        # A formula may pay any finite amount: clipped here, a reward's square still fits
+        # the 64-bit counter (in millionths) millions of times over. Its bucket is the same.
+        reward = _clip(outcome.reward)
+        self.tally.add(f"{spec}reward")
+        self.tally.observe(f"{spec}rewards", reward, REWARD_BUCKETS)
+        self.tally.add(f"{spec}squares", round(reward * reward * MICRO))
+        for name, result in state.results.items():
+            if result.reward is not None and result.error is None:
+                summed = round(_clip(result.reward) * MICRO)
+                self.tally.add(f"{spec}component{SEP}{name}{SEP}sum", summed)
+                self.tally.add(f"{spec}component{SEP}{name}{SEP}count")
 
     @staticmethod
     def _direct_sink(
@@ -386,6 +416,14 @@ class GatewayVerifier:
             )
 
         return sink
+
+
+_MAX_SUMMED_REWARD = 1000.0
+"""Rewards are clipped to ±this in the metrics' sums (never in an answer)."""
+
+
+def _clip(reward: float) -> float:
+    return max(-_MAX_SUMMED_REWARD, min(_MAX_SUMMED_REWARD, reward))
 
 
 def _error_result(exc: TribunalError, source: str | None = None) -> ComponentResult:

@@ -33,6 +33,7 @@ from tribunal.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricRe
 from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 from tribunal.llm import LLMBackend, create_backend
+from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import ControlTokens
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class JudgeVerifier:
         # instead of after every queued call has been prepared. 2x keeps the backend busy
         # while admitted calls back off between retries.
         self._admission = asyncio.Semaphore(2 * config.backend.max_concurrency)
+        self.meter = BackendMeter(config.backend.max_concurrency)
         self._context = canonical_json(
             {
                 "prompt_version": PROMPT_VERSION,
@@ -91,6 +93,14 @@ class JudgeVerifier:
     def config_hash(self) -> str:
         """Hash of the config, prompt templates and every shipped rubric set."""
         return self._hash
+
+    def backend_load(self) -> tuple[int, int]:
+        """``(calls in flight, concurrency bound)`` of the backend."""
+        return self.meter.load(self.backend)
+
+    def take_stats(self) -> dict[str, int]:
+        """The backend calls' counts and latencies since the last take."""
+        return self.meter.tally.take()
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Question, response and the resolved rubrics (ids and groups do not matter)."""
@@ -253,7 +263,7 @@ class JudgeVerifier:
             seed=(self.config.backend.seed or 0) + attempt if attempt else None,
         )
         try:
-            completion = await self.backend.complete(request)
+            completion = await self.meter.complete(self.backend, request)
             usage.calls += 1
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens

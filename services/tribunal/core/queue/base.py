@@ -160,15 +160,25 @@ class JobQueue(Protocol):
         ...
 
     async def heartbeat(
-        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+        self,
+        verifier: str,
+        consumer: str,
+        utilisation: tuple[int, int] | None = None,
+        backend: tuple[int, int] | None = None,
     ) -> None:
         """Record that worker ``consumer`` is alive, with its pool's ``(busy, capacity)``
-        (verification processes or sandbox slots) when it has one."""
+        (verification processes or sandbox slots) and its LLM backend's ``(calls in
+        flight, concurrency bound)`` when it has them."""
         ...
 
     async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
         """Sum ``(busy, capacity)`` over the workers of ``verifier`` that sent a heartbeat
         within ``within_s`` (``(0, 0)`` when none reported a pool)."""
+        ...
+
+    async def backend_load(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the LLM backends' ``(in flight, bound)`` over the live workers of ``verifier``
+        (``(0, 0)`` when none reported a backend)."""
         ...
 
     async def retire(self, verifier: str, consumer: str) -> None:
@@ -191,6 +201,11 @@ class JobQueue(Protocol):
 
     async def depth(self, verifier: str) -> int:
         """Entries queued or in flight for ``verifier``."""
+        ...
+
+    async def oldest_entry(self, verifier: str) -> str | None:
+        """The id (``<ms>-<seq>``) of the oldest entry of ``verifier`` queued or in flight,
+        or None when there is none (for ``/metrics``: its age)."""
         ...
 
     async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:

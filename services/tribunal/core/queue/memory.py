@@ -33,7 +33,7 @@ class _Stream:
     pending: OrderedDict[str, _Pending] = field(default_factory=OrderedDict)
     dead: deque[tuple[Delivery, str]] = field(default_factory=deque)
     workers: dict[str, float] = field(default_factory=dict)
-    utilisation: dict[str, tuple[int, int]] = field(default_factory=dict)
+    utilisation: dict[str, tuple[int, ...]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     refusal: str | None = None
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -135,7 +135,8 @@ class MemoryQueue:
         for item in items:
             stream.ready.append(
                 Delivery(
-                    entry_id=f"{next(self._ids)}-0",
+                    # Redis's form (milliseconds-sequence): its age is read from it.
+                    entry_id=f"{int(time.time() * 1000)}-{next(self._ids)}",
                     job_id=job_id,
                     index=item.index,
                     payload=item.payload,
@@ -261,13 +262,17 @@ class MemoryQueue:
             stream.dead.popleft()
 
     async def heartbeat(
-        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+        self,
+        verifier: str,
+        consumer: str,
+        utilisation: tuple[int, int] | None = None,
+        backend: tuple[int, int] | None = None,
     ) -> None:
-        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        """Record the worker's heartbeat time (and its pool's and backend's load)."""
         stream = self._stream(verifier)
         stream.workers[consumer] = time.time()
-        if utilisation is not None:
-            stream.utilisation[consumer] = utilisation
+        if utilisation is not None or backend is not None:
+            stream.utilisation[consumer] = (*(utilisation or (0, 0)), *(backend or ()))
 
     async def retire(self, verifier: str, consumer: str) -> None:
         """Forget the worker's heartbeat."""
@@ -280,7 +285,15 @@ class MemoryQueue:
         cutoff = time.time() - within_s
         live = [stream.utilisation.get(c) for c, t in stream.workers.items() if t >= cutoff]
         reported = [u for u in live if u is not None]
-        return sum(b for b, _ in reported), sum(c for _, c in reported)
+        return sum(u[0] for u in reported), sum(u[1] for u in reported)
+
+    async def backend_load(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported backend load of the live workers."""
+        stream = self._stream(verifier)
+        cutoff = time.time() - within_s
+        live = [stream.utilisation.get(c) for c, t in stream.workers.items() if t >= cutoff]
+        reported = [u for u in live if u is not None and len(u) == 4]
+        return sum(u[2] for u in reported), sum(u[3] for u in reported)
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``."""
@@ -299,6 +312,13 @@ class MemoryQueue:
         """Ready plus in-flight entries."""
         stream = self._stream(verifier)
         return len(stream.ready) + len(stream.pending)
+
+    async def oldest_entry(self, verifier: str) -> str | None:
+        """The id of the oldest entry queued or in flight."""
+        stream = self._stream(verifier)
+        # Claimed again, an entry moves to the end of ``pending``: its first is not the oldest.
+        ids = [*([stream.ready[0].entry_id] if stream.ready else []), *stream.pending]
+        return min(ids, key=lambda i: tuple(map(int, i.split("-"))), default=None)
 
     async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:
         """Add to the counters."""

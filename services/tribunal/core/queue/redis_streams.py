@@ -554,14 +554,19 @@ class RedisStreamsQueue:
             )
 
     async def heartbeat(
-        self, verifier: str, consumer: str, utilisation: tuple[int, int] | None = None
+        self,
+        verifier: str,
+        consumer: str,
+        utilisation: tuple[int, int] | None = None,
+        backend: tuple[int, int] | None = None,
     ) -> None:
-        """Record the worker's heartbeat time (and its pool's utilisation)."""
+        """Record the worker's heartbeat time (and its pool's and backend's load, as
+        ``"busy capacity[ in_flight bound]"``)."""
         async with self._unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
             pipe.zadd(self.keys.workers(verifier), {consumer: time.time()})
-            if utilisation is not None:
-                busy, capacity = utilisation
-                pipe.hset(self.keys.utilisation(verifier), consumer, f"{busy} {capacity}")
+            if utilisation is not None or backend is not None:
+                loads = [*(utilisation or (0, 0)), *(backend or ())]
+                pipe.hset(self.keys.utilisation(verifier), consumer, " ".join(map(str, loads)))
             await pipe.execute()
 
     async def retire(self, verifier: str, consumer: str) -> None:
@@ -573,19 +578,23 @@ class RedisStreamsQueue:
 
     async def utilisation(self, verifier: str, within_s: float) -> tuple[int, int]:
         """Sum the last reported utilisation of the live workers."""
+        loads = await self._loads(verifier, within_s)
+        return sum(load[0] for load in loads), sum(load[1] for load in loads)
+
+    async def backend_load(self, verifier: str, within_s: float) -> tuple[int, int]:
+        """Sum the last reported backend load of the live workers."""
+        loads = [load for load in await self._loads(verifier, within_s) if len(load) == 4]
+        return sum(load[2] for load in loads), sum(load[3] for load in loads)
+
+    async def _loads(self, verifier: str, within_s: float) -> list[list[int]]:
         async with self._unavailable_as_503():
             live = await self.redis.zrangebyscore(
                 self.keys.workers(verifier), time.time() - within_s, "+inf"
             )
             if not live:
-                return 0, 0
+                return []
             values = await self.redis.hmget(self.keys.utilisation(verifier), [*map(str, live)])
-        busy = capacity = 0
-        for value in values:
-            if value is not None:
-                b, c = (int(part) for part in value.split())
-                busy, capacity = busy + b, capacity + c
-        return busy, capacity
+        return [[int(part) for part in value.split()] for value in values if value is not None]
 
     async def live_workers(self, verifier: str, within_s: float) -> int:
         """Count heartbeats newer than ``within_s``; forget workers silent for an hour."""
@@ -616,6 +625,15 @@ class RedisStreamsQueue:
         """XLEN of the stream: acknowledged entries are deleted, so this is the backlog."""
         async with self._unavailable_as_503():
             return int(await self.redis.xlen(self.keys.stream(verifier)))
+
+    async def oldest_entry(self, verifier: str) -> str | None:
+        """The first entry of the stream (acknowledged entries are deleted)."""
+        async with self._unavailable_as_503():
+            first = await self.redis.xrange(self.keys.stream(verifier), count=1)
+        if not first:
+            return None
+        entry_id = first[0][0]
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def incr_stats(self, verifier: str, counters: Mapping[str, int]) -> None:
         """HINCRBY each counter."""
