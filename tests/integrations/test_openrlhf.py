@@ -384,3 +384,31 @@ def test_what_openrlhf_does_with_a_refused_sample_and_a_service_down(
         maker = openrlhf.RemoteExperienceMaker.__new__(openrlhf.RemoteExperienceMaker)
         maker.strategy = types.SimpleNamespace(args=types.SimpleNamespace())
         maker.compute_advantages_and_returns([experience])
+
+
+def test_with_an_api_key_openrlhf_gets_in_by_basic_credentials_or_the_key_path(
+    openrlhf: Any, tokenizer: Any, gateway: Callable[..., RunningService]
+) -> None:
+    # OpenRLHF's client posts to a bare URL with no header; aiohttp sends a URL's user
+    # information as Basic credentials, and /k/<key>/ carries the key in the path.
+    key = "k3y-for-openrlhf"
+    running = gateway(TRIBUNAL_API_KEY=key)
+    [row] = gsm8k(1)
+    prompt, label = prompt_of(openrlhf, tokenizer, row["question"], row["label"])
+    host = running.base_url.removeprefix("http://")
+    urls = [
+        f"http://openrlhf:{key}@{host}/get_reward/rloo_math",
+        f"{running.base_url}/k/{key}/get_reward/rloo_math",
+        f"{running.base_url}/get_reward/rloo_math",  # no key: 401, then a reward of None
+    ]
+    llm = ScriptedLLM(tokenizer, {prompt: [row["gold"]] * len(urls)})
+    rewards = [
+        execute(openrlhf, rollout_actor(openrlhf, url, llm), tokenizer, prompt, label)["reward"]
+        for url in urls
+    ]
+    assert rewards == [[1.0], [1.0], None]
+    body = {"query": [prompt + "#### 18"], "prompts": [prompt], "labels": ["18"]}
+    for url in (f"/k/{key}x/get_reward/rloo_math", "/k//get_reward/rloo_math"):
+        assert httpx.post(running.base_url + url, json=body).status_code in (401, 404)
+    wrong = httpx.post(f"{running.base_url}/k/{key[:-1]}/get_reward/rloo_math", json=body)
+    assert wrong.status_code == 401 and key not in wrong.text
