@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import DATA, RunningService, need_data
+from tests.conftest import DATA, ROOT, RunningService, need_data
 
 pytestmark = [
     pytest.mark.e2e,
@@ -412,3 +412,24 @@ def test_with_an_api_key_openrlhf_gets_in_by_basic_credentials_or_the_key_path(
         assert httpx.post(running.base_url + url, json=body).status_code in (401, 404)
     wrong = httpx.post(f"{running.base_url}/k/{key[:-1]}/get_reward/rloo_math", json=body)
     assert wrong.status_code == 401 and key not in wrong.text
+
+
+def test_the_documented_flags_are_openrlhf_0_11s_own() -> None:
+    # docs/integrations.md's training command, each flag looked up in OpenRLHF 0.11.2's
+    # train_ppo_ray.py (its parser is built under __main__, so its source is read).
+    import importlib.util
+
+    from tests.e2e.test_readme import sh_blocks
+
+    [block] = [
+        b for b in sh_blocks(ROOT / "docs" / "integrations.md") if "openrlhf.cli.train_ppo_ray" in b
+    ]
+    flags = re.findall(r"(--[a-z_.]+)", block)
+    assert {"--reward.remote_url", "--data.label_key", "--algo.dynamic_filtering_enable"} <= set(
+        flags
+    )
+    spec = importlib.util.find_spec("openrlhf")
+    assert spec is not None and spec.origin is not None
+    source = (Path(spec.origin).parent / "cli" / "train_ppo_ray.py").read_text()
+    assert [f for f in flags if f'"{f}"' not in source] == []
+    assert '"--remote_rm_url"' not in source  # the pre-0.11 name is gone
