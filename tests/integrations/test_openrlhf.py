@@ -367,8 +367,8 @@ def test_what_openrlhf_does_with_a_refused_sample_and_a_service_down(
     assert (refused["reward"], refused["scores"], refused["extra_logs"]) == (None, None, {})
     assert metric(running.base_url, "openrlhf", "rloo_math", "bad_input") == 5.0
     log = running.log_text()
-    assert "openrlhf sample refused (bad_input, HTTP 422): spec rloo_math" in log
-    assert 'labels.0: the label is ""' in log
+    assert "openrlhf sample refused (bad_input, HTTP 422): spec 'rloo_math', prompt '" in log
+    assert """label '' (1 queries); labels.0: 'labels.0: the label is ""; set""" in log
     # An unknown spec: counted under "unknown", whatever name was sent.
     actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/no_such_spec", llm)
     assert execute(openrlhf, actor, tokenizer, prompt, row["label"])["reward"] is None

@@ -217,8 +217,10 @@ async def _counted(
         # A name not served is not a label value: the metric's size stays bounded.
         known = spec if spec in verifier.specs else "unknown"
         runtime.metrics.trainer_refusals.labels(route, known, exc.code).inc()
+        # Excerpts, and repr() of anything a request sets: one line per refusal, whatever
+        # newlines the prompt, the label or the spec's name carry.
         logger.warning(
-            "%s sample refused (%s, HTTP %d): spec %s, %s; %s: %s",
+            "%s sample refused (%s, HTTP %d): spec %r, %s; %s: %r",
             route,
             exc.code,
             exc.http_status,
@@ -239,7 +241,7 @@ async def _get_reward(
 
     prompt = body.prompts[0] if body.prompts else body.query[0]
     label = body.labels[0] if body.labels else None
-    sample = f"prompt {_excerpt(prompt)!r}, label {_excerpt(label)} ({len(body.query)} queries)"
+    sample = f"prompt {_excerpt(prompt)!r}, label {_excerpt(label)!r} ({len(body.query)} queries)"
     return await _counted("openrlhf", spec, runtime, sample, answer())
 
 
@@ -281,7 +283,7 @@ async def _slime_result(
         verifier = _gateway_for(spec, runtime)
         return await _spec_rewards([to_slime_item(body, spec)], spec, verifier, runtime)
 
-    sample = f"prompt {_excerpt(body.prompt)!r}, label {_excerpt(body.label)}"
+    sample = f"prompt {_excerpt(body.prompt)!r}, label {_excerpt(body.label)!r}"
     return await _counted("slime", spec, runtime, sample, answer())
 
 
