@@ -352,13 +352,16 @@ def metric(base_url: str, route: str, spec: str, code: str) -> float:
     return float(found[1]) if found else 0.0
 
 
-def test_what_openrlhf_does_with_a_refused_sample_and_a_service_down(
-    openrlhf: Any, tokenizer: Any, gateway: Callable[..., RunningService], tmp_path: Path
+def test_what_openrlhf_does_with_a_refused_sample_a_verifier_down_and_the_gateway_down(
+    openrlhf: Any, tokenizer: Any, service: Callable[..., RunningService]
 ) -> None:
     [row] = gsm8k(1)
-    running = gateway()
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    env = {**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url, "TRIBUNAL_GATEWAY_RETRIES": "0"}
+    running = service("gateway", env=env)
     prompt, _ = prompt_of(openrlhf, tokenizer, row["question"], row["label"])
-    script = {prompt: [row["gold"]] * 3}
+    script = {prompt: [row["gold"]] * 4}
     llm = ScriptedLLM(tokenizer, script)
     # A null label (no --data.label_key gives ""): refused, 422, and OpenRLHF, after its five
     # tries 1 s apart, logs at INFO and keeps the sample with a reward of None.
@@ -373,6 +376,12 @@ def test_what_openrlhf_does_with_a_refused_sample_and_a_service_down(
     actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/no_such_spec", llm)
     assert execute(openrlhf, actor, tokenizer, prompt, row["label"])["reward"] is None
     assert metric(running.base_url, "openrlhf", "unknown", "bad_input") == 5.0
+    # The math service down behind the gateway: 503, the same None, counted by its class.
+    math.stop()
+    actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/rloo_math", llm)
+    assert execute(openrlhf, actor, tokenizer, prompt, row["label"])["reward"] is None
+    assert metric(running.base_url, "openrlhf", "rloo_math", "backend_unavailable") == 5.0
+    assert "openrlhf sample refused (backend_unavailable, HTTP 503)" in running.log_text()
     # The gateway down: the same None, after the same five tries.
     actor = rollout_actor(openrlhf, "http://127.0.0.1:9/get_reward/rloo_math", llm)
     assert execute(openrlhf, actor, tokenizer, prompt, row["label"])["reward"] is None
