@@ -11,6 +11,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 LOCK_BASE := requirements/base.txt
 LOCK_ALL := requirements/all.txt
+# Trainers' packages whose own dependencies cannot install here (vLLM, flash-attn): hashed, by hand.
+NODEPS := requirements/trainers-nodeps.txt
 
 .PHONY: up test lint lock check-lock docs openapi monitoring bench-math clean tools
 
@@ -27,8 +29,9 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	touch $@
 
 # Every extra the suite exercises (torch is the CPU build, pinned in the lock).
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) | $(BIN)/python
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
+	$(PIP) --require-hashes --no-deps -r $(NODEPS)
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 

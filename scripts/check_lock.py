@@ -2,12 +2,16 @@
 
     python scripts/check_lock.py            pyproject.toml against requirements/*.txt
     python scripts/check_lock.py --venv all the running interpreter's packages against all.txt
+                                            and trainers-nodeps.txt
 
 The locks (``make lock``, scripts/lock.sh) must pin every requirement pyproject.toml names, at a
 version its specifier admits: a dependency added, or a range moved past the pinned version,
 without ``make lock`` fails here. ``base.txt`` must pin what ``all.txt`` pins. With ``--venv``,
 the interpreter running this must hold exactly one lock's packages at its versions (nothing
-missing, nothing else but Tribunal itself and pip). Exit status 1 with one line per problem.
+missing, nothing else but Tribunal itself and pip); the ``all`` venv holds the trainers' packages
+of ``trainers-nodeps.txt`` too (installed without their dependencies; kept by hand: one
+``name==version --hash=sha256:...`` a line, sorted, none of them in ``all.txt``). Exit status 1
+with one line per problem.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ LOCKED_EXTRAS = {
 }
 # Installed in every venv but not part of any lock: the project itself and pip.
 UNLOCKED = {"tribunal", "pip"}
+# Hand-kept pins installed with --no-deps into the venv of these locks (make's .venv/.all).
+NODEPS = LOCKS / "trainers-nodeps.txt"
+NODEPS_VENVS = {"all"}
 
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 
@@ -44,6 +51,32 @@ def read_lock(path: Path) -> dict[str, Version]:
         if match:
             pins[canonicalize_name(match[1])] = Version(match[2])
     return pins
+
+
+def nodeps_problems(path: Path, lock: dict[str, Version]) -> list[str]:
+    """What is wrong with the hand-kept no-deps file ``path`` (see the module docstring), given
+    the compiled lock ``lock`` its packages are installed beside."""
+    problems = []
+    names = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _PIN.match(line)
+        where = f"{path.name}:{number}"
+        if match is None:
+            problems.append(f"{where}: not `name==version --hash=sha256:...`: {line!r}")
+            continue
+        name = canonicalize_name(match[1])
+        names.append(name)
+        if not re.search(r"\s--hash=sha256:[0-9a-f]{64}\b", line):
+            problems.append(f"{where}: {match[1]} has no --hash=sha256: on its line")
+        if name in lock:
+            problems.append(f"{where}: {match[1]} is also in the compiled lock; keep it in one")
+    if names != sorted(names):
+        problems.append(f"{path.name}: the packages are not sorted by name")
+    if len(set(names)) != len(names):
+        problems.append(f"{path.name}: a package is pinned twice")
+    return problems
 
 
 def requirements(pyproject: dict[str, object], extras: tuple[str, ...]) -> list[Requirement]:
@@ -82,6 +115,9 @@ def lock_problems(root: Path = ROOT) -> list[str]:
                     f"requirements/{name}.txt: {requirement.name}=={pinned} is outside "
                     f"pyproject.toml's {requirement}"
                 )
+    nodeps = root / "requirements" / NODEPS.name
+    if nodeps.exists():
+        problems += nodeps_problems(nodeps, locks["all"])
     for package, version in locks["base"].items():
         if locks["all"].get(package) != version:
             problems.append(
@@ -91,9 +127,12 @@ def lock_problems(root: Path = ROOT) -> list[str]:
     return problems
 
 
-def venv_problems(lock: Path) -> list[str]:
-    """Every package the running interpreter holds at another version than ``lock`` pins."""
+def venv_problems(lock: Path, nodeps: Path | None = None) -> list[str]:
+    """Every package the running interpreter holds at another version than ``lock`` pins (or
+    the no-deps file ``nodeps``, when given, pins beside it)."""
     pins = read_lock(lock)
+    if nodeps is not None:
+        pins |= read_lock(nodeps)
     installed = {
         canonicalize_name(dist.metadata["Name"]): Version(dist.version)
         for dist in metadata.distributions()
@@ -105,7 +144,8 @@ def venv_problems(lock: Path) -> list[str]:
             problems.append(f"{package}: {lock.name} pins {version}, installed {have}")
     for package, version in sorted(installed.items()):
         if package not in pins and package not in UNLOCKED:
-            problems.append(f"{package}=={version} is installed but not in {lock.name}")
+            names = lock.name + (f" or {nodeps.name}" if nodeps is not None else "")
+            problems.append(f"{package}=={version} is installed but not in {names}")
     return problems
 
 
@@ -115,7 +155,8 @@ def main() -> int:
     args = parser.parse_args()
     problems = lock_problems()
     if args.venv:
-        problems += venv_problems(LOCKS / f"{args.venv}.txt")
+        nodeps = NODEPS if args.venv in NODEPS_VENVS else None
+        problems += venv_problems(LOCKS / f"{args.venv}.txt", nodeps)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

@@ -39,7 +39,24 @@ def test_the_committed_locks_agree_with_pyproject() -> None:
 
 
 def test_this_venv_holds_exactly_the_lock() -> None:
-    assert check_lock.venv_problems(ROOT / "requirements/all.txt") == []
+    nodeps = ROOT / "requirements/trainers-nodeps.txt"
+    assert check_lock.venv_problems(ROOT / "requirements/all.txt", nodeps) == []
+
+
+def test_a_trainer_package_outside_the_no_deps_file_is_caught(tmp_path: Path) -> None:
+    nodeps = tmp_path / "trainers-nodeps.txt"
+    nodeps.write_text("# none\n")
+    problems = check_lock.venv_problems(ROOT / "requirements/all.txt", nodeps)
+    assert any(p.startswith("openrlhf==") and "not in all.txt or" in p for p in problems)
+
+
+def test_a_no_deps_pin_without_a_hash_or_out_of_order_is_caught(project: Path) -> None:
+    nodeps = project / "requirements/trainers-nodeps.txt"
+    nodeps.write_text("zeta==1.0 --hash=sha256:" + "0" * 64 + "\nalpha==2.0\nfastapi==0.1 \\\n")
+    problems = check_lock.lock_problems(project)
+    assert any(":2: alpha has no --hash" in p for p in problems), problems
+    assert any("not sorted" in p for p in problems), problems
+    assert any(":3: fastapi is also in the compiled lock" in p for p in problems), problems
 
 
 def test_every_pin_has_a_hash() -> None:

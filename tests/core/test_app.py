@@ -263,3 +263,21 @@ async def test_an_idempotency_key_tells_batches_apart_by_what_orjson_cannot_writ
         other = surrogate.replace("ud800", "udc00")
         conflict = await client.post("/v1/toy/score", content=other, headers=headers)
         assert conflict.status_code == 409
+
+
+def test_the_key_a_header_presents_bearer_or_basic_password() -> None:
+    import base64
+
+    from tribunal.core.middleware import key_matches, presented_key
+
+    def basic(text: str) -> str:
+        return "Basic " + base64.b64encode(text.encode()).decode()
+
+    assert presented_key("Bearer s3cret") == "s3cret"
+    assert presented_key(basic("openrlhf:s3cret")) == "s3cret"
+    assert presented_key(basic(":s:3")) == "s:3"  # the password may hold colons
+    assert presented_key(basic("no-colon")) is None
+    assert presented_key("Basic !!!not-base64") is None
+    assert presented_key("Digest s3cret") is None and presented_key("") is None
+    assert key_matches("s3cret", "s3cret") and not key_matches(None, "s3cret")
+    assert not key_matches("s3cre", "s3cret")

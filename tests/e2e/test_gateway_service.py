@@ -195,12 +195,9 @@ def test_jobs_and_long_poll_on_the_gateway(stack: Stack) -> None:
 
 
 def test_openrlhf_get_reward(stack: Stack) -> None:
-    # OpenRLHF/OpenRLHF openrlhf/utils/remote_rm_utils.py (remote_rm_fn) posts:
-    #     request_api_wrapper(
-    #         api_url, {"query": queries, "prompts": prompts, "labels": labels}, score_key
-    #     )
-    # where queries are prompt + response with the chat template, and reads the answer's
-    # "rewards"; openrlhf/cli/serve_rm.py answers
+    # OpenRLHF's body, {"query": queries, "prompts": prompts, "labels": labels}, with two
+    # queries (0.11's SingleTurnAgentExecutor sends one: tests/integrations/test_openrlhf.py
+    # runs it); openrlhf/cli/serve_rm.py answers
     #     {"rewards": rewards, "scores": rewards, "extra_logs": {"dummy_scores": rewards}}
     prompt = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
     queries = [prompt + "It is \\boxed{4}.<|im_end|>", prompt + "It is 5.<|im_end|>"]
@@ -213,12 +210,18 @@ def test_openrlhf_get_reward(stack: Stack) -> None:
         "extra_logs": {"math": [1.0, 0.0]},
     }
     tcr = post(stack.gateway, "/get_reward/tcr_agent", body).json()
-    assert tcr["rewards"] == [1.0, -1.0]
-    # A missing label cannot become a reward: the whole batch is refused, naming the item.
+    assert tcr["rewards"] == [1.0, -1.0] and tcr["scores"] == [1.0, 0.0]
+    # A missing or null label cannot become a reward: the request is refused, naming it.
     refused = post(stack.gateway, "/get_reward", {"query": queries, "prompts": [prompt, prompt]})
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "bad_input"
-    assert "OpenRLHF cannot take a missing reward" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["field"] == "labels"
+    null = post(stack.gateway, "/get_reward", {**body, "labels": ["4", None]})
+    assert (null.status_code, null.json()["error"]["field"]) == (422, "labels.1")
+    # An item the verifier refuses (a label object without ground_truth) refuses the request.
+    unscorable = post(stack.gateway, "/get_reward", {**body, "labels": ["4", {"num_turns": 3}]})
+    assert unscorable.status_code == 422, unscorable.text
+    assert "OpenRLHF cannot take a missing reward" in unscorable.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("end", ["<|im_end|>", "</s>", "<|eot_id|>", "<|endoftext|>"])

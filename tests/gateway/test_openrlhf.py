@@ -14,6 +14,7 @@ from tribunal.core.errors import (
     ScoringTimeout,
 )
 from tribunal.gateway.openrlhf import GetRewardRequest, strip_end_tokens, to_items, to_response
+from tribunal.gateway.specs import shipped_specs
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
 
@@ -124,7 +125,8 @@ def test_an_undecided_item_gets_the_specs_policy_not_a_batch_error(exc: Exceptio
     assert isinstance(exc, ScoringTimeout | InternalError)
     error = ItemError.from_exception(exc)
     answer = to_response([result(1.0, math=1.0), result(None, error), result(0.0, math=0.0)], -1.0)
-    assert answer.rewards == [1.0, -1.0, 0.0] and answer.scores == answer.rewards
+    # The undecided item scores 0: for dynamic filtering it is a wrong answer.
+    assert answer.rewards == [1.0, -1.0, 0.0] and answer.scores == [1.0, 0.0, 0.0]
     assert answer.extra_logs["undecided"] == [0.0, 1.0, 0.0]
     # A spec without the policy refuses the batch, as a setting to fix (not a retry).
     with pytest.raises(ConfigurationError, match="undecided_reward") as caught:
@@ -156,3 +158,45 @@ def test_end_of_sequence_and_padding_tokens_come_off_the_response() -> None:
     )
     [item] = to_items(request, "rloo_math")
     assert item["response"] == "#### 7"
+
+
+@pytest.mark.parametrize("labels", [None, [None], [""], [{}], [[]]])
+def test_a_missing_null_or_empty_label_is_refused_by_name(labels: list[object] | None) -> None:
+    request = GetRewardRequest(query=["P: #### 7"], prompts=["P: "], labels=labels)
+    with pytest.raises(BadInput) as refused:
+        to_items(request, "rloo_math")
+    assert refused.value.field == ("labels" if labels is None else "labels.0")
+    assert "label" in refused.value.message
+
+
+def test_scores_are_each_specs_score_in_0_1_not_its_reward() -> None:
+    specs = shipped_specs()
+    # tcr_agent: reward +1 / -0.9 (a wrong answer after 4 turns); score: correctness.
+    tcr = specs["tcr_agent"].score
+    right = result(1.0, correct=1.0, num_turns=2.0, overlong=0.0)
+    wrong = result(-0.9, correct=0.0, num_turns=4.0, overlong=0.0)
+    answer = to_response([right, wrong], -1.0, tcr)
+    assert answer.rewards == [1.0, -0.9] and answer.scores == [1.0, 0.0]
+    assert answer.extra_logs == {
+        "correct": [1.0, 0.0],
+        "num_turns": [2.0, 4.0],
+        "overlong": [0.0, 0.0],
+    }
+    # A group of one right and one wrong has mean score 0.5: inside OpenRLHF's (0, 1).
+    assert 0 < sum(answer.scores) / 2 < 1
+    refiner = specs["refiner_balanced"].score
+    answer = to_response([result(5.25, judge=0.5, citation=0.5)], None, refiner)
+    assert answer.scores == [0.5]
+    for name, loaded in specs.items():
+        assert loaded.score is not None, f"{name} says nothing of its score"
+
+
+def test_a_score_outside_0_1_or_over_a_missing_component_is_a_configuration_error() -> None:
+    from tribunal.gateway.specs import load_spec_text
+
+    text = "name: s\nversion: '1'\ncomponents:\n  math: {verifier: math}\nscore: "
+    over = load_spec_text(text + "2 * reward\n").score
+    with pytest.raises(ConfigurationError, match="outside"):
+        to_response([result(1.0, math=1.0)], None, over)
+    with pytest.raises(ConfigurationError, match="cannot be computed"):
+        to_response([result(1.0)], None, load_spec_text(text + "math\n").score)

@@ -118,3 +118,19 @@ def test_verls_payload_and_the_fields_that_are_refused(code_url: str) -> None:
     }
     unknown = httpx.post(f"{code_url}/run_code", json={**verl, "memory_limit": 256})
     assert unknown.status_code == 422 and "memory_limit" in unknown.text
+
+
+def test_with_an_api_key_the_sdk_gets_in_by_the_urls_basic_credentials(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    # The SDK posts with requests and no header; requests sends a URL's user information as
+    # Basic credentials, whose password the service compares with its key.
+    key = "k3y-for-the-sdk"
+    env = redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="1", TRIBUNAL_API_KEY=key)
+    running = service("code", env=env)
+    host = running.base_url.removeprefix("http://")
+    request = RunCodeRequest(code="print(6 * 7)", language="python")
+    answer = run_code(request, endpoint=f"http://sdk:{key}@{host}", max_attempts=1)
+    assert answer.status == RunStatus.Success and answer.run_result.stdout == "42\n"
+    refused = httpx.post(f"{running.base_url}/run_code", json=request.dict())
+    assert refused.status_code == 401

@@ -79,3 +79,31 @@ def test_what_slime_sees_when_a_sample_cannot_be_scored(gateway_url: str) -> Non
     with pytest.raises(aiohttp.ClientResponseError) as missing:
         asyncio.run(remote_rm(unknown, sample("#### 7", "7")))
     assert missing.value.status == 422  # bad_input naming the spec and the known ones
+
+
+def test_with_an_api_key_slime_gets_in_by_basic_credentials_or_the_key_path(
+    service: Callable[..., RunningService],
+) -> None:
+    # slime's remote_rm posts to --rm-url with no header: the key goes in the URL's user
+    # information (aiohttp sends it as Basic credentials) or in the path (/k/<key>/).
+    key = "k3y-for-slime"
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    gateway = service(
+        "gateway",
+        env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url, "TRIBUNAL_API_KEY": key},
+    )
+    host = gateway.base_url.removeprefix("http://")
+    for url in (
+        f"http://slime:{key}@{host}/slime/rloo_math",
+        f"{gateway.base_url}/k/{key}/slime/rloo_math",
+    ):
+        args = types.SimpleNamespace(rm_url=url, reward_key=None)
+        assert asyncio.run(remote_rm(args, sample("#### 7", "7"))) == 1.0
+    args = types.SimpleNamespace(rm_url=f"{gateway.base_url}/k/{key}/slime/rloo_math/components")
+    assert asyncio.run(remote_rm(args, sample("#### 7", "7")))["reward"] == 1.0
+    for url in (f"{gateway.base_url}/slime/rloo_math", f"http://slime:nope@{host}/slime/rloo_math"):
+        with pytest.raises(aiohttp.ClientResponseError) as refused:
+            asyncio.run(remote_rm(types.SimpleNamespace(rm_url=url), sample("#### 7", "7")))
+        assert refused.value.status == 401
+        assert "nope" not in str(refused.value)  # aiohttp keeps the credentials out

@@ -378,6 +378,17 @@ class Metrics:
             registry=None if self._shared else self.registry,
         )
 
+        # A trainer route's refused samples are counted here and logged by the route: the
+        # trainer's own log hardly shows them (OpenRLHF logs at INFO and goes on with a reward
+        # of None).
+        self.trainer_refusals = Counter(
+            "tribunal_trainer_samples_refused",
+            "Samples a trainer route (openrlhf, slime) answered with an error (this process), "
+            "by route, spec (unknown for a name not served) and error code.",
+            labelnames=["route", "spec", "code"],
+            registry=None if self._shared else self.registry,
+        )
+
     async def refresh(
         self, queue: JobQueue, caches: Mapping[str, ResultCache] | None = None
     ) -> None:

@@ -3,6 +3,8 @@ checked before a byte of the body is read."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import secrets
 import uuid
@@ -10,6 +12,31 @@ from typing import Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+KEY_PATH_PREFIX = "/k/"
+"""Routes under ``/k/<key>/`` carry the key in their path, for clients that send no header."""
+
+
+def presented_key(authorization: str) -> str | None:
+    """The key an ``Authorization`` header presents: a Bearer token, or the password of Basic
+    credentials (any user name: what aiohttp sends for ``http://<user>:<key>@host/``); None
+    for anything else."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return token
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _user, colon, password = decoded.partition(":")
+    return password if colon else None
+
+
+def key_matches(given: str | None, expected: str) -> bool:
+    """Whether ``given`` is ``expected``, compared in constant time."""
+    return given is not None and secrets.compare_digest(given.encode(), expected.encode())
 
 
 class BodyTooLarge(HTTPException):
@@ -55,7 +82,8 @@ class BodyLimitMiddleware:
                 request_id,
                 401,
                 "unauthorized",
-                "missing or wrong bearer token: send 'Authorization: Bearer <key>'",
+                "missing or wrong key: send 'Authorization: Bearer <key>' (or Basic credentials "
+                "with the key as password; /k/<key>/ in the path on the trainer routes)",
             )
             return
         declared = headers.get(b"content-length")
@@ -89,10 +117,16 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, tagged_send)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
-        if self.api_key is None or not str(scope.get("path", "")).startswith("/v1/"):
+        path = str(scope.get("path", ""))
+        if self.api_key is None:
             return True
-        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and secrets.compare_digest(token, self.api_key.encode())
+        if path.startswith(KEY_PATH_PREFIX):
+            token = path[len(KEY_PATH_PREFIX) :].partition("/")[0]
+            return key_matches(token, self.api_key)
+        if not path.startswith("/v1/"):
+            return True
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        return key_matches(presented_key(authorization), self.api_key)
 
 
 async def _send_error(send: Send, request_id: str, status: int, code: str, message: str) -> None:

@@ -40,10 +40,11 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
 
 
 def routers() -> Sequence[APIRouter]:
-    """``/v1/score``, ``/v1/specs`` and OpenRLHF's ``/get_reward``."""
-    from tribunal.gateway.routes import router
+    """``/v1/score``, ``/v1/specs``, the trainer routes (OpenRLHF's ``/get_reward``, slime's
+    ``/slime``) and those again under ``/k/<key>/``."""
+    from tribunal.gateway.routes import keyed, router
 
-    return [router]
+    return [router, keyed]
 
 
 def startup_hint(settings: GatewaySettings) -> str | None:

@@ -1,10 +1,14 @@
-"""OpenRLHF's remote reward protocol (``--remote_rm_url``), spoken by the gateway.
+"""OpenRLHF's remote reward protocol (``--reward.remote_url``), spoken by the gateway.
 
-OpenRLHF's trainer posts ``{"query": [...], "prompts": [...], "labels": [...]}`` (``query``
-is prompt + response with the chat template applied; ``labels`` come from ``--label_key``)
-and reads ``rewards`` (and ``scores``, ``extra_logs``) from the answer: see
-``openrlhf/utils/remote_rm_utils.py`` (``remote_rm_fn``) and ``openrlhf/cli/serve_rm.py``
-in OpenRLHF/OpenRLHF.
+OpenRLHF 0.11's rollout workers post one sample per request,
+``{"query": [q], "prompts": [p], "labels": [l]}`` (``q`` is prompt + response decoded with
+``skip_special_tokens=False``; ``l`` comes from ``--data.label_key``), and read ``rewards``,
+``scores`` and ``extra_logs`` from the answer: ``SingleTurnAgentExecutor`` in
+``openrlhf/utils/agent.py`` (0.11.2). Its dynamic filtering keeps a prompt's group only when
+the mean of its ``scores`` lies strictly inside ``--algo.dynamic_filtering_range`` (default
+(0, 1)): ``scores`` is the spec's ``score`` (:func:`to_response`), not the reward. On a
+non-2xx answer it tries 5 times, 1 s apart, then logs the error at INFO and leaves the
+sample's reward ``None``.
 
 Here each query becomes one rollout for a reward spec: ``response`` is the query with its
 prompt removed, ``question`` the prompt, and the label the ``ground_truth``; a label that is
@@ -22,13 +26,16 @@ whitespace are skipped on both sides. A request without ``prompts``, or a query 
 cannot be located, is refused (422, naming ``prompts`` or ``query.<i>``): scored whole, the
 question's own numbers would pay a response that has none.
 
+A missing ``labels`` or a null or empty label is refused (422 naming ``labels.<i>``): scored
+against nothing, a verifier would pay 0 for a right answer.
+
 OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward. An item the
 verifiers could not decide (``timeout``, ``internal_error``: a power tower, a huge factorial)
-gets the spec's ``undecided_reward`` and a 1 in ``extra_logs.undecided``, since OpenRLHF
-would retry the batch into the same failure and stop. Any other item error (bad input, a
-verifier down) refuses the whole request with that error (its class and status; OpenRLHF
-retries a few times and then stops), rather than a made-up number; an undecided item under a
-spec without ``undecided_reward`` refuses it as a ``configuration_error`` naming the setting.
+gets the spec's ``undecided_reward``, a score of 0 and a 1 in ``extra_logs.undecided``, since
+OpenRLHF would retry the sample into the same failure. Any other item error (bad input, a
+verifier down) refuses the whole request with that error (its class and status), rather than
+a made-up number; an undecided item under a spec without ``undecided_reward`` refuses it as a
+``configuration_error`` naming the setting.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.core.envelope import ItemResult
 from tribunal.core.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
+from tribunal.gateway.expression import Formula, FormulaError
 
 UNDECIDED = frozenset({"timeout", "internal_error"})
 """Item error classes that mean "the verifier could not decide this answer"."""
@@ -114,8 +122,9 @@ class GetRewardRequest(BaseModel):
 
 
 class GetRewardResponse(BaseModel):
-    """What OpenRLHF reads: ``rewards`` (advantages), ``scores`` (dynamic filtering) and
-    ``extra_logs`` (logged per sample: here each spec component's reward)."""
+    """What OpenRLHF reads: ``rewards`` (advantages), ``scores`` (dynamic filtering: each in
+    [0, 1], the spec's ``score``) and ``extra_logs`` (logged per sample: here each spec
+    component's reward)."""
 
     rewards: list[float]
     scores: list[float]
@@ -172,8 +181,9 @@ def to_items(
     ``end_tokens`` and the request's own).
 
     Raises:
-        BadInput: ``prompts`` is missing (``field="prompts"``), or a query does not hold
-            its prompt (``field="query.<i>"``).
+        BadInput: ``prompts`` or ``labels`` is missing (``field="prompts"`` / ``"labels"``),
+            a label is null or empty (``field="labels.<i>"``), or a query does not hold its
+            prompt (``field="query.<i>"``).
     """
     if request.prompts is None:
         raise BadInput(
@@ -181,6 +191,18 @@ def to_items(
             "from the question",
             field="prompts",
         )
+    if request.labels is None:
+        raise BadInput(
+            "labels: no labels; OpenRLHF sends each prompt's label from --data.label_key",
+            field="labels",
+        )
+    for index, label in enumerate(request.labels):
+        if label is None or (isinstance(label, str | list | dict) and not label):
+            raise BadInput(
+                f"labels.{index}: the label is {json.dumps(label)}; set --data.label_key to "
+                "the dataset's answer field (a null label would be scored against nothing)",
+                field=f"labels.{index}",
+            )
     items = []
     for index, query in enumerate(request.query):
         prompt = request.prompts[index]
@@ -194,8 +216,7 @@ def to_items(
         response = strip_end_tokens(response, (*end_tokens, *request.end_tokens))
         item: dict[str, Any] = {"id": str(index), "spec": spec, "response": response}
         item["question"] = prompt
-        if request.labels is not None:
-            item.update(rollout_fields(request.labels[index]))
+        item.update(rollout_fields(request.labels[index]))
         items.append(item)
     return items
 
@@ -204,8 +225,36 @@ def _undecided(result: ItemResult) -> bool:
     return result.error is not None and result.error.code in UNDECIDED
 
 
+def item_score(result: ItemResult, reward: float, score: Formula | None) -> float:
+    """The score in [0, 1] of one scored item: ``score`` over its components' rewards
+    (``details.sub_rewards``) and ``reward``, or the reward itself without one.
+
+    Raises:
+        ConfigurationError: The formula reads a component the item has no reward for, fails,
+            or gives a value outside [0, 1] (the spec's ``score`` is wrong, not the item).
+    """
+    if score is None:
+        return reward
+    subs = result.details.get("sub_rewards", {})
+    values = {name: sub.get("reward") for name, sub in subs.items() if isinstance(sub, dict)}
+    values["reward"] = reward
+    try:
+        value = score({name: float(values[name]) for name in score.names})  # type: ignore[arg-type]
+    except (KeyError, TypeError, FormulaError) as exc:
+        raise ConfigurationError(
+            f"the spec's score {score.source!r} cannot be computed for item {result.id}: "
+            f"{type(exc).__name__} {exc}"
+        ) from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigurationError(
+            f"the spec's score {score.source!r} gave {value:g} for item {result.id}, outside "
+            "[0, 1]; OpenRLHF's dynamic filtering compares the mean score with (0, 1)"
+        )
+    return value
+
+
 def to_response(
-    results: list[ItemResult], undecided_reward: float | None = None
+    results: list[ItemResult], undecided_reward: float | None = None, score: Formula | None = None
 ) -> GetRewardResponse:
     """OpenRLHF's answer, or the first item error raised for the whole request.
 
@@ -213,10 +262,12 @@ def to_response(
         results: One per query, in order.
         undecided_reward: The spec's reward for an item the verifiers could not decide
             (:data:`UNDECIDED`); None refuses such a batch (non-retryable).
+        score: The spec's ``score`` formula (:func:`item_score`); an undecided item scores 0.
 
     Raises:
         TribunalError: Some item has no reward and is not an undecided one given
             ``undecided_reward`` (its class; the message counts them).
+        ConfigurationError: The spec's score cannot be computed (:func:`item_score`).
     """
     failed = [
         r
@@ -242,6 +293,10 @@ def to_response(
         float(undecided_reward) if flag and undecided_reward is not None else float(r.reward or 0)
         for r, flag in zip(results, undecided, strict=True)
     ]
+    scores = [
+        0.0 if flag else item_score(r, reward, score)
+        for r, reward, flag in zip(results, rewards, undecided, strict=True)
+    ]
     logs: dict[str, list[float]] = {}
     names = results[0].details.get("sub_rewards", {}) if results else {}
     for name in names:
@@ -250,7 +305,7 @@ def to_response(
             logs[name] = [float(v) for v in values]
     if any(undecided):
         logs["undecided"] = [float(flag) for flag in undecided]
-    return GetRewardResponse(rewards=rewards, scores=rewards, extra_logs=logs)
+    return GetRewardResponse(rewards=rewards, scores=scores, extra_logs=logs)
 
 
 def check_spec(spec: str, known: dict[str, Any]) -> None:

@@ -4,13 +4,15 @@
 
 import asyncio
 import contextlib
+import logging
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
+from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
 from tribunal.core.envelope import (
     ItemOutcome,
     ScoreItem,
@@ -18,7 +20,7 @@ from tribunal.core.envelope import (
     result_json,
     score_response_model,
 )
-from tribunal.core.errors import PayloadTooLarge, QueueUnavailable, ScoringTimeout
+from tribunal.core.errors import PayloadTooLarge, QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import InvalidItem
@@ -36,7 +38,16 @@ from tribunal.gateway.slime import SlimeRewardRequest
 from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
 
+logger = logging.getLogger(__name__)
+
 router = APIRouter(tags=["gateway"], dependencies=[Depends(require_api_key)], route_class=JSONRoute)
+# The trainer routes again under /k/<key>/, for reward clients that send no header (OpenRLHF's
+# and slime's take a bare URL): the key is in the trainer's command line and in any proxy's
+# access log, so Basic credentials in the URL (http://<user>:<key>@host/..., a header) are
+# preferred where the client is aiohttp.
+keyed = APIRouter(
+    prefix="/k/{token}", dependencies=[Depends(require_path_key)], route_class=JSONRoute
+)
 
 # The document's answer (results' details as the gateway writes them); answers go out as the
 # JSON text score_here assembles, never validated through it.
@@ -187,15 +198,56 @@ async def _spec_rewards(
     """The rewards of a trainer route's items under ``spec``, in OpenRLHF's shape (the slime
     routes read theirs from it)."""
     text = await score_here(runtime, items)
-    undecided_reward = verifier.specs[spec].spec.undecided_reward
-    return to_response(ScoreResponse.model_validate_json(text).results, undecided_reward)
+    loaded = verifier.specs[spec]
+    results = ScoreResponse.model_validate_json(text).results
+    return to_response(results, loaded.spec.undecided_reward, loaded.score)
+
+
+def _excerpt(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+async def _counted(
+    route: str, spec: str, runtime: AppRuntime, sample: str, answer: Awaitable[GetRewardResponse]
+) -> GetRewardResponse:
+    """``answer``, or its error logged (route, spec, which sample, why) and counted in
+    ``tribunal_trainer_samples_refused_total`` before it is raised: a trainer shows little of
+    it (OpenRLHF logs at INFO and trains on with a reward of None)."""
+    try:
+        return await answer
+    except TribunalError as exc:
+        verifier = runtime.services["gateway"].verifier
+        assert isinstance(verifier, GatewayVerifier)
+        # A name not served is not a label value: the metric's size stays bounded.
+        known = spec if spec in verifier.specs else "unknown"
+        runtime.metrics.trainer_refusals.labels(route, known, exc.code).inc()
+        # Excerpts, and repr() of anything a request sets: one line per refusal, whatever
+        # newlines the prompt, the label or the spec's name carry.
+        logger.warning(
+            "%s sample refused (%s, HTTP %d): spec %r, %s; %s: %r",
+            route,
+            exc.code,
+            exc.http_status,
+            _excerpt(spec, 64),
+            sample,
+            exc.field or "-",
+            exc.message,
+        )
+        raise
 
 
 async def _get_reward(
     body: GetRewardRequest, spec: str, runtime: AppRuntime, end_tokens: tuple[str, ...]
 ) -> GetRewardResponse:
-    verifier = _gateway_for(spec, runtime)
-    return await _spec_rewards(to_items(body, spec, end_tokens), spec, verifier, runtime)
+    async def answer() -> GetRewardResponse:
+        verifier = _gateway_for(spec, runtime)
+        return await _spec_rewards(to_items(body, spec, end_tokens), spec, verifier, runtime)
+
+    prompt = body.prompts[0] if body.prompts else body.query[0]
+    label = body.labels[0] if body.labels else None
+    sample = f"prompt {_excerpt(prompt)!r}, label {_excerpt(label)!r} ({len(body.query)} queries)"
+    return await _counted("openrlhf", spec, runtime, sample, answer())
 
 
 @router.post(
@@ -232,8 +284,12 @@ async def get_reward_spec(
 async def _slime_result(
     body: SlimeRewardRequest, spec: str, runtime: AppRuntime
 ) -> GetRewardResponse:
-    verifier = _gateway_for(spec, runtime)
-    return await _spec_rewards([to_slime_item(body, spec)], spec, verifier, runtime)
+    async def answer() -> GetRewardResponse:
+        verifier = _gateway_for(spec, runtime)
+        return await _spec_rewards([to_slime_item(body, spec)], spec, verifier, runtime)
+
+    sample = f"prompt {_excerpt(body.prompt)!r}, label {_excerpt(body.label)!r}"
+    return await _counted("slime", spec, runtime, sample, answer())
 
 
 @router.post(
@@ -265,3 +321,44 @@ async def slime_reward_components(
     answer = await _slime_result(body, spec, runtime)
     logs = {name: values[0] for name, values in answer.extra_logs.items()}
     return {"reward": float(answer.rewards[0]), **logs}
+
+
+@keyed.post(
+    "/get_reward/{spec}",
+    response_model=GetRewardResponse,
+    operation_id="openrlhf_get_reward_keyed",
+    tags=["openrlhf"],
+    responses=ERROR_RESPONSES,
+)
+async def get_reward_keyed(
+    spec: str, body: GetRewardRequest, request: Request, runtime: RuntimeDep
+) -> GetRewardResponse:
+    """``POST /get_reward/<spec>`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
+    end_tokens = tuple(_settings(request).gateway.openrlhf_end_tokens)
+    return await _get_reward(body, spec, runtime, end_tokens)
+
+
+@keyed.post(
+    "/slime/{spec}",
+    response_model=float,
+    operation_id="slime_reward_keyed",
+    tags=["slime"],
+    responses=ERROR_RESPONSES,
+)
+async def slime_reward_keyed(spec: str, body: SlimeRewardRequest, runtime: RuntimeDep) -> float:
+    """``POST /slime/<spec>`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
+    return await slime_reward(spec, body, runtime)
+
+
+@keyed.post(
+    "/slime/{spec}/components",
+    response_model=dict[str, float],
+    operation_id="slime_reward_components_keyed",
+    tags=["slime"],
+    responses=ERROR_RESPONSES,
+)
+async def slime_reward_components_keyed(
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep
+) -> dict[str, float]:
+    """``POST /slime/<spec>/components`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
+    return await slime_reward_components(spec, body, runtime)

@@ -45,7 +45,9 @@ def to_item(request: SlimeRewardRequest, spec: str) -> dict[str, Any]:
         BadInput: The label is null or empty (``field="label"``): without it a verifier would
             score against nothing.
     """
-    if request.label is None or request.label == "" or request.label == {}:
+    if request.label is None or (
+        isinstance(request.label, str | list | dict) and not request.label
+    ):
         raise BadInput(
             "label: slime sends the sample's label (--label-key); it is null or empty",
             field="label",

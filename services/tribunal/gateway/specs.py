@@ -18,6 +18,12 @@ in the details). ``renormalize`` drops only infrastructure failures (``backend_u
 power tower, ``bad_input``) fails the item as ``fail`` does, since scaling up the other
 components would pay it.
 
+``score`` says how the reward maps to a score in [0, 1]: a formula over the component names
+and ``reward`` (``correct`` for a ±1 reward whose ``correct`` component is 0 or 1). The
+trainer routes send it as OpenRLHF's ``scores``, which its dynamic filtering reads: a group is
+kept only when its mean score lies strictly between 0 and 1, so a ±1 reward sent as the score
+would filter out every group. A spec without ``score`` sends its reward.
+
 ``undecided_reward`` is what OpenRLHF's ``/get_reward`` (which cannot carry a missing
 reward) gives an item the verifiers could not decide (a ``timeout`` or ``internal_error``):
 the spec's lowest reward, or the value its author chose; such items are marked in
@@ -161,6 +167,11 @@ class RewardSpec(_Model):
     combine: CombineRule = "weighted_sum"
     formula: str | None = Field(default=None, description="Overrides `combine` when given.")
     on_error: Literal["fail", "renormalize"] = "fail"
+    score: str | None = Field(
+        default=None,
+        description="The reward as a score in [0, 1] (OpenRLHF's dynamic filtering): a formula "
+        "over the component names and `reward`; null: the reward itself.",
+    )
     undecided_reward: float | None = Field(
         default=None,
         description="The reward OpenRLHF's route gives an item whose answer could not be "
@@ -199,12 +210,14 @@ class LoadedSpec:
             description or sources).
         formula: The parsed formula, or None for ``combine``.
         origin: The file it came from.
+        score: The parsed ``score`` formula (names: the components and ``reward``), or None.
     """
 
     spec: RewardSpec
     hash: str
     formula: Formula | None
     origin: str
+    score: Formula | None = None
 
     @property
     def name(self) -> str:
@@ -247,10 +260,18 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
         raise SpecError(f"{origin}: {where}: {first['msg']}") from None
     except FormulaError as exc:
         raise SpecError(f"{origin}: formula: {exc}") from None
-    payload = spec.model_dump(mode="json", exclude={"description", "sources"})
+    try:
+        score = parse_formula(spec.score, {*spec.components, "reward"}) if spec.score else None
+    except FormulaError as exc:
+        raise SpecError(f"{origin}: score: {exc}") from None
+    # A spec without a score hashes as it did before the field existed.
+    exclude = {"description", "sources"} | ({"score"} if spec.score is None else set())
+    payload = spec.model_dump(mode="json", exclude=exclude)
     for component in payload["components"].values():
         component.pop("description", None)
-    return LoadedSpec(spec=spec, hash=config_hash(payload), formula=formula, origin=origin)
+    return LoadedSpec(
+        spec=spec, hash=config_hash(payload), formula=formula, origin=origin, score=score
+    )
 
 
 def load_specs(directories: Iterable[Path]) -> dict[str, LoadedSpec]:
