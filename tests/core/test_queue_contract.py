@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
 from tribunal.core.queue.base import JobQueue, QueuedItem
-from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.keys import Keys, lua_functions
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 
@@ -207,3 +208,24 @@ async def test_a_refusal_is_recorded_per_verifier_and_cleared(queue: JobQueue) -
     assert await queue.refusal("w") is None
     await queue.set_refusal("v", None)
     assert await queue.refusal("v") is None
+
+
+async def test_lua_key_functions_name_the_keys_of_the_key_module(
+    redis_server: Any, key_prefix: str
+) -> None:
+    """The scripts derive job keys from ids with ``lua_functions``: they must name exactly
+    the keys ``Keys`` names, or a finished job's results would outlive the done index."""
+    keys = Keys(key_prefix)
+    q = RedisStreamsQueue(
+        redis_server.url, keys, max_queue_items=10, result_ttl_s=60, visibility_timeout_s=1
+    )
+    try:
+        script = lua_functions() + (
+            "return {job_key(ARGV[1], ARGV[2]), results_key(ARGV[1], ARGV[2]), "
+            "done_jobs_key(ARGV[1])}"
+        )
+        job_id = "0123456789abcdef0123456789abcdef"
+        named = await q.redis.eval(script, 0, key_prefix, job_id)
+        assert named == [keys.job(job_id), keys.results(job_id), keys.done_jobs]
+    finally:
+        await q.aclose()

@@ -130,7 +130,7 @@ async def _runtime(
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     try:
-        if queue.kind == "memory":
+        if queue.in_process:
             tasks = await _start_embedded_workers(settings, verifiers, queue, services, stop)
         else:
             for verifier in verifiers:
@@ -140,7 +140,7 @@ async def _runtime(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if queue.kind == "memory":
+        if queue.in_process:
             for verifier in verifiers:
                 await verifier.aclose()
         await queue.aclose()

@@ -51,7 +51,7 @@ from tribunal.core.hashing import (
     lone_surrogate,
     printable,
 )
-from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
 from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.verifier import Verifier, verifier_info
 
@@ -392,7 +392,7 @@ IDEMPOTENCY_KEY_DESCRIPTION = (
 )
 
 
-async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:
+async def job_state(queue: JobStore, job_id: str, wait_s: float) -> str:
     """Return a job's state as ``JobState`` JSON, long-polling up to ``wait_s`` for it to be
     done; an id not of the issued format is ``JobNotFound``. The stored results are already
     ``ItemResult`` JSON: they are spliced in as they are rather than parsed and serialised
