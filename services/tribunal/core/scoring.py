@@ -9,7 +9,7 @@ while a trainer's batch with one broken item loses only that item.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
@@ -249,23 +249,12 @@ class ScoringService:
             BackendUnavailable: The verifier's workers refused to start and none is live
                 (the items would wait for nothing).
         """
-        if len(items) > self.max_batch_items:
-            raise PayloadTooLarge(
-                f"items: {len(items)} items in one request; the limit is "
-                f"{self.max_batch_items} (TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use "
-                f"several jobs",
-                field="items",
-            )
-        if all(isinstance(item, InvalidItem) for item in items):
-            first = items[0]
-            assert isinstance(first, InvalidItem)
-            raise first.bad_input(0)
+        self._check_batch(items, "use several jobs")
         prefilled: dict[int, str] = {}
         payloads: list[tuple[int, dict[str, Any], str | None]] = []
         for index, item in enumerate(items):
             if isinstance(item, InvalidItem):
-                outcome = ItemOutcome.failed(item.bad_input(index))
-                prefilled[index] = result_json(item.item_id(index), outcome, self.info)
+                prefilled[index] = self._invalid_result(index, item)
                 continue
             cache_payload = self.verifier.cache_payload(item) if use_cache else None
             key = (
@@ -299,6 +288,52 @@ class ScoringService:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
         )
+
+    async def score_in_process(
+        self,
+        items: Sequence[ScoreItem | InvalidItem],
+        score_valid: Callable[[list[ScoreItem]], Awaitable[list[str]]],
+    ) -> str:
+        """Score a batch in this process, not through the queue, and return the
+        ``ScoreResponse`` as JSON text: the batch is checked as :meth:`submit` checks it,
+        ``score_valid`` scores the valid items (one ``ItemResult`` JSON text each, in order)
+        and the invalid ones are answered here.
+
+        Raises:
+            PayloadTooLarge: More than ``max_batch_items`` items.
+            BadInput: No item of the batch is valid (the first item's error is raised).
+            Exception: Whatever ``score_valid`` raises.
+        """
+        self._check_batch(items, "use /v1/jobs")
+        valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
+        scored = await score_valid([item for _, item in valid])
+        texts = [
+            self._invalid_result(index, item) if isinstance(item, InvalidItem) else ""
+            for index, item in enumerate(items)
+        ]
+        for (index, _), text in zip(valid, scored, strict=True):
+            texts[index] = text
+        return _response_json(texts)
+
+    def _check_batch(self, items: Sequence[ScoreItem | InvalidItem], instead: str) -> None:
+        """Refuse a batch that is never scored: too many items (``instead``: what to do
+        instead besides splitting it) or no valid one."""
+        if len(items) > self.max_batch_items:
+            raise PayloadTooLarge(
+                f"items: {len(items)} items in one request; the limit is "
+                f"{self.max_batch_items} (TRIBUNAL_MAX_BATCH_ITEMS); split the batch or "
+                f"{instead}",
+                field="items",
+            )
+        if all(isinstance(item, InvalidItem) for item in items):
+            first = items[0]
+            assert isinstance(first, InvalidItem)
+            raise first.bad_input(0)
+
+    def _invalid_result(self, index: int, item: InvalidItem) -> str:
+        """The ``ItemResult`` JSON of an item that failed validation."""
+        failed = ItemOutcome.failed(item.bad_input(index))
+        return result_json(item.item_id(index), failed, self.info)
 
     async def _check_refusal(self) -> None:
         # A Redis round trip on every request (~5 % of the API's CPU per one-item request,
@@ -369,7 +404,12 @@ class ScoringService:
                 f"GET /v1/jobs/{job_id} for its results",
                 job_id=job_id,
             )
-        return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
+        return _response_json(record.results[i] for i in range(record.total))
+
+
+def _response_json(results: Iterable[str]) -> str:
+    """``ScoreResponse`` JSON text around ``ItemResult`` JSON texts, spliced as they are."""
+    return '{"results":[' + ",".join(results) + "]}"
 
 
 def wants_cache(cache_control: str | None) -> bool:
