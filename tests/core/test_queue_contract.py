@@ -229,3 +229,24 @@ async def test_lua_key_functions_name_the_keys_of_the_key_module(
         assert named == [keys.job(job_id), keys.results(job_id), keys.done_jobs]
     finally:
         await q.aclose()
+
+
+async def test_a_queue_whose_claims_are_cancellable_loses_nothing_to_a_cancelled_claim(
+    queue: JobQueue,
+) -> None:
+    """The worker cancels a waiting claim on stop only when the queue says it may
+    (``claim_cancellable``): an item that arrives as the claim is cancelled must stay
+    claimable at once, not wait out the visibility timeout."""
+    if not queue.claim_cancellable:
+        pytest.skip(f"{queue.name}: a claim is awaited, never cancelled (claim_cancellable)")
+    waiting = asyncio.create_task(queue.claim("v", "c1", 5, block_s=5))
+    await asyncio.sleep(0.05)
+    submitted = await queue.submit("v", items(1), total=1, prefilled={})
+    waiting.cancel()
+    taken = await asyncio.gather(waiting, return_exceptions=True)
+    claimed = await queue.claim("v", "c2", 5, block_s=0.1)
+    handed = [d for d in claimed if d.job_id == submitted.job_id]
+    if isinstance(taken[0], list) and taken[0]:  # the claim returned before its cancel
+        assert handed == []
+    else:
+        assert [d.deliveries for d in handed] == [1]
