@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+"""Where results are written and the docs read them (``TRIBUNAL_BENCH_RESULTS`` names
+another folder, for a run whose figures must not replace the committed ones: a test's)."""
 
 
 def table(
@@ -83,8 +85,9 @@ def record(
     """Write ``bench/results/<name>.json``: this run's command, date (UTC), machine,
     ``report`` and ``tables`` (from :func:`table`); ``note`` says what differs from a full
     run (a short run, another load). Returns the path written."""
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    folder = Path(os.environ.get("TRIBUNAL_BENCH_RESULTS") or RESULTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     result = {
         "benchmark": name,
         "command": command(),
@@ -95,5 +98,5 @@ def record(
         "report": report,
     }
     path.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {path.relative_to(RESULTS.parents[1])}", file=sys.stderr)
+    print(f"wrote {path}", file=sys.stderr)
     return path
