@@ -32,15 +32,8 @@ from tribunal.core.envelope import (
     job_state_model,
     score_response_model,
 )
-from tribunal.core.errors import (
-    BadInput,
-)
-from tribunal.core.hashing import (
-    SURROGATE_MESSAGE,
-    encodes_utf8,
-    lone_surrogate,
-    printable,
-)
+from tribunal.core.errors import BadInput
+from tribunal.core.hashing import SURROGATE_MESSAGE, encodes_utf8, lone_surrogate, printable
 from tribunal.core.verifier import Verifier
 
 

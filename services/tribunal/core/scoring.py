@@ -12,18 +12,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
 from tribunal.core.cache import ResultCache, cache_entry
-from tribunal.core.envelope import (
-    ItemOutcome,
-    JobState,
-    ScoreItem,
-    result_json,
-)
+from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem, result_json
 from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
@@ -32,9 +24,7 @@ from tribunal.core.errors import (
     QueueUnavailable,
     ScoringTimeout,
 )
-from tribunal.core.hashing import (
-    json_digest,
-)
+from tribunal.core.hashing import json_digest
 from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
 from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.request_models import InvalidItem

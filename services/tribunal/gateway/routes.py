@@ -10,11 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
-from tribunal.core.envelope import (
-    ScoreItem,
-    ScoreResponse,
-    score_response_model,
-)
+from tribunal.core.envelope import ScoreItem, ScoreResponse, score_response_model
 from tribunal.core.errors import ScoringTimeout
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
