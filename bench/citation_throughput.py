@@ -1,5 +1,7 @@
 """Citation scorer throughput on the 46 DR Tulu-style traces; prints one JSON object.
 
+Also writes it, with its table, to ``bench/results/citation_throughput.json``.
+
     .venv/bin/python bench/citation_throughput.py [--rounds 20] [--claims-per-call 8]
 
 - ``none`` and ``lexical``: answers/s of the verifier's whole deterministic work
@@ -38,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import results  # noqa: E402
 from bench.citation_data import trace_items  # noqa: E402
 from tribunal.citation.config import CitationConfig  # noqa: E402
 from tribunal.citation.content import read_snippet  # noqa: E402
@@ -211,6 +214,35 @@ async def judge_calls(items: list[CitationItem], claims_per_call: int) -> dict[s
     }
 
 
+def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: answers/s and model calls per answer and per judged claim, by mode,
+    beside DR Tulu's scorer on the same answers."""
+    judge = result["judge"]
+    return [
+        results.table(
+            ["mode", "answers/s", "model calls per answer", "per judged claim"],
+            [
+                ["`none` (format and ids)", f"{result['none_answers_per_s']:,.0f}", 0, 0],
+                ["`lexical`", f"{result['lexical_answers_per_s']:,.0f}", 0, 0],
+                [
+                    "`judge`",
+                    "(bounded by the model)",
+                    f"{judge['calls_per_answer']:.1f} ({judge['calls']} for "
+                    f"{judge['answers']} answers, {judge['judged_claims']} claims)",
+                    f"{judge['calls_per_judged_claim']:.3f}",
+                ],
+                [
+                    "DR Tulu's scorer on the same answers",
+                    "",
+                    f"{judge['dr_tulu_calls_per_answer']:.1f} ({judge['dr_tulu_calls']})",
+                    f"{judge['dr_tulu_calls_per_claim']:.2f} (2 per cited claim, 1 per "
+                    "uncited segment)",
+                ],
+            ],
+        )
+    ]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
@@ -228,6 +260,7 @@ async def main() -> None:
         "claims_per_call": args.claims_per_call,
     }
     print(json.dumps(result))
+    results.record("citation_throughput", result, tables(result))
 
 
 if __name__ == "__main__":

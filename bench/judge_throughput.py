@@ -35,7 +35,8 @@ Prints one JSON object: the command, the settings used, and per k: verdicts/s, %
 time to first verdict, what the fake judge saw, CPU seconds of the API and worker during the
 run, and the 1-minute load average before and after (every process here shares the
 machine's CPUs with whatever else runs on it; on a busy 2-core machine the k = 4 run, which
-asks for 4x as many items/s of the API and worker as k = 1, drops below target first).
+asks for 4x as many items/s of the API and worker as k = 1, drops below target first), and
+writes it with its table to ``bench/results/judge_throughput.json`` (not ``--prompt-cost``).
 Every process it started is stopped on exit, Ctrl-C and errors included.
 """
 
@@ -65,6 +66,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import ROOT, fake_judge_argv, free_port
 from tribunal.client import ItemResult, TribunalClient
 from tribunal.testing.stack import (
@@ -566,6 +568,20 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     print(json.dumps(report, indent=2))
+    verdicts = plan.n_items * plan.rubrics_per_item
+    rows = [
+        [
+            run["rubrics_per_call"],
+            f"{run['verdicts_per_s']:,.0f}",
+            f"{run['pct_of_ideal']:.1f} %",
+            f"{run['first_verdict_s']:.2f} s",
+        ]
+        for run in runs
+    ]
+    table = results.table(
+        ["rubrics per call", "verdicts/s", "share of ideal", "first verdict"], rows
+    )
+    results.record("judge_throughput", report, [table], note=f"{verdicts:,} verdicts per run")
     return 0
 
 

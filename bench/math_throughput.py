@@ -1,6 +1,7 @@
 """Math verifier throughput: Math-Verify in-process vs the service, and the queue alone.
 
-Run: ``python bench/math_throughput.py`` (prints one JSON object). Items are GSM8K test and
+Run: ``python bench/math_throughput.py`` (prints one JSON object and writes it, with its table,
+to ``bench/results/math_throughput.json``). Items are GSM8K test and
 MATH-500 gold solutions scored against their answers. It starts its own redis-server, the
 math API and two worker processes (one verification process each), on free ports.
 """
@@ -23,6 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
 from bench.raw_loop import BATCH, send_all
 from tribunal.client import TribunalClient
@@ -131,6 +133,46 @@ async def queue_alone(redis_url: str, n_items: int = 100_000, job_size: int = 10
             worker.join()
 
 
+LABELS = {"gsm8k": "GSM8K test gold solutions", "math500": "MATH-500 gold solutions"}
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables: each data set's throughput against the baseline, then the queue
+    alone."""
+    rows = [
+        [
+            f"{LABELS.get(name, name)} ({row['items']:,})",
+            f"{row['baseline_math_verify_one_core_items_per_s']:,.0f}",
+            f"{row['service_items_per_s']:,.0f}",
+            f"{row['service_vs_baseline']:.2f}×",
+            f"{row['service_repeat_items_per_s']:,.0f}",
+            f"{row['batch256_p50_ms']:.0f} / {row['batch256_p99_ms']:.0f} ms",
+        ]
+        for name, row in report.items()
+        if isinstance(row, dict)
+    ]
+    columns = [
+        "items",
+        "baseline items/s",
+        "service items/s",
+        "ratio",
+        "same inputs again, items/s",
+        "256-item batch p50 / p99",
+    ]
+    queue = results.table(
+        ["setup", "items/s"],
+        [
+            [
+                "Redis Streams, 2 worker processes whose verifier does nothing, jobs of 1,000 "
+                "items",
+                f"{report['queue_alone_noop_items_per_s']:,.0f}",
+            ]
+        ],
+        title="The queue alone",
+    )
+    return [results.table(columns, rows, title="Math-Verify in-process against the service"), queue]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="Passes over each data set.")
@@ -184,6 +226,7 @@ def main() -> None:
         "batch256 latency: one request at a time, after those passes"
     )
     print(json.dumps(report, indent=2))
+    results.record("math_throughput", report, tables(report))
 
 
 if __name__ == "__main__":

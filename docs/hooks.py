@@ -1,4 +1,4 @@
-"""MkDocs hook: the configuration page's tables, generated from the settings classes.
+"""MkDocs hook: tables generated from the settings classes and from the benchmarks' results.
 
 A page that holds the line ``<!-- tribunal:settings -->`` gets, in its place, one table per
 service: every ``TRIBUNAL_*`` variable its settings class reads, its default and its
@@ -7,10 +7,18 @@ nested group (the judge's ``backend``) is written flat, ``TRIBUNAL_JUDGE_BASE_UR
 settings classes read it; the group's ``kind`` is set through the group's own name
 (``TRIBUNAL_JUDGE_BACKEND``). ``tests/core/test_settings.py`` sets every
 variable of these tables and checks that it reaches its field.
+
+A page that holds the line ``<!-- tribunal:bench NAME -->`` gets, in its place, the tables of
+``bench/results/NAME.json`` (written by the benchmark, ``bench/results.py``), each followed
+by the command that produced it, the date and the machine. A missing or malformed result
+fails the build.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -18,6 +26,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 MARKER = "<!-- tribunal:settings -->"
+BENCH_MARKER = re.compile(r"<!-- tribunal:bench ([a-z0-9_]+) -->")
+BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 PREFIXED_GROUPS = {"lexical"}
 """Groups whose fields keep the group's name in their variables (the citation scorer's
 ``TRIBUNAL_CITATION_LEXICAL_FULL``); the others' are written flat."""
@@ -114,8 +124,44 @@ def settings_markdown() -> str:
     return "\n\n".join(parts)
 
 
+def _machine(machine: dict[str, Any]) -> str:
+    load = machine.get("load_avg_1m")
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['system']}, "
+        f"Python {machine['python']}" + ("" if load is None else f", load average {load}")
+    )
+
+
+def bench_markdown(name: str, results: Path = BENCH_RESULTS) -> str:
+    """The tables of ``results/<name>.json`` as Markdown, each with its command, date and
+    machine.
+
+    Raises:
+        FileNotFoundError: No result of that name.
+        KeyError, ValueError: The file is not a result as ``bench/results.py`` writes it.
+    """
+    result = json.loads((results / f"{name}.json").read_text())
+    source = f"`{result['command']}`, {result['date']} ({_machine(result['machine'])})"
+    if result.get("note"):
+        source += f"; {result['note']}"
+    parts = []
+    for table in result["tables"]:
+        columns = table["columns"]
+        lines = [
+            "| " + " | ".join(_cell(c) for c in columns) + " |",
+            "| " + " | ".join("---" for _ in columns) + " |",
+        ]
+        for row in table["rows"]:
+            if len(row) != len(columns):
+                raise ValueError(f"{name}: row {row} does not match columns {columns}")
+            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        title = f"**{table['title']}**\n\n" if table.get("title") else ""
+        parts.append(title + "\n".join(lines) + f"\n\nMeasured by {source}.")
+    return "\n\n".join(parts)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    """MkDocs' hook: put the generated tables where the marker stands."""
+    """MkDocs' hook: put the generated tables where the markers stand."""
     if MARKER in markdown:
-        return markdown.replace(MARKER, settings_markdown())
-    return markdown
+        markdown = markdown.replace(MARKER, settings_markdown())
+    return BENCH_MARKER.sub(lambda m: bench_markdown(m.group(1)), markdown)

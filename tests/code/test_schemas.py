@@ -65,7 +65,7 @@ def test_limits_are_clamped_and_defaulted() -> None:
 def test_code_or_response_errors_name_the_field_in_a_batch() -> None:
     # The request model the service validates with: a bad item becomes that item's bad_input.
     from tribunal.code import CodeVerifier
-    from tribunal.core.scoring import InvalidItem, score_request_model
+    from tribunal.core.request_models import InvalidItem, score_request_model
 
     tests = {"kind": "stdio", "cases": [{"stdout": "1"}]}
     request = score_request_model(CodeVerifier(CodeConfig())).model_validate(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
 from tribunal.core.metrics import entry_age_s
 from tribunal.core.queue.base import JobQueue, QueuedItem
-from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.keys import Keys, lua_functions
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 
@@ -235,3 +236,45 @@ async def test_a_refusal_is_recorded_per_verifier_and_cleared(queue: JobQueue) -
     assert await queue.refusal("w") is None
     await queue.set_refusal("v", None)
     assert await queue.refusal("v") is None
+
+
+async def test_lua_key_functions_name_the_keys_of_the_key_module(
+    redis_server: Any, key_prefix: str
+) -> None:
+    """The scripts derive job keys from ids with ``lua_functions``: they must name exactly
+    the keys ``Keys`` names, or a finished job's results would outlive the done index."""
+    keys = Keys(key_prefix)
+    q = RedisStreamsQueue(
+        redis_server.url, keys, max_queue_items=10, result_ttl_s=60, visibility_timeout_s=1
+    )
+    try:
+        script = lua_functions() + (
+            "return {job_key(ARGV[1], ARGV[2]), results_key(ARGV[1], ARGV[2]), "
+            "done_jobs_key(ARGV[1])}"
+        )
+        job_id = "0123456789abcdef0123456789abcdef"
+        named = await q.redis.eval(script, 0, key_prefix, job_id)
+        assert named == [keys.job(job_id), keys.results(job_id), keys.done_jobs]
+    finally:
+        await q.aclose()
+
+
+async def test_a_queue_whose_claims_are_cancellable_loses_nothing_to_a_cancelled_claim(
+    queue: JobQueue,
+) -> None:
+    """The worker cancels a waiting claim on stop only when the queue says it may
+    (``claim_cancellable``): an item that arrives as the claim is cancelled must stay
+    claimable at once, not wait out the visibility timeout."""
+    if not queue.claim_cancellable:
+        pytest.skip(f"{queue.name}: a claim is awaited, never cancelled (claim_cancellable)")
+    waiting = asyncio.create_task(queue.claim("v", "c1", 5, block_s=5))
+    await asyncio.sleep(0.05)
+    submitted = await queue.submit("v", items(1), total=1, prefilled={})
+    waiting.cancel()
+    taken = await asyncio.gather(waiting, return_exceptions=True)
+    claimed = await queue.claim("v", "c2", 5, block_s=0.1)
+    handed = [d for d in claimed if d.job_id == submitted.job_id]
+    if isinstance(taken[0], list) and taken[0]:  # the claim returned before its cancel
+        assert handed == []
+    else:
+        assert [d.deliveries for d in handed] == [1]

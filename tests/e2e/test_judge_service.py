@@ -9,9 +9,11 @@ with scripted verdicts and log-probabilities. Everything on our side of its sock
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -200,10 +202,12 @@ def test_no_backend_configured_says_how_to_configure_one(
 
 
 @pytest.mark.slow
-def test_the_benchmark_quick_mode_prints_its_figures() -> None:
+def test_the_benchmark_quick_mode_prints_its_figures(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "bench/judge_throughput.py", "--quick"],
         cwd=ROOT,
+        # Recorded beside the test, not over the committed bench/results/ the docs show.
+        env={**os.environ, "TRIBUNAL_BENCH_RESULTS": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -231,3 +235,6 @@ def test_the_benchmark_quick_mode_prints_its_figures() -> None:
         assert run["verdicts"] == 1000 and run["item_errors"] == 0
         assert run["verdicts_per_s"] > 0 and 0 < run["first_verdict_s"] < run["elapsed_s"] + 1
         assert run["backend"]["calls"] == 1000 // run["rubrics_per_call"]
+    recorded = json.loads((tmp_path / "judge_throughput.json").read_text())
+    assert recorded["report"] == report and recorded["command"] == report["command"]
+    assert [row[0] for row in recorded["tables"][0]["rows"]] == ["1", "4"]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tribunal.citation.support import SupportOutcome
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
 from tribunal.core.errors import ParseError, Refusal, TribunalError
+from tribunal.core.lru import LRU
 from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
 from tribunal.llm.meter import BackendMeter
@@ -140,30 +140,6 @@ class JudgeModeConfig(BaseModel):
     )
 
 
-class JudgmentCache:
-    """A bounded LRU of claim judgments (one event loop; not thread-safe)."""
-
-    def __init__(self, max_items: int) -> None:
-        self.max_items = max_items
-        self._data: OrderedDict[str, ClaimJudgment] = OrderedDict()
-
-    def get(self, key: str) -> ClaimJudgment | None:
-        """Return the judgment under ``key`` (marked recently used), or None."""
-        found = self._data.get(key)
-        if found is not None:
-            self._data.move_to_end(key)
-        return found
-
-    def put(self, key: str, judgment: ClaimJudgment) -> None:
-        """Store a judgment, evicting the least recently used beyond capacity."""
-        if self.max_items <= 0:
-            return
-        self._data[key] = judgment
-        self._data.move_to_end(key)
-        while len(self._data) > self.max_items:
-            self._data.popitem(last=False)
-
-
 class LLMSupport:
     """The ``judge`` support mode.
 
@@ -175,7 +151,7 @@ class LLMSupport:
     def __init__(self, backend: LLMBackend, settings: JudgeModeConfig | None = None) -> None:
         self.backend = backend
         self.settings = settings or JudgeModeConfig()
-        self.cache = JudgmentCache(self.settings.cache_max_items)
+        self.cache: LRU[str, ClaimJudgment] = LRU(self.settings.cache_max_items)
         self.control = ControlTokens(backend.control_tokens)
         """The control tokens broken in every untrusted text (the backend's, once started)."""
         # The openai and transformers backends keep their BackendConfig; a NullBackend has

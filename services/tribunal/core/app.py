@@ -34,15 +34,15 @@ from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.factory import build_cache, build_queue
-from tribunal.core.routes import health, jobs
-from tribunal.core.routes.score import score_router
-from tribunal.core.scoring import (
-    ScoringService,
+from tribunal.core.request_models import (
     job_body_type,
     job_state_type,
     score_request_model,
     score_response_type,
 )
+from tribunal.core.routes import health, jobs
+from tribunal.core.routes.score import score_router
+from tribunal.core.scoring import ScoringService
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
@@ -130,7 +130,7 @@ async def _runtime(
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     try:
-        if queue.kind == "memory":
+        if queue.in_process:
             tasks = await _start_embedded_workers(settings, verifiers, queue, services, stop)
         else:
             for verifier in verifiers:
@@ -140,7 +140,7 @@ async def _runtime(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if queue.kind == "memory":
+        if queue.in_process:
             for verifier in verifiers:
                 await verifier.aclose()
         await queue.aclose()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -25,6 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tribunal.core.errors import QueueUnavailable
 from tribunal.core.hashing import sha256_hex
+from tribunal.core.lru import LRU
 from tribunal.core.queue.keys import Keys
 
 
@@ -160,30 +160,16 @@ class MemoryCache:
     def __init__(self, max_items: int, ttl_s: int) -> None:
         self.max_items = max_items
         self.ttl_s = ttl_s
-        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._entries: LRU[str, str] = LRU(max_items, ttl_s)
 
     async def get_many(self, keys: Sequence[str]) -> list[str | None]:
         """Return live entries, refreshing their recency."""
-        now = time.monotonic()
-        out: list[str | None] = []
-        for key in keys:
-            entry = self._entries.get(key)
-            if entry is None or entry[0] < now:
-                self._entries.pop(key, None)
-                out.append(None)
-            else:
-                self._entries.move_to_end(key)
-                out.append(entry[1])
-        return out
+        return [self._entries.get(key) for key in keys]
 
     async def set_many(self, values: Mapping[str, str]) -> None:
-        """Store entries, evicting the oldest beyond ``max_items``."""
-        expires = time.monotonic() + self.ttl_s
+        """Store entries, evicting the least recently used beyond ``max_items``."""
         for key, value in values.items():
-            self._entries[key] = (expires, value)
-            self._entries.move_to_end(key)
-        while len(self._entries) > self.max_items:
-            self._entries.popitem(last=False)
+            self._entries.put(key, value)
 
     async def size(self) -> int:
         """Entries held now (expired ones not yet dropped included)."""

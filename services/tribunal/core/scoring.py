@@ -9,33 +9,13 @@ while a trainer's batch with one broken item loses only that item.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    WrapValidator,
-    create_model,
-)
-from pydantic_core import ErrorDetails
+from pydantic import BaseModel, ValidationError
 
 from tribunal.core.cache import ResultCache, cache_entry
-from tribunal.core.envelope import (
-    ItemOutcome,
-    ItemResult,
-    JobState,
-    ScoreItem,
-    ScoreResponse,
-    item_result_model,
-    job_state_model,
-    result_json,
-    score_response_model,
-)
+from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem, result_json
 from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
@@ -44,141 +24,11 @@ from tribunal.core.errors import (
     QueueUnavailable,
     ScoringTimeout,
 )
-from tribunal.core.hashing import (
-    SURROGATE_MESSAGE,
-    encodes_utf8,
-    json_digest,
-    lone_surrogate,
-    printable,
-)
-from tribunal.core.queue.base import JobQueue, JobRecord, QueuedItem, Submitted
+from tribunal.core.hashing import json_digest
+from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
 from tribunal.core.queue.keys import JOB_ID
+from tribunal.core.request_models import InvalidItem
 from tribunal.core.verifier import Verifier, verifier_info
-
-
-@dataclass(frozen=True)
-class InvalidItem:
-    """An item that failed its schema; it keeps its raw value and the first error."""
-
-    raw: Any
-    errors: list[ErrorDetails]
-
-    def bad_input(self, index: int) -> BadInput:
-        """Return the ``BadInput`` for this item at position ``index`` of the batch."""
-        first = self.errors[0]
-        path = printable(".".join(str(part) for part in ("items", index, *first["loc"])))
-        return BadInput(f"{path}: {printable(first['msg'])}", field=path)
-
-    def item_id(self, index: int) -> str:
-        """The item's own id when it has a usable one, else its position."""
-        raw_id = self.raw.get("id") if isinstance(self.raw, dict) else None
-        if isinstance(raw_id, str) and raw_id and encodes_utf8(raw_id):
-            return raw_id
-        return str(index)
-
-
-def _keep_invalid(value: Any, handler: Any) -> Any:
-    try:
-        # A valid item has passed ScoreItem's own lone-surrogate check: only an invalid one
-        # is searched again, for the path of its surrogate.
-        return handler(value)
-    except ValidationError as exc:
-        errors = exc.errors()
-    found = lone_surrogate(value)
-    if found is not None:
-        error: ErrorDetails = {
-            "type": "string_unicode",
-            "loc": found,
-            "msg": SURROGATE_MESSAGE,
-            "input": None,
-        }
-        return InvalidItem(raw=value, errors=[error])
-    return InvalidItem(raw=value, errors=errors)
-
-
-def lenient_item(item_model: type[ScoreItem]) -> Any:
-    """Return ``item_model`` as an annotated type whose invalid values become ``InvalidItem``.
-
-    The JSON schema (and so OpenAPI) is still ``item_model``'s.
-    """
-    return Annotated[item_model, WrapValidator(_keep_invalid)]
-
-
-def score_request_model(verifier: Verifier) -> type[BaseModel]:
-    """Build ``<Name>ScoreRequest``: ``{"items": [<item>, ...]}`` with lenient items."""
-    name = "".join(part.capitalize() for part in verifier.name.split("_"))
-    items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
-    model: type[BaseModel] = create_model(
-        f"{name}ScoreRequest",
-        __config__=ConfigDict(extra="forbid"),
-        items=(items_type, Field(min_length=1)),
-    )
-    return model
-
-
-def _valid_text(key: str) -> str:
-    if lone_surrogate(key) is not None:
-        raise ValueError(SURROGATE_MESSAGE)
-    return key
-
-
-IdempotencyKey = Annotated[
-    Annotated[str, AfterValidator(_valid_text)] | None,
-    Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Client-chosen key: resubmitting the same batch with it returns the same "
-        "job instead of scoring twice.",
-    ),
-]
-
-
-def job_request_model(verifier: Verifier) -> type[BaseModel]:
-    """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
-    with the verifier's lenient items, one member of the ``/v1/jobs`` union."""
-    name = "".join(part.capitalize() for part in verifier.name.split("_"))
-    items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
-    tag: Any = Literal[verifier.name]
-    model: type[BaseModel] = create_model(
-        f"{name}JobCreate",
-        __config__=ConfigDict(extra="forbid"),
-        verifier=(tag, Field(description="Which verifier scores the items.")),
-        items=(items_type, Field(min_length=1)),
-        idempotency_key=(IdempotencyKey, None),
-    )
-    return model
-
-
-def job_body_type(verifiers: Sequence[Verifier]) -> Any:
-    """The body of ``POST /v1/jobs``: a union of each verifier's job, tagged by ``verifier``,
-    so that the OpenAPI document says exactly what is accepted."""
-    models = [job_request_model(v) for v in verifiers]
-    if len(models) == 1:
-        return models[0]
-    return Annotated[Union[tuple(models)], Field(discriminator="verifier")]  # noqa: UP007
-
-
-def result_model(verifier: Verifier) -> type[ItemResult]:
-    """The ``ItemResult`` that documents ``verifier``'s results: ``<Name>ItemResult`` when it
-    names its ``details_model``, else ``ItemResult`` (details a free object)."""
-    details = getattr(verifier, "details_model", None)
-    return ItemResult if details is None else item_result_model(verifier.name, details)
-
-
-def score_response_type(verifier: Verifier) -> type[ScoreResponse]:
-    """The response model of ``POST /v1/<verifier>/score`` in the OpenAPI document (see
-    :func:`result_model`); the route answers pre-rendered JSON, never validated by it."""
-    details = getattr(verifier, "details_model", None)
-    return ScoreResponse if details is None else score_response_model(verifier.name, details)
-
-
-def job_state_type(verifiers: Sequence[Verifier]) -> type[JobState]:
-    """The response model of ``GET /v1/jobs/{job_id}`` in the OpenAPI document: a
-    ``JobState`` whose results are those of the app's verifiers (see :func:`result_model`)."""
-    models = tuple(dict.fromkeys(result_model(v) for v in verifiers))
-    return JobState if models == (ItemResult,) else job_state_model(models)
-
 
 NO_REFUSAL_KEPT_S = 1.0
 """How long an API trusts that its verifier's workers have not refused to start (s)."""
@@ -249,23 +99,12 @@ class ScoringService:
             BackendUnavailable: The verifier's workers refused to start and none is live
                 (the items would wait for nothing).
         """
-        if len(items) > self.max_batch_items:
-            raise PayloadTooLarge(
-                f"items: {len(items)} items in one request; the limit is "
-                f"{self.max_batch_items} (TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use "
-                f"several jobs",
-                field="items",
-            )
-        if all(isinstance(item, InvalidItem) for item in items):
-            first = items[0]
-            assert isinstance(first, InvalidItem)
-            raise first.bad_input(0)
+        self._check_batch(items, "use several jobs")
         prefilled: dict[int, str] = {}
         payloads: list[tuple[int, dict[str, Any], str | None]] = []
         for index, item in enumerate(items):
             if isinstance(item, InvalidItem):
-                outcome = ItemOutcome.failed(item.bad_input(index))
-                prefilled[index] = result_json(item.item_id(index), outcome, self.info)
+                prefilled[index] = self._invalid_result(index, item)
                 continue
             cache_payload = self.verifier.cache_payload(item) if use_cache else None
             key = (
@@ -299,6 +138,52 @@ class ScoringService:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
         )
+
+    async def score_in_process(
+        self,
+        items: Sequence[ScoreItem | InvalidItem],
+        score_valid: Callable[[list[ScoreItem]], Awaitable[list[str]]],
+    ) -> str:
+        """Score a batch in this process, not through the queue, and return the
+        ``ScoreResponse`` as JSON text: the batch is checked as :meth:`submit` checks it,
+        ``score_valid`` scores the valid items (one ``ItemResult`` JSON text each, in order)
+        and the invalid ones are answered here.
+
+        Raises:
+            PayloadTooLarge: More than ``max_batch_items`` items.
+            BadInput: No item of the batch is valid (the first item's error is raised).
+            Exception: Whatever ``score_valid`` raises.
+        """
+        self._check_batch(items, "use /v1/jobs")
+        valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
+        scored = await score_valid([item for _, item in valid])
+        texts = [
+            self._invalid_result(index, item) if isinstance(item, InvalidItem) else ""
+            for index, item in enumerate(items)
+        ]
+        for (index, _), text in zip(valid, scored, strict=True):
+            texts[index] = text
+        return _response_json(texts)
+
+    def _check_batch(self, items: Sequence[ScoreItem | InvalidItem], instead: str) -> None:
+        """Refuse a batch that is never scored: too many items (``instead``: what to do
+        instead besides splitting it) or no valid one."""
+        if len(items) > self.max_batch_items:
+            raise PayloadTooLarge(
+                f"items: {len(items)} items in one request; the limit is "
+                f"{self.max_batch_items} (TRIBUNAL_MAX_BATCH_ITEMS); split the batch or "
+                f"{instead}",
+                field="items",
+            )
+        if all(isinstance(item, InvalidItem) for item in items):
+            first = items[0]
+            assert isinstance(first, InvalidItem)
+            raise first.bad_input(0)
+
+    def _invalid_result(self, index: int, item: InvalidItem) -> str:
+        """The ``ItemResult`` JSON of an item that failed validation."""
+        failed = ItemOutcome.failed(item.bad_input(index))
+        return result_json(item.item_id(index), failed, self.info)
 
     async def _check_refusal(self) -> None:
         # A Redis round trip on every request (~5 % of the API's CPU per one-item request,
@@ -369,7 +254,12 @@ class ScoringService:
                 f"GET /v1/jobs/{job_id} for its results",
                 job_id=job_id,
             )
-        return '{"results":[' + ",".join(record.results[i] for i in range(record.total)) + "]}"
+        return _response_json(record.results[i] for i in range(record.total))
+
+
+def _response_json(results: Iterable[str]) -> str:
+    """``ScoreResponse`` JSON text around ``ItemResult`` JSON texts, spliced as they are."""
+    return '{"results":[' + ",".join(results) + "]}"
 
 
 def wants_cache(cache_control: str | None) -> bool:
@@ -392,7 +282,7 @@ IDEMPOTENCY_KEY_DESCRIPTION = (
 )
 
 
-async def job_state(queue: JobQueue, job_id: str, wait_s: float) -> str:
+async def job_state(queue: JobStore, job_id: str, wait_s: float) -> str:
     """Return a job's state as ``JobState`` JSON, long-polling up to ``wait_s`` for it to be
     done; an id not of the issued format is ``JobNotFound``. The stored results are already
     ``ItemResult`` JSON: they are spliced in as they are rather than parsed and serialised

@@ -245,7 +245,7 @@ class WorkerRuntime:
 
     async def _claim(self, stop: asyncio.Event, count: int) -> list[Delivery]:
         claim = self.queue.claim(self.verifier.name, self.consumer, count, self.block_s)
-        if self.queue.kind != "memory":
+        if not self.queue.claim_cancellable:
             # A Redis read is not cancelled midway (entries it took would wait out the
             # visibility timeout); it returns within block_s.
             return await claim

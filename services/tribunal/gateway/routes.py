@@ -13,17 +13,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
-from tribunal.core.envelope import (
-    ItemOutcome,
-    ScoreItem,
-    ScoreResponse,
-    result_json,
-    score_response_model,
-)
-from tribunal.core.errors import PayloadTooLarge, QueueUnavailable, ScoringTimeout, TribunalError
+from tribunal.core.envelope import ScoreItem, ScoreResponse, score_response_model
+from tribunal.core.errors import QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.core.scoring import InvalidItem
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -75,47 +68,32 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
     """
     service = runtime.services["gateway"]
-    items = service.parse_items(raw_items)
-    if len(items) > service.max_batch_items:
-        raise PayloadTooLarge(
-            f"items: {len(items)} items in one request; the limit is {service.max_batch_items} "
-            "(TRIBUNAL_MAX_BATCH_ITEMS); split the batch or use /v1/jobs",
-            field="items",
-        )
-    valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
-    if not valid:
-        first = items[0]
-        assert isinstance(first, InvalidItem)
-        raise first.bad_input(0)
     timeout_s = runtime.settings.sync_timeout_s
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
-    shed = LoadShed()
-    try:
-        with placing(shed):
-            results = await asyncio.wait_for(
-                verifier.score_results([item for _, item in valid], service.info), timeout_s
-            )
-    except TimeoutError:
-        raise ScoringTimeout(
-            f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
-            "(POST /v1/jobs)"
-        ) from None
-    # The spec counters this batch added, for /metrics: every API process adds its own to
-    # the cluster-wide stats (a queue outage costs the counts, never the answer).
-    with contextlib.suppress(QueueUnavailable):
-        await runtime.queue.incr_stats("gateway", verifier.take_stats())
-    refused = shed.error()
-    if refused is not None:
-        raise refused
-    texts: list[str] = [""] * len(items)
-    for (index, _), text in zip(valid, results, strict=True):
-        texts[index] = text
-    for index, invalid in enumerate(items):
-        if isinstance(invalid, InvalidItem):
-            failed = ItemOutcome.failed(invalid.bad_input(index))
-            texts[index] = result_json(invalid.item_id(index), failed, service.info)
-    return '{"results":[' + ",".join(texts) + "]}"
+
+    async def fan_out(valid: list[ScoreItem]) -> list[str]:
+        shed = LoadShed()
+        try:
+            with placing(shed):
+                results = await asyncio.wait_for(
+                    verifier.score_results(valid, service.info), timeout_s
+                )
+        except TimeoutError:
+            raise ScoringTimeout(
+                f"the batch was not scored within {timeout_s:g} s; send large batches as a job "
+                "(POST /v1/jobs)"
+            ) from None
+        # The spec counters this batch added, for /metrics: every API process adds its own to
+        # the cluster-wide stats (a queue outage costs the counts, never the answer).
+        with contextlib.suppress(QueueUnavailable):
+            await runtime.queue.incr_stats("gateway", verifier.take_stats())
+        refused = shed.error()
+        if refused is not None:
+            raise refused
+        return results
+
+    return await service.score_in_process(service.parse_items(raw_items), fan_out)
 
 
 def _settings(request: Request) -> GatewaySettings:

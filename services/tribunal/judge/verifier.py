@@ -23,8 +23,9 @@ from typing import Any
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
 from tribunal.core.hashing import canonical_json, config_hash
+from tribunal.core.lru import LRU
 from tribunal.core.verifier import score_each
-from tribunal.judge.cache import VerdictCache, response_digest, verdict_key
+from tribunal.judge.cache import response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
 from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
@@ -60,7 +61,7 @@ class JudgeVerifier:
     def __init__(self, config: JudgeConfig, backend: LLMBackend | None = None) -> None:
         self.config = config
         self.backend: LLMBackend | None = backend
-        self.cache = VerdictCache(config.cache_max_items)
+        self.cache: LRU[str, ParsedVerdict] = LRU(config.cache_max_items)
         self.control = ControlTokens(backend.control_tokens if backend else ())
         """The control tokens broken in every untrusted text (the backend's, once started)."""
         self._inflight: dict[str, asyncio.Future[ParsedVerdict]] = {}

@@ -1,4 +1,12 @@
-"""The ``JobQueue`` interface shared by the Redis Streams queue and the embedded one.
+"""The ``JobQueue`` interfaces shared by the Redis Streams queue and the embedded one.
+
+A backend is a set of small interfaces, one per concern: :class:`JobStore` (jobs and their
+results), :class:`WorkStream` (the entries workers claim and complete),
+:class:`WorkerRegistry` (heartbeats, pool utilisation, refusals to start) and
+:class:`QueueStats` (counters and store sizes), with :class:`QueueBackend` for what the
+backend itself is. A caller that needs one concern types its argument with that interface;
+one that must act differently on a backend asks a capability (``in_process``,
+``claim_cancellable``), never the backend's name.
 
 Vocabulary: a *job* is a queued batch (``job_id``); each of its *items* becomes one queue
 entry; a *delivery* is one hand-over of an entry to a worker. Delivery is at least once: an
@@ -83,22 +91,31 @@ def never_fits(verifier: str, n_items: int, bound: int) -> PayloadTooLarge:
     )
 
 
-class JobQueue(Protocol):
-    """Queue of scoring jobs; both implementations pass ``tests/core/test_queue_contract.py``.
+class QueueBackend(Protocol):
+    """What a backend is: its name, its capabilities, its connection.
 
-    Every method raises ``QueueUnavailable`` when the backing store cannot be reached.
+    Every method of every queue interface raises ``QueueUnavailable`` when the backing store
+    cannot be reached.
     """
 
-    kind: str
-    """``redis`` or ``memory``."""
+    name: str
+    """``redis`` or ``memory``: reported by ``/readyz`` and in logs, never branched on."""
+
+    in_process: bool
+    """True when the queue lives in this process's memory: its workers must run in this
+    process (no other process can reach it) and nothing survives a restart."""
 
     async def ping(self) -> None:
         """Check the backing store answers; raise ``QueueUnavailable`` if not."""
         ...
 
-    async def ensure_verifier(self, verifier: str) -> None:
-        """Create what ``verifier``'s queue needs (stream and consumer group); idempotent."""
+    async def aclose(self) -> None:
+        """Close connections and stop background tasks."""
         ...
+
+
+class JobStore(Protocol):
+    """Jobs: created from a batch, read back with their results, awaited until done."""
 
     async def submit(
         self,
@@ -126,6 +143,19 @@ class JobQueue(Protocol):
 
     async def wait(self, job_id: str, timeout_s: float) -> JobRecord:
         """Return the job once done, or as it is after ``timeout_s``. Raises ``JobNotFound``."""
+        ...
+
+
+class WorkStream(Protocol):
+    """The entries of each verifier's queue, as workers claim, keep and complete them."""
+
+    claim_cancellable: bool
+    """True when cancelling a :meth:`claim` that is waiting loses nothing (it takes entries
+    only as it returns); False when a cancelled claim may leave entries it took to wait out
+    the visibility timeout (a claim then returns within ``block_s`` instead)."""
+
+    async def ensure_verifier(self, verifier: str) -> None:
+        """Create what ``verifier``'s queue needs (stream and consumer group); idempotent."""
         ...
 
     async def claim(
@@ -158,6 +188,14 @@ class JobQueue(Protocol):
         """Copy an entry to the verifier's dead-letter stream (its error result is written
         with :meth:`complete`)."""
         ...
+
+    async def depth(self, verifier: str) -> int:
+        """Entries queued or in flight for ``verifier``."""
+        ...
+
+
+class WorkerRegistry(Protocol):
+    """The workers of each verifier: their heartbeats, their pools, why they refused."""
 
     async def heartbeat(
         self,
@@ -199,9 +237,9 @@ class JobQueue(Protocol):
         """Return the recorded refusal of ``verifier``'s workers, if any."""
         ...
 
-    async def depth(self, verifier: str) -> int:
-        """Entries queued or in flight for ``verifier``."""
-        ...
+
+class QueueStats(Protocol):
+    """Cluster-wide counters and the sizes of the bounded stores (for ``/metrics``)."""
 
     async def oldest_entry(self, verifier: str) -> str | None:
         """The id (``<ms>-<seq>``) of the oldest entry of ``verifier`` queued or in flight,
@@ -226,6 +264,7 @@ class JobQueue(Protocol):
         """Bytes the backing store uses (Redis's ``used_memory``); None in this process."""
         ...
 
-    async def aclose(self) -> None:
-        """Close connections and stop background tasks."""
-        ...
+
+class JobQueue(QueueBackend, JobStore, WorkStream, WorkerRegistry, QueueStats, Protocol):
+    """A whole queue backend, every concern; both implementations pass
+    ``tests/core/test_queue_contract.py``."""

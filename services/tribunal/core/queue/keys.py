@@ -7,6 +7,7 @@ of that verifier, on any machine. Results live in a hash per job with a TTL.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 
 JOB_ID = re.compile(r"[0-9a-f]{32}")
@@ -15,6 +16,33 @@ JOB_ID = re.compile(r"[0-9a-f]{32}")
 
 CONSUMER_GROUP = "workers"
 """Name of the consumer group every worker of a verifier joins."""
+
+# The keys a Lua script derives itself (from a job id it reads in its arguments), as
+# templates: the Python methods below and the Lua functions of ``lua_functions`` both format
+# them, so a script and the code around it cannot disagree on a name.
+_JOB = "{prefix}:job:{job_id}"
+_RESULTS = "{prefix}:job:{job_id}:results"
+_DONE_JOBS = "{prefix}:jobs:done"
+_LUA_TEMPLATES = {"job_key": _JOB, "results_key": _RESULTS, "done_jobs_key": _DONE_JOBS}
+
+
+def _lua_function(name: str, template: str) -> str:
+    """A Lua function of the template's fields (in order) that returns the formatted name."""
+    parts: list[str] = []
+    fields: list[str] = []
+    for literal, field, _, _ in string.Formatter().parse(template):
+        if literal:
+            parts.append("'" + literal + "'")
+        if field is not None:
+            parts.append(field)
+            fields.append(field)
+    return f"local function {name}({', '.join(fields)}) return {' .. '.join(parts)} end\n"
+
+
+def lua_functions() -> str:
+    """Lua source defining ``job_key(prefix, job_id)``, ``results_key(prefix, job_id)`` and
+    ``done_jobs_key(prefix)``: the names of :class:`Keys`, for scripts to prepend."""
+    return "".join(_lua_function(name, t) for name, t in _LUA_TEMPLATES.items())
 
 
 @dataclass(frozen=True)
@@ -49,11 +77,11 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         """Hash of a job's metadata: verifier, total."""
-        return f"{self.prefix}:job:{job_id}"
+        return _JOB.format(prefix=self.prefix, job_id=job_id)
 
     def results(self, job_id: str) -> str:
         """Hash of a job's results: item index -> ItemResult JSON."""
-        return f"{self.prefix}:job:{job_id}:results"
+        return _RESULTS.format(prefix=self.prefix, job_id=job_id)
 
     def idempotency(self, verifier: str, key: str) -> str:
         """String: ``<job_id>|<request hash>`` for a client's idempotency key."""
@@ -71,7 +99,7 @@ class Keys:
     def done_jobs(self) -> str:
         """Sorted set: id of a job whose last result was written -> when (unix s); the
         oldest beyond ``TRIBUNAL_MAX_DONE_JOBS`` are deleted."""
-        return f"{self.prefix}:jobs:done"
+        return _DONE_JOBS.format(prefix=self.prefix)
 
     @property
     def done_channel(self) -> str:

@@ -58,7 +58,9 @@ class MemoryQueue:
         retry_after_s: Retry-After sent with ``QueueFull`` (s).
     """
 
-    kind = "memory"
+    name = "memory"
+    in_process = True
+    claim_cancellable = True
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
     """Readiness: the queue answers and every verifier has at least one live worker. A
     verifier without one whose workers refused to start says why (`refused.<verifier>`)."""
-    checks: dict[str, Any] = {"queue": runtime.queue.kind}
+    checks: dict[str, Any] = {"queue": runtime.queue.name}
     # A verifier that isolates programs says which layers its configuration asks for
     # (`layers.<verifier>`; its workers refuse to start when the host cannot give them).
     for name, service in runtime.services.items():

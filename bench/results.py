@@ -1,0 +1,102 @@
+"""Where a benchmark's figures go: ``bench/results/<name>.json``, rendered by the docs.
+
+Each file holds the command that produced it, the date, the machine, the full report the
+benchmark prints, and its tables (``columns`` and ``rows`` of display strings). The docs
+hook (``docs/hooks.py``) puts those tables, each with its command, date and machine, where a
+page says ``<!-- tribunal:bench <name> -->``: the figures in the docs are the last run's,
+never retyped.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+"""Where results are written and the docs read them (``TRIBUNAL_BENCH_RESULTS`` names
+another folder, for a run whose figures must not replace the committed ones: a test's)."""
+
+
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[object]], title: str = ""
+) -> dict[str, Any]:
+    """One table of a result: ``rows`` of cells (written with ``str``) under ``columns``.
+
+    Raises:
+        ValueError: A row has not as many cells as there are columns.
+    """
+    for row in rows:
+        if len(row) != len(columns):
+            raise ValueError(f"row {list(row)} has {len(row)} cells for {len(columns)} columns")
+    return {
+        "title": title,
+        "columns": list(columns),
+        "rows": [["" if cell is None else str(cell) for cell in row] for row in rows],
+    }
+
+
+def machine() -> dict[str, Any]:
+    """The machine a benchmark ran on: CPU model and cores (usable by this process), OS,
+    Python, and the load average when the result is written."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": model,
+        "cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "system": platform.platform(terse=True),
+        "python": platform.python_version(),
+        # Other work shares the cores: the figures move with it.
+        "load_avg_1m": round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def command(argv: Sequence[str] | None = None) -> str:
+    """The command line that ran this benchmark, as typed from the repository root."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
+    try:
+        shown = script.relative_to(RESULTS.parents[1]).as_posix()
+    except ValueError:
+        shown = argv[0]
+    return shlex.join(["python", shown, *argv[1:]])
+
+
+def record(
+    name: str,
+    report: Mapping[str, Any],
+    tables: Sequence[Mapping[str, Any]],
+    note: str = "",
+) -> Path:
+    """Write ``bench/results/<name>.json``: this run's command, date (UTC), machine,
+    ``report`` and ``tables`` (from :func:`table`); ``note`` says what differs from a full
+    run (a short run, another load). Returns the path written."""
+    folder = Path(os.environ.get("TRIBUNAL_BENCH_RESULTS") or RESULTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    result = {
+        "benchmark": name,
+        "command": command(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "note": note,
+        "tables": list(tables),
+        "report": report,
+    }
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+    return path
