@@ -32,6 +32,10 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 $(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
 	$(PIP) --require-hashes --no-deps -r $(NODEPS)
+	@# openrlhf's wheel installs a top-level package named `tests`, which shadows this
+	@# repository's tests/ in the process pools' forkserver children (No module named
+	@# 'tests.core'): nothing of OpenRLHF's imports it.
+	rm -rf $(VENV)/lib/python3*/site-packages/tests
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 
