@@ -72,8 +72,8 @@ from bench import code_data
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code.codec import decode_value, encode_value
 from tribunal.code.compare import return_value_matches, values_equal
-from tribunal.code.harness import decode_value, encode_value
 from tribunal.core import jsonparse
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]

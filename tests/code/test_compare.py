@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
+from tribunal.code.codec import encode_value
 from tribunal.code.compare import (
     normalise_stdout,
     return_value_matches,
     stdout_matches,
     values_equal,
 )
-from tribunal.code.harness import encode_value
 
 
 def test_stdout_ignores_trailing_whitespace_and_final_newlines() -> None:

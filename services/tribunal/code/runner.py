@@ -19,11 +19,12 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tribunal.code.codec import encode_value
 from tribunal.code.compare import return_value_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
-from tribunal.code.harness import encode_value, escape_text
+from tribunal.code.protocol import escape_text
 from tribunal.code.sandbox import (
     ChannelViolation,
     Execution,
@@ -42,6 +43,15 @@ from tribunal.code.schemas import (
 )
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.errors import BadInput, SandboxError
+
+if TYPE_CHECKING:
+    from tribunal.code.protocol import (
+        CallCommand,
+        CallSetup,
+        CaseCommand,
+        StdioSetup,
+        TestSetup,
+    )
 
 _GRACE_S = 2.0
 """Slack on top of a case's own limit before the service stops waiting for the driver."""
@@ -301,7 +311,7 @@ class Runner:
 
     def _stdio_setup(
         self, session: SandboxSession, language: str, code: str, kill_on_overflow: bool
-    ) -> dict[str, Any]:
+    ) -> StdioSetup:
         box = session.box
         return {
             "role": "stdio",
@@ -317,7 +327,9 @@ class Runner:
             "compile_memory_mb": self.config.compile_memory_mb,
         }
 
-    async def _setup(self, session: SandboxSession, setup: dict[str, Any]) -> dict[str, Any]:
+    async def _setup(
+        self, session: SandboxSession, setup: StdioSetup | CallSetup
+    ) -> dict[str, Any]:
         timeout = _STARTUP_S + (
             self.config.compile_timeout_s if setup.get("language") == "cpp" else 0.0
         )
@@ -368,7 +380,7 @@ class Runner:
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
-                command = {
+                command: CaseCommand = {
                     "op": "case",
                     "i": index,
                     "stdin": case.stdin,
@@ -404,7 +416,7 @@ class Runner:
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
-                command = {
+                command: CallCommand = {
                     "op": "call",
                     "i": index,
                     "target": tests.entry_point,
@@ -423,7 +435,7 @@ class Runner:
                 results.append(self._call_result(record, index, case.expected, item))
         return ItemRun(results)
 
-    def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> dict[str, Any]:
+    def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> CallSetup:
         return {
             "role": "call",
             "seccomp": self._seccomp,
@@ -459,14 +471,13 @@ class Runner:
             ready = await self._setup(solution, self._call_setup(code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), 1)
-            await tester.send(
-                {
-                    "role": "test",
-                    "sys_path": list(self.config.python_paths),
-                    "test": tests.test,
-                    "entry_point": tests.entry_point,
-                }
-            )
+            test_setup: TestSetup = {
+                "role": "test",
+                "sys_path": list(self.config.python_paths),
+                "test": tests.test,
+                "entry_point": tests.entry_point,
+            }
+            await tester.send(test_setup)
             start = asyncio.get_running_loop().time()
             try:
                 result = await self._relay(solution, tester, limits)
@@ -490,7 +501,7 @@ class Runner:
                 return failure or _test_verdict(record)
             if op != "call":
                 raise SandboxError("the test driver sent an unknown record")
-            command = {
+            command: dict[str, Any] = {  # the test role's fields, as it sent them
                 "op": "call",
                 "i": index,
                 "target": record.get("target"),
@@ -537,7 +548,7 @@ class Runner:
             )
             if ready.get("status") == "compile_error":
                 return Execution.from_record(ready)
-            command = {
+            command: CaseCommand = {
                 "op": "case",
                 "i": 0,
                 "stdin": item.stdin,

@@ -1,11 +1,12 @@
 """Sandboxes: bubblewrap argv, slot uids, rlimits, and one driver process per sandbox.
 
-One :class:`SandboxSession` is one bwrap sandbox running the trusted driver of
-``harness.py`` as pid 1 of fresh user, pid, net, ipc, uts, mount and cgroup namespaces, with
-a read-only system (only ``/usr`` and the loader's files), size-capped tmpfs for ``/box``,
-``/tmp`` and ``/dev/shm``, no network, an empty environment, all capabilities dropped and a
-new session. The service talks to it over two pipes: commands on the driver's stdin and
-token-prefixed records on a result pipe that only the driver holds (see ``harness.py``).
+One :class:`SandboxSession` is one bwrap sandbox running the trusted driver
+(:func:`driver_source`: ``protocol.py``, ``codec.py`` and ``driver.py``) as pid 1 of fresh
+user, pid, net, ipc, uts, mount and cgroup namespaces, with a read-only system (only ``/usr``
+and the loader's files), size-capped tmpfs for ``/box``, ``/tmp`` and ``/dev/shm``, no
+network, an empty environment, all capabilities dropped and a new session. The service talks
+to it over two pipes: commands on the driver's stdin and token-prefixed records on a result
+pipe that only the driver holds (see ``protocol.py``).
 
 Hard limits come from outside the sandbox: rlimits set before ``exec`` of bwrap (address
 space, CPU, processes, file size, open files, no core files), the host uid of the slot
@@ -24,6 +25,7 @@ uncapped tmpfs (``--remount-ro /`` and ``/dev``); ``--size`` applies to the next
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import hmac
@@ -35,22 +37,72 @@ import secrets
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tribunal.code import harness
+from tribunal.code import codec, driver, protocol
 from tribunal.code.config import CodeConfig
 from tribunal.core import jsonparse
 from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
 
-DRIVER_SOURCE = Path(harness.__file__).read_text(encoding="utf-8")
-"""The driver's source, passed to ``python3 -I -S -c`` (it is public; nothing secret is in
-argv)."""
+_SHIPPED = (protocol, codec, driver)
+"""The modules of the driver's unit, in order: each uses only the ones before it."""
+_MAY_REPEAT = frozenset(("MYPY",))
+
+
+def driver_source() -> str:
+    """The driver as the one module that ships into a sandbox (which has no ``tribunal``).
+
+    ``protocol.py``, ``codec.py`` and ``driver.py`` concatenated, with their imports of each
+    other (top-level ``from tribunal.code...``) and their ``from __future__`` lines blanked
+    and one ``from __future__ import annotations`` first: the names they imported from each
+    other are then the names the earlier parts defined in the same namespace.
+
+    Raises:
+        RuntimeError: Two parts define the same top-level name (the later one would silently
+            replace the earlier one's in the shipped unit).
+    """
+    parts = ["from __future__ import annotations\n"]
+    owners: dict[str, str] = {}
+    for module in _SHIPPED:
+        path = Path(str(module.__file__))
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and (
+                node.module == "__future__" or str(node.module).startswith("tribunal.")
+            ):
+                end = node.end_lineno or node.lineno
+                lines[node.lineno - 1 : end] = ["\n"] * (end - node.lineno + 1)
+                continue
+            for name in _defined_names(node):
+                if name in owners and name not in _MAY_REPEAT:
+                    raise RuntimeError(f"{name} is defined in {owners[name]} and {path.name}")
+                owners[name] = path.name
+        parts.append("".join(lines))
+    return "\n".join(parts)
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    """Top-level names a statement binds (imports of the standard library may repeat)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+DRIVER_SOURCE = driver_source()
+"""The driver's unit, passed to ``python3 -I -S -c`` or precompiled (it is public; nothing
+secret is in argv)."""
 
 BOX = "/box"
 _DIAGNOSTICS_BYTES = 64 * 1024
@@ -438,7 +490,7 @@ class SandboxSession:
         self.uid = uid
         self.limits = limits
         self.deadline = deadline
-        self._token = secrets.token_hex(harness.TOKEN_BYTES // 2).encode("ascii")
+        self._token = secrets.token_hex(protocol.TOKEN_BYTES // 2).encode("ascii")
         self._proc: asyncio.subprocess.Process | None = None
         self._records: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
@@ -551,7 +603,7 @@ class SandboxSession:
     def _remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
 
-    async def send(self, command: dict[str, Any]) -> None:
+    async def send(self, command: Mapping[str, Any]) -> None:
         """Send one command (a JSON line) to the driver."""
         # ASCII: a lone surrogate in a relayed value travels as its \\u escape (UTF-8 has none).
         line = json.dumps(command, separators=(",", ":")).encode()
@@ -591,7 +643,7 @@ class SandboxSession:
         return record
 
     async def request(
-        self, command: dict[str, Any], timeout_s: float | None = None
+        self, command: Mapping[str, Any], timeout_s: float | None = None
     ) -> dict[str, Any]:
         """Send one command and wait for its record."""
         await self.send(command)

@@ -1,9 +1,9 @@
-"""The in-sandbox driver (stdio, function-call and test roles) and the value codec.
+"""The in-sandbox driver (stdio, function-call and test roles).
 
-This module has two lives. Imported by the service, it provides the value codec
-(:func:`encode_value`, :func:`decode_value`) that ``compare.py`` uses. Run inside a sandbox as
-``python3 -I -S -c <this file's source> <result_fd> <pid1>``, it is the *driver*: trusted code
-that starts before any untrusted code and keeps the only handle on the result channel.
+Run inside a sandbox, as one unit with ``protocol.py`` and ``codec.py`` before it (see
+``sandbox.driver_source``: ``python3 -I -S <that unit, compiled> <result_fd> <pid1>``), it is
+trusted code that starts before any untrusted code and keeps the only handle on the result
+channel. The messages are typed in ``protocol.py``.
 
 Channels (all pipes, opened by the service before the sandbox starts):
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 # ``base64``, ``signal`` and ``typing`` would pull in ``re`` and ``enum`` (about 15 ms).
 # ``resource`` is loaded here rather than in each forked child, which would load it anew for
 # every test case (0.3 ms of CPU each).
-import _json
 import _signal as signal
 import binascii
 import builtins
@@ -51,303 +50,44 @@ import select
 import sys
 import time
 
+from tribunal.code.codec import (
+    CodecError,
+    b64encode,
+    decode_value,
+    encode_value,
+    wire_problem,
+)
+from tribunal.code.protocol import (
+    DRIVER_CALL_STATUSES,
+    MAX_MESSAGE_CHARS,
+    TOKEN_BYTES,
+    WORKER_REPLY_KEYS,
+    describe,
+    dumps,
+    escape_text,
+    exception_name,
+    loads,
+)
+
 MYPY = False
 if MYPY:  # annotations only (``from __future__ import annotations``): never imported at run time
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
-TOKEN_BYTES = 32
-"""Length of the per-run token that prefixes every record of the result channel."""
+    from tribunal.code.protocol import (
+        CallCommand,
+        CallRecord,
+        CallSetup,
+        CaseCommand,
+        DoneRecord,
+        StdioSetup,
+        TestSetup,
+        WorkerReply,
+    )
 
 _READ_CHUNK = 1 << 16
 _MAX_COMMAND_BYTES = 256 * 1024 * 1024
-_MAX_MESSAGE_CHARS = 2000
 _WIPE_DIRS_DEFAULT: tuple[str, ...] = ()
-
-# --------------------------------------------------------------------------------------------
-# JSON without importing ``json`` (the C accelerator directly; same output as json.dumps with
-# separators=(",", ":"), allow_nan=False; loads refuses NaN/Infinity and trailing data)
-# --------------------------------------------------------------------------------------------
-
-
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed in JSON here")
-
-
-_ENCODE = _json.make_encoder(
-    {}, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
-)
-
-
-class _ScanContext:
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = staticmethod(_no_constant)
-    memo: dict[Any, Any] = {}  # noqa: RUF012 - the C scanner reads it and keeps its own
-
-
-_SCAN = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]
-_WHITESPACE = " \t\n\r"
-
-
-def dumps(value: Any) -> str:
-    """Serialise JSON compactly (ASCII, no NaN); raise TypeError/ValueError otherwise."""
-    return "".join(_ENCODE(value, 0))
-
-
-def loads(text: str | bytes) -> Any:
-    """Parse one JSON document; raise ValueError on anything else."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8")
-    start = len(text) - len(text.lstrip(_WHITESPACE))
-    try:
-        value, end = _SCAN(text, start)
-    except (StopIteration, SystemError):
-        # Without ``json.decoder`` in sys.modules the C scanner cannot build its error and
-        # returns NULL (SystemError): both mean "not JSON".
-        raise ValueError("not JSON") from None
-    if text[end:].strip(_WHITESPACE):
-        raise ValueError("trailing data after JSON")
-    return value
-
-
-def _b64encode(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-# --------------------------------------------------------------------------------------------
-# Value codec (tagged JSON)
-# --------------------------------------------------------------------------------------------
-#
-# Wire form of one value: {"v": <enc>, "o": [<object>, ...]} where <enc> is JSON with these
-# tags (a dict with exactly one "$" key): {"$tuple": [...]}, {"$set": [...]},
-# {"$frozenset": [...]}, {"$dict": [[k, v], ...]}, {"$bytes": "<base64>"},
-# {"$float": "nan" | "inf" | "-inf"}, {"$complex": [re, im]}, {"$range": [start, stop, step]},
-# {"$opaque": [type name, truth, repr]} (no data form), {"$ref": n}. Objects of plain
-# classes (LeetCode's TreeNode / ListNode) are listed flat in "o" as {"c": class name,
-# "a": [[attr, <enc>], ...]} and referenced by index, so long linked lists and cycles never
-# recurse.
-
-_UNSERIALISABLE = (
-    type,
-    type(len),
-    type(lambda: None),
-    type(sys),
-)
-
-
-class CodecError(ValueError):
-    """A value cannot be serialised, or a wire value is malformed."""
-
-
-class _Encoder:
-    def __init__(self) -> None:
-        self.objects: list[dict[str, Any]] = []
-        self._ids: dict[int, int] = {}
-        self._pending: list[tuple[int, Any]] = []
-        self._keep: list[Any] = []
-
-    def run(self, value: Any) -> dict[str, Any]:
-        top = self.enc(value)
-        while self._pending:
-            index, obj = self._pending.pop()
-            attrs = vars(obj)
-            if type(attrs) is not dict:
-                raise CodecError(f"cannot serialise {type(obj).__name__}")
-            items = []
-            for key, item in list(attrs.items()):
-                if type(key) is not str:
-                    raise CodecError("attribute names must be strings")
-                items.append([key, self.enc(item)])
-            self.objects[index]["a"] = items
-        return {"v": top, "o": self.objects}
-
-    def enc(self, v: Any) -> Any:  # noqa: C901 - one flat type dispatch reads best
-        if v is None or v is True or v is False:
-            return v
-        if isinstance(v, bool):
-            return bool.__bool__(v)
-        if isinstance(v, int):
-            return int.__int__(v)
-        if isinstance(v, float):
-            f = float.__float__(v)
-            if math.isfinite(f):
-                return f
-            return {"$float": "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf")}
-        if isinstance(v, str):
-            return str.__str__(v)
-        if isinstance(v, list):
-            return [self.enc(x) for x in list.__iter__(v)]
-        if isinstance(v, tuple):
-            return {"$tuple": [self.enc(x) for x in tuple.__iter__(v)]}
-        if isinstance(v, dict):
-            return {"$dict": [[self.enc(k), self.enc(x)] for k, x in dict.items(v)]}
-        if isinstance(v, frozenset):
-            return {"$frozenset": [self.enc(x) for x in frozenset.__iter__(v)]}
-        if isinstance(v, set):
-            return {"$set": [self.enc(x) for x in set.__iter__(v)]}
-        if isinstance(v, (bytes, bytearray)):
-            return {"$bytes": _b64encode(bytes(v))}
-        if isinstance(v, complex):
-            return {"$complex": [self.enc(v.real), self.enc(v.imag)]}
-        if type(v) is range:
-            return {"$range": [v.start, v.stop, v.step]}
-        return self._object(v)
-
-    def _object(self, v: Any) -> Any:
-        if isinstance(v, _UNSERIALISABLE) or not isinstance(getattr(v, "__dict__", None), dict):
-            # No data form (a regex match, an iterator ...): keep its truth value and repr, so
-            # that `assert f(x)` works; it equals nothing, so it can never fake a value.
-            try:
-                truth = bool(v)
-                text = repr(v)
-            except Exception as exc:
-                raise CodecError(f"cannot serialise a value of type {type(v).__name__}") from exc
-            return {"$opaque": [escape_text(type(v).__name__, 200), truth, escape_text(text)]}
-        key = id(v)
-        if key in self._ids:
-            return {"$ref": self._ids[key]}
-        index = len(self.objects)
-        self._ids[key] = index
-        self._keep.append(v)  # keep ids unique while encoding
-        self.objects.append({"c": type(v).__name__, "a": []})
-        self._pending.append((index, v))
-        return {"$ref": index}
-
-
-def encode_value(value: Any) -> dict[str, Any]:
-    """Serialise a Python value to the tagged-JSON wire form.
-
-    Args:
-        value: None, bool, int, float, str, bytes, complex, list, tuple, dict, set, frozenset,
-            or an instance of a plain class (attributes in ``__dict__``), nested.
-
-    Returns:
-        ``{"v": encoded, "o": objects}``, JSON-serialisable with ``allow_nan=False``.
-
-    Raises:
-        CodecError: For functions, classes, modules and other values without a data form.
-    """
-    return _Encoder().run(value)
-
-
-class RemoteObject:
-    """An object decoded from the wire whose class is not known on this side."""
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {vars(self)!r}>"
-
-
-class Opaque:
-    """A value without a data form (regex match, iterator ...): truth value and repr only.
-
-    Equal only to itself, so it can never stand in for an expected value.
-    """
-
-    def __init__(self, type_name: str, truth: bool, text: str) -> None:
-        self.type_name = type_name
-        self.truth = truth
-        self.text = text
-
-    def __bool__(self) -> bool:
-        return self.truth
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-class _Decoder:
-    def __init__(self, objects: list[Any], resolve: Callable[[str], Any]) -> None:
-        if type(objects) is not list:
-            raise CodecError("objects must be a list")
-        self.instances: list[Any] = []
-        for spec in objects:
-            if type(spec) is not dict or type(spec.get("c")) is not str:
-                raise CodecError("malformed object")
-            cls: Any = resolve(spec["c"])
-            if not isinstance(cls, type):
-                cls = type(spec["c"], (RemoteObject,), {})
-            try:
-                self.instances.append(cls.__new__(cls))
-            except Exception as exc:
-                raise CodecError(f"cannot create {spec['c']}: {exc}") from None
-        for spec, instance in zip(objects, self.instances, strict=True):
-            attrs = spec.get("a")
-            if type(attrs) is not list:
-                raise CodecError("malformed object attributes")
-            for pair in attrs:
-                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
-                    raise CodecError("malformed object attribute")
-                instance.__dict__[pair[0]] = self.dec(pair[1])
-
-    def dec(self, e: Any) -> Any:  # noqa: C901 - one flat tag dispatch reads best
-        if e is None or type(e) in (bool, int, float, str):
-            return e
-        if type(e) is list:
-            return [self.dec(x) for x in e]
-        if type(e) is not dict or len(e) != 1:
-            raise CodecError("malformed value")
-        ((tag, body),) = e.items()
-        if tag == "$tuple" and type(body) is list:
-            return tuple(self.dec(x) for x in body)
-        if tag == "$set" and type(body) is list:
-            return {self.dec(x) for x in body}
-        if tag == "$frozenset" and type(body) is list:
-            return frozenset(self.dec(x) for x in body)
-        if tag == "$dict" and type(body) is list:
-            out = {}
-            for pair in body:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("malformed dict item")
-                out[self.dec(pair[0])] = self.dec(pair[1])
-            return out
-        if tag == "$bytes" and type(body) is str:
-            return binascii.a2b_base64(body.encode("ascii"), strict_mode=True)
-        if tag == "$float" and body in _FLOATS:
-            return _FLOATS[body]
-        if tag == "$complex" and type(body) is list and len(body) == 2:
-            return complex(self.dec(body[0]), self.dec(body[1]))
-        if tag == "$range" and type(body) is list and [type(x) for x in body] == [int] * 3:
-            return range(*body)
-        if tag == "$opaque" and type(body) is list and len(body) == 3:
-            name, truth, text = body
-            if type(name) is str and type(truth) is bool and type(text) is str:
-                return Opaque(name, truth, text)
-        if tag == "$ref" and type(body) is int and 0 <= body < len(self.instances):
-            return self.instances[body]
-        raise CodecError(f"unknown tag {tag!r}")
-
-
-def decode_value(wire: Any, resolve: Callable[[str], Any] | None = None) -> Any:
-    """Rebuild a Python value from its wire form.
-
-    Args:
-        wire: ``{"v": ..., "o": [...]}`` as produced by :func:`encode_value`.
-        resolve: Maps a class name to the class to instantiate (without calling
-            ``__init__``); unknown names become :class:`RemoteObject` subclasses.
-
-    Raises:
-        CodecError: On any malformed part (unknown tag, bad reference, unhashable key ...).
-    """
-    if type(wire) is not dict or set(wire) != {"v", "o"}:
-        raise CodecError("malformed wire value")
-    try:
-        decoder = _Decoder(wire["o"], resolve or (lambda name: None))
-        return decoder.dec(wire["v"])
-    except CodecError:
-        raise
-    except (TypeError, ValueError, RecursionError, OverflowError, MemoryError) as exc:
-        raise CodecError(f"malformed value: {_describe(exc, with_type=False)}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,46 +101,6 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
     except OSError:
         return
-
-
-def escape_text(text: str, limit: int = _MAX_MESSAGE_CHARS) -> str:
-    """The one escape point of program text (messages, names, reprs) into results.
-
-    Caps ``text`` at ``limit`` characters and writes each lone surrogate as the six characters
-    ``\\udXXX``: the result is valid UTF-8, so JSON, orjson and pydantic all write it (a lone
-    surrogate in an exception message once failed a whole batch). Never raises.
-    """
-    try:
-        text = str.__str__(text)[:limit]
-        if text.isascii():
-            return text
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return text
-    except BaseException:
-        return "<unprintable>"
-
-
-def _exc_name(exc: BaseException) -> str:
-    """The class name of a (possibly hostile) exception, escaped."""
-    try:
-        name = type(exc).__name__
-        return escape_text(name, 200) if isinstance(name, str) else "<unnamed>"
-    except BaseException:
-        return "<unnamed>"
-
-
-def _describe(exc: BaseException, with_type: bool = True) -> str:
-    """``Type: message`` of a (possibly hostile) exception, capped; never raises."""
-    try:
-        text = str(exc)
-        text = str.__str__(text) if isinstance(text, str) else ""
-    except BaseException:
-        text = "<unprintable>"
-    text = f"{_exc_name(exc)}: {text}" if with_type else text
-    return escape_text(text)
 
 
 def _write_all(fd: int, parts: list[Any]) -> None:
@@ -423,7 +123,7 @@ class _Channel:
         self.fd = fd
         self.token = token
 
-    def send(self, record: dict[str, Any]) -> None:
+    def send(self, record: Mapping[str, Any]) -> None:
         payload = dumps(record).encode()
         _write_all(self.fd, [self.token, b" ", payload, b"\n"])
 
@@ -827,7 +527,7 @@ class _Capture:
 
 
 class _StdioRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: StdioSetup) -> None:
         self.driver = driver
         self.language = setup["language"]
         self.wipe_dirs = [str(d) for d in setup.get("wipe_dirs", _WIPE_DIRS_DEFAULT)]
@@ -845,7 +545,7 @@ class _StdioRole:
             try:
                 self.code = compile(self.source, "solution.py", "exec", dont_inherit=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-                message = _describe(exc)
+                message = describe(exc)
                 self.setup_error = {"status": "compile_error", "stderr": message}
             return {"op": "ready", **(self.setup_error or {"status": "ok"})}
         return self._compile_cpp()
@@ -885,11 +585,11 @@ class _StdioRole:
             stderr = binascii.a2b_base64(result["stderr"]).decode("utf-8", "replace")
             if result["status"] == "timeout":
                 stderr = "compilation timed out\n" + stderr
-            self.setup_error = {"status": "compile_error", "stderr": stderr[-_MAX_MESSAGE_CHARS:]}
+            self.setup_error = {"status": "compile_error", "stderr": stderr[-MAX_MESSAGE_CHARS:]}
             return {"op": "ready", **self.setup_error}
         return {"op": "ready", "status": "ok", "compile_ms": result["time_ms"]}
 
-    def run_case(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def run_case(self, cmd: CaseCommand) -> dict[str, Any]:
         if self.setup_error is not None:
             return {"i": cmd["i"], **self.setup_error}
         stdin = str(cmd.get("stdin", "")).encode("utf-8", "surrogateescape")
@@ -996,8 +696,8 @@ class _StdioRole:
             "status": "timeout" if timed_out else ("signaled" if sig else "exited"),
             "exit_code": exit_code,
             "signal": sig,
-            "stdout": _b64encode(bytes(out.data)),
-            "stderr": _b64encode(bytes(err.data)),
+            "stdout": b64encode(bytes(out.data)),
+            "stderr": b64encode(bytes(err.data)),
             "stdout_truncated": out.truncated,
             "stderr_truncated": err.truncated,
             "time_ms": round((end - start) * 1000, 3),
@@ -1031,7 +731,7 @@ def resolve_target(namespace: dict[str, Any], target: str) -> Any:
     return obj
 
 
-def _send_line(fd: int, record: dict[str, Any]) -> None:
+def _send_line(fd: int, record: WorkerReply) -> None:
     _write_all(fd, [dumps(record).encode(), b"\n"])
 
 
@@ -1042,7 +742,7 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
         exec(code, namespace)
     except BaseException as exc:
         name = type(exc).__name__
-        message = _describe(exc, with_type=False)
+        message = describe(exc, with_type=False)
         _send_line(replies_fd, {"i": -1, "status": "load_error", "exc": name, "msg": message})
         os._exit(1)
     _send_line(replies_fd, {"i": -1, "status": "ready"})
@@ -1062,7 +762,7 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
             if request.get("get"):
                 # The test asks what a name of the program is: callables stay here.
                 if callable(fn):
-                    record = {"i": request["i"], "status": "callable"}
+                    record: WorkerReply = {"i": request["i"], "status": "callable"}
                 else:
                     record = {"i": request["i"], "status": "ok", "value": encode_value(fn)}
             else:
@@ -1071,101 +771,45 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
                 value = fn(*args, **kwargs)
                 record = {"i": request["i"], "status": "ok", "value": encode_value(value)}
         except BaseException as exc:
-            name = _exc_name(exc)
-            message = _describe(exc, with_type=False)
+            name = exception_name(exc)
+            message = describe(exc, with_type=False)
             record = {"i": request["i"], "status": "raised", "exc": name, "msg": message}
         try:
             _send_line(replies_fd, record)
         except Exception as exc:
-            fail = {"i": request["i"], "status": "raised", "exc": type(exc).__name__}
+            name = type(exc).__name__
+            fail: WorkerReply = {"i": request["i"], "status": "raised", "exc": name}
             _send_line(replies_fd, {**fail, "msg": "result is not serialisable"})
 
 
-_MAX_WIRE_DEPTH = 100
-"""Deepest JSON nesting of a return value the driver passes on (every reader of it, the
-service and the test sandbox, parses far deeper without running out of stack)."""
-_LIST_TAGS = frozenset(("$tuple", "$set", "$frozenset", "$dict", "$complex", "$range", "$opaque"))
-
-
-def wire_problem(wire: Any) -> str | None:  # noqa: C901 - one flat tag dispatch reads best
-    """Why a wire value (as parsed from the program's process) may not be passed on, or None.
-
-    Checks the shape of :func:`encode_value`'s output, iteratively: known tags, finite
-    numbers, nesting at most ``_MAX_WIRE_DEPTH``. The inner forms of tags are left to the
-    decoders, which fail closed.
-    """
-    if (
-        type(wire) is not dict
-        or len(wire) != 2
-        or "v" not in wire
-        or type(wire.get("o")) is not list
-    ):
-        return "malformed value"
-    stack: list[tuple[Any, int]] = [(wire["v"], 1)]
-    for spec in wire["o"]:
-        if type(spec) is not dict or len(spec) != 2 or type(spec.get("c")) is not str:
-            return "malformed object"
-        if type(spec.get("a")) is not list:
-            return "malformed object"
-        for pair in spec["a"]:
-            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
-                return "malformed object attribute"
-            stack.append((pair[1], 3))
-    while stack:
-        e, depth = stack.pop()
-        if depth > _MAX_WIRE_DEPTH:
-            return "value nested too deeply"
-        kind = type(e)
-        if e is None or kind is bool or kind is int or kind is str:
-            continue
-        if kind is float:
-            if not math.isfinite(e):
-                return "non-finite number"
-            continue
-        if kind is list:
-            stack.extend((x, depth + 1) for x in e)
-            continue
-        if kind is dict and len(e) == 1:
-            ((tag, body),) = e.items()
-            if type(body) is str and (tag == "$bytes" or (tag == "$float" and body in _FLOATS)):
-                continue
-            if tag == "$ref" and type(body) is int:
-                continue
-            if tag in _LIST_TAGS and type(body) is list:
-                stack.append((body, depth + 1))
-                continue
-        return "malformed value"
-    return None
-
-
-def _checked_reply(reply: dict[str, Any]) -> dict[str, Any] | None:
+def _checked_reply(reply: dict[str, Any]) -> CallRecord | None:
     """The program's process's reply rebuilt from known keys, or None if it is malformed.
 
-    The worker runs the program, so whatever it sends is the program's: only its own
-    statuses pass, text is escaped, values are checked by :func:`wire_problem`.
+    The worker runs the program, so whatever it sends is the program's: only the statuses of
+    ``protocol.WORKER_REPLY_KEYS`` pass, with their keys alone; text is escaped, values are
+    checked by ``codec.wire_problem`` (a refused value becomes the driver's ``protocol``).
     """
     status = reply.get("status")
     index = reply.get("i")
-    if type(index) is not int:
+    if type(status) is not str or status not in WORKER_REPLY_KEYS or type(index) is not int:
         return None
-    if status in ("ready", "callable"):
-        return {"i": index, "status": status}
-    if status in ("raised", "load_error"):
+    keys = WORKER_REPLY_KEYS[status]
+    clean: CallRecord = {"i": index, "status": status}
+    if "exc" in keys:
         exc, msg = reply.get("exc", ""), reply.get("msg", "")
         if type(exc) is not str or type(msg) is not str:
             return None
-        return {"i": index, "status": status, "exc": escape_text(exc, 200), "msg": escape_text(msg)}
-    if status == "ok":
-        value = reply.get("value")
-        problem = wire_problem(value)
+        clean["exc"], clean["msg"] = escape_text(exc, 200), escape_text(msg)
+    if "value" in keys:
+        problem = wire_problem(reply.get("value"))
         if problem is not None:
             return {"i": index, "status": "protocol", "msg": f"return value refused: {problem}"}
-        return {"i": index, "status": "ok", "value": value}
-    return None
+        clean["value"] = reply["value"]
+    return clean
 
 
 class _CallRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: CallSetup) -> None:
         self.driver = driver
         self.setup = setup
         self.memory_mb = int(setup["memory_mb"])
@@ -1181,7 +825,7 @@ class _CallRole:
         try:
             self.code = compile(str(self.setup["code"]), "solution.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-            message = _describe(exc)
+            message = describe(exc)
             self.failure = {"status": "compile_error", "msg": message}
             return {"op": "ready", **self.failure}
         return {"op": "ready", "status": "ok"}
@@ -1233,7 +877,7 @@ class _CallRole:
         elif reply.get("status") in ("timeout", "crashed", "output_limit"):
             self.failure = {k: v for k, v in reply.items() if k != "i"}
         else:
-            # Whatever the program wrote into the harness's pipe, it is not a ready record.
+            # Whatever the program wrote into the driver's pipe, it is not a ready record.
             self.failure = {"status": "protocol", "msg": "the program wrote into the harness pipe"}
         return self.failure
 
@@ -1247,7 +891,7 @@ class _CallRole:
             os.close(self.replies.fd)
         self.worker, self.to_worker, self.replies = None, -1, None
 
-    def _receive(self, deadline: float) -> dict[str, Any]:
+    def _receive(self, deadline: float) -> CallRecord:
         assert self.replies is not None
         try:
             line = self.replies.readline(deadline)
@@ -1269,7 +913,7 @@ class _CallRole:
             return {"status": "protocol", "msg": "malformed reply from the program's process"}
         return clean
 
-    def _crashed(self) -> dict[str, Any]:
+    def _crashed(self) -> CallRecord:
         assert self.worker is not None
         try:
             _, wait_status = os.waitpid(self.worker, 0)
@@ -1280,7 +924,7 @@ class _CallRole:
         self.stop_worker()
         return {"status": "crashed", "exit_code": exit_code, "signal": sig}
 
-    def call(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def call(self, cmd: CallCommand) -> dict[str, Any]:
         start = time.monotonic()
         deadline = start + float(cmd["timeout_s"])
         index = cmd["i"]
@@ -1319,7 +963,7 @@ class _CallRole:
                 "msg": str(reply.get("msg", "")),
                 "time_ms": elapsed,
             }
-        if status in ("timeout", "crashed", "output_limit", "protocol"):
+        if status in DRIVER_CALL_STATUSES:
             return {**{k: v for k, v in reply.items() if k != "i"}, "i": index, "time_ms": elapsed}
         self.stop_worker()
         return {"i": index, "status": "protocol", "msg": "unexpected reply", "time_ms": elapsed}
@@ -1364,7 +1008,7 @@ _RELAYABLE = {
 
 
 class _TestRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: TestSetup) -> None:
         self.driver = driver
         self.setup = setup
         self.calls = 0
@@ -1401,7 +1045,7 @@ class _TestRole:
         value = dict.get(self.namespace, name)
         return value if isinstance(value, type) else None
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> DoneRecord:
         role = self
         builtin_names = vars(builtins)
 
@@ -1424,7 +1068,7 @@ class _TestRole:
         try:
             test_code = compile(str(self.setup["test"]), "test.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-            message = _describe(exc)
+            message = describe(exc)
             return {"op": "done", "status": "bad_test", "msg": message}
         try:
             exec(test_code, self.namespace)
@@ -1435,11 +1079,11 @@ class _TestRole:
         except _Abort:
             return {"op": "done", "status": "aborted", "calls": self.calls}
         except AssertionError as exc:
-            message = _describe(exc, with_type=False)
+            message = describe(exc, with_type=False)
             return {"op": "done", "status": "failed", "msg": message, "calls": self.calls}
         except BaseException as exc:
             remote = bool(getattr(exc, "_tribunal_remote", False))
-            message = _describe(exc)
+            message = describe(exc)
             status = "remote_error" if remote else "test_error"
             return {"op": "done", "status": status, "msg": message, "calls": self.calls}
         return {"op": "done", "status": "passed", "calls": self.calls}
