@@ -390,10 +390,13 @@ def _own_cpu_s() -> float:
     return total
 
 
-async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]:
+async def _layer_block(
+    seccomp: bool, runs: int, cases: int, case_namespaces: bool = True
+) -> dict[str, float]:
     """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
     cases, one at a time: wall and CPU of each (verifiers closed, so every sandbox is
-    reaped and counted)."""
+    reaped and counted). Without ``case_namespaces``, the cases of an item share the
+    sandbox's namespaces (as where the host refuses them)."""
     config = CodeConfig(slots=1, seccomp=seccomp)
     out: dict[str, float] = {}
     runner = CodeRunVerifier(config)
@@ -407,6 +410,8 @@ async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]
     out["run_cpu_s"] = _own_cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
+    assert scorer._runner is not None and scorer.case_namespaces
+    scorer._runner.case_namespaces = case_namespaces  # what the start-up probe sets
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
@@ -421,19 +426,25 @@ async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]
     return out
 
 
-async def layers(runs: int, cases: int, rounds: int = 2) -> dict[str, Any]:
-    """The seccomp filter off and on, ``rounds`` alternating blocks each."""
+async def layers(runs: int, cases: int, rounds: int = 2, layer: str = "seccomp") -> dict[str, Any]:
+    """One layer (``seccomp`` or ``case_namespaces``; the other one on) off and on,
+    ``rounds`` alternating blocks each."""
     sums = {name: dict.fromkeys(("run_wall_s", "run_cpu_s", "case_wall_s", "case_cpu_s"), 0.0)
-            for name in ("seccomp_off", "seccomp_on")}  # fmt: skip
+            for name in (f"{layer}_off", f"{layer}_on")}  # fmt: skip
     per_block = max(1, runs // rounds)
     for _ in range(rounds):
         for name in sums:
-            block = await _layer_block(name == "seccomp_on", per_block, cases)
+            on = name.endswith("_on")
+            block = await _layer_block(
+                on or layer != "seccomp", per_block, cases, on or layer != "case_namespaces"
+            )
             for key, value in block.items():
                 sums[name][key] += value
     n_runs = per_block * rounds
     n_cases = max(1, per_block // 10) * cases * rounds
-    out: dict[str, Any] = {"runs": n_runs, "cases": n_cases, "cases_per_item": cases}
+    out: dict[str, Any] = {
+        "layer": layer, "runs": n_runs, "cases": n_cases, "cases_per_item": cases
+    }  # fmt: skip
     for name, s in sums.items():
         out[name] = {
             "runs_per_s": round(n_runs / s["run_wall_s"], 1),
@@ -441,7 +452,7 @@ async def layers(runs: int, cases: int, rounds: int = 2) -> dict[str, Any]:
             "cases_per_s": round(n_cases / s["case_wall_s"], 1),
             "cpu_ms_per_case": round(1000 * s["case_cpu_s"] / n_cases, 2),
         }
-    off, on = out["seccomp_off"], out["seccomp_on"]
+    off, on = out[f"{layer}_off"], out[f"{layer}_on"]
     out["on_vs_off"] = {key: round(on[key] / off[key], 3) for key in off}
     return out
 
@@ -542,6 +553,12 @@ def main() -> None:
     )
     parser.add_argument("--layers-cases", type=int, default=10, help="Cases per stdio item.")
     parser.add_argument(
+        "--layer",
+        choices=("seccomp", "case_namespaces"),
+        default="seccomp",
+        help="The layer the layers part turns off and on (the other one stays on).",
+    )
+    parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
     args = parser.parse_args()
@@ -568,7 +585,9 @@ def main() -> None:
     extra_env = _env(args.env)
     report["compare"] = compare_part()
     if args.layers_runs:
-        report["layers"] = asyncio.run(layers(args.layers_runs, args.layers_cases))
+        report["layers"] = asyncio.run(
+            layers(args.layers_runs, args.layers_cases, layer=args.layer)
+        )
     with redis_server() as redis_url:
         if not args.skip_run:
             report["run"] = _run_part(redis_url, args, extra_env)
@@ -660,7 +679,7 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
             )
     if "layers" in report:
         ratios = report["layers"]["on_vs_off"]
-        out["seccomp_within_5_percent"] = (
+        out[f"{report['layers']['layer']}_within_5_percent"] = (
             min(ratios["runs_per_s"], ratios["cases_per_s"]) >= 0.95
             and max(ratios["cpu_ms_per_run"], ratios["cpu_ms_per_case"]) <= 1.05
         )

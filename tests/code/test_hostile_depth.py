@@ -8,6 +8,7 @@ never an exception in the service, the worker or the driver.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import textwrap
@@ -20,6 +21,7 @@ import pytest
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
 from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.api import create_app
+from tribunal.code.runner import Runner
 from tribunal.code.settings import CodeSettings
 from tribunal.core.cache import MemoryCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, VerifierInfo
@@ -304,10 +306,18 @@ def channel_program(check: str, plant: str) -> str:
     )
 
 
+@pytest.mark.parametrize("namespaces", [True, False], ids=["case_namespaces", "cleanup_only"])
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
 async def test_no_state_crosses_cases(
-    channel: str, bare_code_verifier: CodeVerifier, bare_run_verifier: CodeRunVerifier
+    channel: str,
+    namespaces: bool,
+    bare_code_verifier: CodeVerifier,
+    bare_run_verifier: CodeRunVerifier,
 ) -> None:
+    """Each channel, with each case in namespaces of its own and (as on a host that refuses
+    them) with the per-case clean-up alone."""
+    assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
+    _runner(bare_code_verifier).case_namespaces = namespaces
     check, plant = CHANNELS[channel]
     # The channel exists: within one case, what was planted is found.
     probe = f"import os\n{_LIBC}{plant}\nprint({check})\n"
@@ -316,6 +326,85 @@ async def test_no_state_crosses_cases(
     # And no later case finds it: a program answering from a case counter earns nothing.
     outcome = await score(bare_code_verifier, channel_program(check, plant), ADD_STDIO)
     assert verdicts(outcome) == ["accepted", "accepted"]
+
+
+def _runner(verifier: CodeVerifier) -> Runner:
+    runner = verifier._runner
+    assert runner is not None
+    return runner
+
+
+# Values that advanced from one case to the next while the cases of an item shared the
+# sandbox's pid namespace and tmpfs (a program could answer by the case index).
+_COUNTER_PRELUDE = """
+def child_pid():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+def new_inode(path, make=lambda p: open(p, 'w').close()):
+    make(path)
+    return os.stat(path).st_ino
+"""
+COUNTERS = {
+    "pid": "os.getpid()",
+    "proc_self": "os.readlink('/proc/self')",
+    "last_pid_of_loadavg": "open('/proc/loadavg').read().split()[-1]",
+    "pid_of_a_child": "child_pid()",
+    "inode_in_tmp": "new_inode('/tmp/n')",
+    "inode_in_box": "new_inode('/box/n')",
+    "inode_in_dev_shm": "new_inode('/dev/shm/n')",
+    "inode_of_a_directory": "new_inode('/tmp/d', os.mkdir)",
+    "sysv_shm_id": "libc.shmget(0, 4096, 0o1600)",  # IPC_PRIVATE: ids advance with a sequence
+    "sysv_sem_id": "libc.semget(0, 1, 0o1600)",
+}
+
+
+async def case_outputs(verifier: CodeVerifier, code: str, cases: int = 3) -> list[str]:
+    """The stdout of each of ``cases`` stdio cases of ``code`` in one sandbox, as the
+    runner sets them up for a scored item (the verdicts hide the output)."""
+    runner = _runner(verifier)
+    async with runner._lease() as lease, runner._session(lease, 60) as session:
+        setup = runner._stdio_setup(session, "python", code, True, cases)
+        await runner._setup(session, setup)
+        outputs = []
+        for index in range(cases):
+            record = await session.request(
+                {
+                    "op": "case", "i": index, "stdin": "", "timeout_s": 5.0, "memory_mb": 256,
+                    "max_output_bytes": 4096,
+                },
+                15,
+            )  # fmt: skip
+            assert record["status"] == "exited", record
+            outputs.append(base64.b64decode(record["stdout"]).decode().strip())
+    return outputs
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
+async def test_no_counter_tells_cases_apart(counter: str, bare_code_verifier: CodeVerifier) -> None:
+    """A program that answers by a counter is paid for every case while the cases share the
+    sandbox's namespaces, and for at most one once each case has its own (seccomp off: the
+    SysV ids are a counter where a program may make SysV objects)."""
+    runner = _runner(bare_code_verifier)
+    assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
+    expression = COUNTERS[counter]
+    observe = f"import os\n{_LIBC}{_COUNTER_PRELUDE}print({expression})\n"
+    abc = {"kind": "stdio", "cases": [{"stdout": answer} for answer in "ABC"]}
+
+    runner.case_namespaces = False  # the cases share the sandbox: the channel exists
+    learned = await case_outputs(bare_code_verifier, observe)
+    assert len(set(learned)) == 3, learned
+    table = dict(zip(learned, "ABC", strict=True))
+    cheat = f"import os\n{_LIBC}{_COUNTER_PRELUDE}print({table!r}.get(str({expression}), '?'))\n"
+    assert verdicts(await score(bare_code_verifier, cheat, abc)) == ["accepted"] * 3
+
+    runner.case_namespaces = True
+    seen = await case_outputs(bare_code_verifier, observe)
+    assert len(set(seen)) == 1 and seen[0] not in ("", "-1"), seen
+    assert verdicts(await score(bare_code_verifier, cheat, abc)).count("accepted") <= 1
 
 
 # -- class 3: the service does not do the program's work ------------------------------------------
@@ -439,6 +528,7 @@ async def test_readyz_says_which_layers_are_active() -> None:
     for name in ("code", "code_run"):
         layers = checks[f"layers.{name}"]
         assert layers["namespaces"] == "bwrap" and layers["seccomp"] is True
+        assert layers["case_namespaces"] is True
         assert layers["memory_cgroup"] is False
 
 

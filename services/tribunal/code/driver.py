@@ -217,11 +217,13 @@ _KEYCTL_CLEAR = 7
 _KEY_SPECS = (-3, -4, -5)  # the session, user and user-session keyrings
 
 
-def _remove_ipc() -> None:
+def _remove_ipc(sysv: bool = True) -> None:
     """Remove every SysV IPC object (shared memory, semaphores, message queues) and clear the
     keyrings a program can reach: they outlive the processes that made them, so they would
-    carry state from one case to the next (and hold memory no rlimit counts). Never raises."""
-    for table, remover, args in _SYSV_TABLES:
+    carry state from one case to the next (and hold memory no rlimit counts). Without
+    ``sysv``, the keyrings only (the case's IPC namespace took its objects with it). Never
+    raises."""
+    for table, remover, args in _SYSV_TABLES if sysv else ():
         try:
             with open(table, "rb") as f:
                 rows = f.read().splitlines()[1:]
@@ -370,6 +372,127 @@ def _mode_of(path: str) -> int:
         return 0o700
 
 
+_CAPABILITY_HEADER = (0x20080522).to_bytes(4, sys.byteorder) + bytes(4)  # v3, this process
+_NO_CAPABILITIES = bytes(24)  # effective, permitted, inheritable: two 32-bit words each
+
+
+def _drop_capabilities() -> None:
+    """Empty this process's capability sets (which clears the ambient set with them), for
+    good: its uid is not root in the sandbox, so neither ``exec`` nor anything else gives them
+    back. Raises OSError if the kernel refuses."""
+    if _libc("capset")(_CAPABILITY_HEADER, _NO_CAPABILITIES) != 0:
+        import _ctypes
+
+        raise OSError(_ctypes.get_errno(), "capset failed")
+
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+_SIGCHLD = 17
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+_CAP_SYS_ADMIN = 21
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MQUEUE = "/dev/mqueue"
+
+
+def _has_capability(bit: int) -> bool:
+    """Whether this process's effective set holds capability ``bit``."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"CapEff:"):
+                    return bool(int(line.split()[1], 16) >> bit & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+class _CaseNamespaces:
+    """A fresh pid, mount and IPC namespace for each stdio case, where the driver may make
+    them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
+
+    The cases of one item share a sandbox; without this, the pid a case's process gets and
+    the inode numbers of its files advance from case to case, and a program can answer by
+    the case index. Here each case's first process is pid 1 of namespaces of its own (the
+    case's *init*, a ``clone`` of the driver that holds nothing of it: a plain ``unshare``
+    would move the driver's later children for good, and bwrap's ``--disable-userns`` leaves
+    the driver no right to ``setns`` back). The init mounts a new ``/proc``, empty tmpfs of
+    the same sizes and modes over the writable directories and the ``mqueue`` of its IPC
+    namespace, then forks the program as pid 2 and reports its wait status. The program sees
+    the same pids, inode numbers, directory times and IPC ids in every case; when the init
+    exits, the kernel kills whatever the program left, and the mounts and IPC objects go
+    with their namespaces (nothing to wipe).
+    """
+
+    def __init__(self, dirs: list[str], modes: dict[str, int]) -> None:
+        self.mounts: list[tuple[str, bytes]] = []
+        for path in dirs:
+            if path == _MQUEUE:
+                continue
+            info = os.statvfs(path)
+            size = info.f_blocks * info.f_frsize
+            self.mounts.append((path, f"size={size},mode={modes[path]:o}".encode()))
+        self.mqueue = _MQUEUE in dirs
+
+    @classmethod
+    def open(cls, dirs: list[str], modes: dict[str, int]) -> _CaseNamespaces | None:
+        """None where the driver may not make namespaces (the per-case clean-up does the
+        work instead)."""
+        if _SYS_CLONE is None or not _has_capability(_CAP_SYS_ADMIN):
+            return None
+        return cls(dirs, modes)
+
+    def fork(self) -> int:
+        """Like ``os.fork``, but the child is pid 1 of new pid, mount and IPC namespaces.
+
+        The driver is single-threaded and the child runs only :meth:`enter` (which forks the
+        program with ``os.fork``), so the raw ``clone`` skipping Python's and libc's fork
+        handlers is safe here.
+        """
+        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _SIGCHLD
+        pid = _libc("syscall")(_SYS_CLONE, flags, 0, 0, 0, 0)
+        if pid < 0:
+            import _ctypes
+
+            raise OSError(_ctypes.get_errno(), "clone of a test case's namespaces failed")
+        return int(pid)
+
+    def enter(self, status_fd: int) -> None:
+        """In the case's init: the mounts, then fork the program's process.
+
+        Returns in the program's process; never returns in the init, which waits for the
+        program and writes its wait status to ``status_fd`` (``E``: the set-up failed).
+        """
+        try:
+            mount = _libc("mount")
+            flags = _MS_NOSUID | _MS_NODEV
+            if mount(b"proc", b"/proc", b"proc", flags | _MS_NOEXEC, None) != 0:
+                raise OSError("mount /proc")
+            for path, options in self.mounts:
+                if mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
+                    raise OSError(f"mount {path}")
+                os.utime(path, (0, 0))
+            if self.mqueue and mount(b"mqueue", _MQUEUE.encode(), b"mqueue", flags, None) != 0:
+                raise OSError("mount mqueue")
+            os.chdir(os.getcwd())  # into the new tmpfs mounted over the working directory
+            pid = os.fork()
+        except BaseException:
+            _quietly(os.write, status_fd, b"E")
+            os._exit(1)
+        if pid == 0:
+            return
+        try:
+            _drop_capabilities()
+            while True:  # the init also reaps the program's orphans
+                child, wait_status = os.waitpid(-1, 0)
+                if child == pid:
+                    break
+            _write_all(status_fd, [str(wait_status).encode()])
+        finally:
+            os._exit(0)
+
+
 class _Driver:
     """State shared by the roles: channel, commands, process hygiene."""
 
@@ -407,8 +530,15 @@ class _Driver:
         self.confine()
 
     def confine(self) -> None:
-        """In a forked child, last before untrusted code: the seccomp filter, if any. A
-        child that cannot install it never runs the program (exit 127, said on stderr)."""
+        """In a forked child, last before untrusted code: no capabilities (the driver may
+        hold ``CAP_SYS_ADMIN`` of the sandbox's user namespace, see ``_CaseNamespaces``),
+        then the seccomp filter, if any. A child that cannot do both never runs the program
+        (exit 127, said on stderr)."""
+        try:
+            _drop_capabilities()
+        except OSError:
+            _quietly(os.write, 2, b"tribunal: the capabilities could not be dropped\n")
+            os._exit(127)
         if self.filter is not None:
             try:
                 self.filter.install()
@@ -532,6 +662,9 @@ class _StdioRole:
         self.language = setup["language"]
         self.wipe_dirs = [str(d) for d in setup.get("wipe_dirs", _WIPE_DIRS_DEFAULT)]
         self.modes = {path: _mode_of(path) for path in self.wipe_dirs}
+        self.namespaces: _CaseNamespaces | None = None
+        if driver.pid1 and setup.get("case_namespaces"):
+            self.namespaces = _CaseNamespaces.open(self.wipe_dirs, self.modes)
         self.kill_on_overflow = bool(setup.get("kill_on_overflow", True))
         self.code: Any = None
         self.binary = str(setup.get("binary", "/box/main"))
@@ -547,8 +680,10 @@ class _StdioRole:
             except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
                 message = describe(exc)
                 self.setup_error = {"status": "compile_error", "stderr": message}
-            return {"op": "ready", **(self.setup_error or {"status": "ok"})}
-        return self._compile_cpp()
+            ready = {"op": "ready", **(self.setup_error or {"status": "ok"})}
+        else:
+            ready = self._compile_cpp()
+        return {**ready, "case_namespaces": self.namespaces is not None}
 
     def _compile_cpp(self) -> dict[str, Any]:
         src = os.path.join(os.path.dirname(self.binary), "main.cpp")
@@ -626,25 +761,40 @@ class _StdioRole:
         cap: int,
         wipe: bool,
     ) -> dict[str, Any]:
-        """Fork, run ``target`` in the child with limits, capture and wait; kill the rest."""
+        """Fork, run ``target`` in the child with limits, capture and wait; kill the rest.
+
+        With ``wipe`` (a test case, not the compiler) and case namespaces, the child is the
+        case's init (:class:`_CaseNamespaces`) and the program its child: nothing to wipe.
+        """
         stdin_fd = os.memfd_create("stdin")
         os.write(stdin_fd, stdin) if len(stdin) < (1 << 20) else _write_all(stdin_fd, [stdin])
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        namespaces = self.namespaces if wipe else None
+        status_r, status_w = os.pipe() if namespaces is not None else (-1, -1)
         start = time.monotonic()
-        pid = os.fork()
+        pid = os.fork() if namespaces is None else namespaces.fork()
         if pid == 0:  # child
             try:
+                if namespaces is not None:
+                    self.driver.chan.burn()
+                    namespaces.enter(status_w)
                 self.driver.enter_child(stdin_fd, out_w, err_w, self.binary_fd)
                 _set_limits(memory_mb, timeout_s + 1)
                 target()
             finally:
                 os._exit(127)
         self.driver.groups.add(pid)
-        for fd in (stdin_fd, out_w, err_w):
-            os.close(fd)
-        result = self._supervise(pid, start, timeout_s, _Capture(out_r, cap), _Capture(err_r, cap))
+        for fd in (stdin_fd, out_w, err_w, status_w):
+            if fd >= 0:
+                os.close(fd)
+        out, err = _Capture(out_r, cap), _Capture(err_r, cap)
+        result = self._supervise(pid, start, timeout_s, out, err, status_r)
+        if namespaces is not None:
+            if self.driver.filter is None:
+                _remove_ipc(sysv=False)  # keyrings belong to the uid, not to a namespace
+            return result
         if wipe:
             for path in self.wipe_dirs:
                 _clean_dir(path, self.modes[path])
@@ -655,7 +805,13 @@ class _StdioRole:
         return result
 
     def _supervise(
-        self, pid: int, start: float, timeout_s: float, out: _Capture, err: _Capture
+        self,
+        pid: int,
+        start: float,
+        timeout_s: float,
+        out: _Capture,
+        err: _Capture,
+        status_fd: int = -1,
     ) -> dict[str, Any]:
         deadline = start + timeout_s
         pidfd = os.pidfd_open(pid)
@@ -685,6 +841,15 @@ class _StdioRole:
                 _, wait_status = os.waitpid(pid, 0)
                 end = time.monotonic()
         os.close(pidfd)
+        if status_fd >= 0:
+            # ``pid`` was the case's init: the program's own status, unless the init was
+            # killed first (time or output limit), or could not set the case up.
+            reported = os.read(status_fd, 64)
+            os.close(status_fd)
+            if reported == b"E":
+                raise OSError("the namespaces of a test case could not be set up")
+            if reported:
+                wait_status = int(reported)
         # The main process is gone: kill anything it left (daemons holding the pipes), then
         # drain what is buffered until EOF.
         self.driver.kill_others()
@@ -1135,11 +1300,14 @@ def main() -> None:
             sys.path.append(path)
     role = setup["role"]
     if role == "test":
+        _drop_capabilities()
         chan.send(_TestRole(driver, setup).run())
         return
     handler: _StdioRole | _CallRole = (
         _StdioRole(driver, setup) if role == "stdio" else _CallRole(driver, setup)
     )
+    if not isinstance(handler, _StdioRole) or handler.namespaces is None:
+        _drop_capabilities()  # only the case namespaces need them
     chan.send(handler.prepare())
     while True:
         line = commands.readline()

@@ -66,9 +66,11 @@ if MYPY:
         o: list[Any]
 
     class StdioSetup(TypedDict):
-        """First command of a ``stdio`` sandbox: the program and how to build it."""
+        """First command of a ``stdio`` sandbox: the program and how to build it; with
+        ``case_namespaces``, each case in namespaces of its own where the driver may."""
 
         role: Literal["stdio"]
+        case_namespaces: bool
         seccomp: str | None
         sys_path: list[str]
         language: str
@@ -136,10 +138,11 @@ if MYPY:
 
     class ReadyRecord(TypedDict, total=False):
         """The driver's answer to its setup (``stderr`` of a stdio compile error, ``msg`` of
-        a call role's)."""
+        a call role's; ``case_namespaces``: whether a stdio role's cases get their own)."""
 
         op: Literal["ready"]
         status: Literal["ok", "compile_error"]
+        case_namespaces: bool
         stderr: str
         msg: str
         compile_ms: float

@@ -206,6 +206,9 @@ class Runner:
     ) -> None:
         self.config = config
         self.pool = pool
+        self.case_namespaces = True
+        """Ask the driver for namespaces of its own per stdio case (the verifier's start-up
+        probe turns this off where the host refuses them)."""
         self.driver_pyc = driver_pyc
         self._seccomp = (
             None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode("ascii")
@@ -310,11 +313,19 @@ class Runner:
         yield session
 
     def _stdio_setup(
-        self, session: SandboxSession, language: str, code: str, kill_on_overflow: bool
+        self,
+        session: SandboxSession,
+        language: str,
+        code: str,
+        kill_on_overflow: bool,
+        cases: int,
     ) -> StdioSetup:
         box = session.box
         return {
             "role": "stdio",
+            # One case (a run, the probe) has no next case to pass a count to: it pays none
+            # of the namespaces' cost.
+            "case_namespaces": self.case_namespaces and cases > 1,
             "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "language": language,
@@ -372,7 +383,7 @@ class Runner:
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
             ready = await self._setup(
-                session, self._stdio_setup(session, item.language, code, True)
+                session, self._stdio_setup(session, item.language, code, True, len(tests.cases))
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
@@ -544,7 +555,7 @@ class Runner:
             self._session(lease, budget) as session,
         ):
             ready = await self._setup(
-                session, self._stdio_setup(session, item.language, item.code, False)
+                session, self._stdio_setup(session, item.language, item.code, False, 1)
             )
             if ready.get("status") == "compile_error":
                 return Execution.from_record(ready)

@@ -4,7 +4,9 @@ One :class:`SandboxSession` is one bwrap sandbox running the trusted driver
 (:func:`driver_source`: ``protocol.py``, ``codec.py`` and ``driver.py``) as pid 1 of fresh
 user, pid, net, ipc, uts, mount and cgroup namespaces, with a read-only system (only ``/usr``
 and the loader's files), size-capped tmpfs for ``/box``, ``/tmp`` and ``/dev/shm``, no
-network, an empty environment, all capabilities dropped and a new session. The service talks
+network, an empty environment, every capability dropped (but ``CAP_SYS_ADMIN`` of the
+sandbox's own user namespace, which the driver keeps to give each stdio case namespaces of
+its own, and drops in every process it forks) and a new session. The service talks
 to it over two pipes: commands on the driver's stdin and token-prefixed records on a result
 pipe that only the driver holds (see ``protocol.py``).
 
@@ -261,7 +263,11 @@ def bwrap_argv(
         "--size", tmpfs, "--tmpfs", BOX,
         "--chdir", BOX,
         "--unshare-all", "--unshare-user", "--disable-userns",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--die-with-parent", "--new-session",
+        # The driver alone keeps this one, within the sandbox's user namespace: it gives each
+        # stdio case its own pid, mount and IPC namespaces; every process it forks drops it
+        # before the program runs (see ``driver._CaseNamespaces``).
+        "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", BOX,
