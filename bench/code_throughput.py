@@ -22,12 +22,13 @@ the result cache off (``TRIBUNAL_CACHE_TTL_S=0``). Three measurements:
 
 Two more parts, in this process (no HTTP, no Redis), for the hardening of issue #27:
 
-* ``layers``: the same work with the seccomp filter off and on, in alternating blocks (so
-  that a change of the machine's load falls on both): ``print(1)`` runs one after another
-  (sandboxed runs/s) and stdio items of ``--layers-cases`` cases each (cases/s: the filter
-  is installed and the case's state cleaned up once per case), with the CPU per run and per
-  case of this process and every sandbox (reaped children, from ``getrusage``). Target: the
-  filter within 5% of runs/s and CPU.
+* ``layers``: the same work with one layer (``--layer``: the seccomp filter, each stdio
+  case's own namespaces, or each sandbox's memory cgroup) off and on, in alternating blocks
+  (so that a change of the machine's load falls on both): ``print(1)`` runs one after
+  another (sandboxed runs/s) and stdio items of ``--layers-cases`` cases each (cases/s: the
+  filter is installed and the case's namespaces made once per case), with the CPU per run
+  and per case of this process and every sandbox (reaped children, from ``getrusage``).
+  Target: each layer within 5% of runs/s and CPU.
 * ``compare``: the largest return value the output cap allows (``max_output_bytes`` of
   integers), parsed as the service parses a record and compared with an equal expected value
   (the walk's worst case: all of it matches), beside the decode-then-compare it replaced; and
@@ -47,6 +48,8 @@ runs on it, and every figure here moves with that load.
     .venv/bin/python bench/code_throughput.py --skip-run --score-setup 2x1 \\
         --env TRIBUNAL_WORKER_BATCH_SIZE=1 --env TRIBUNAL_WORKER_CONCURRENCY=4
     .venv/bin/python bench/code_throughput.py --skip-run --skip-score --layers-runs 200
+    .venv/bin/python bench/code_throughput.py --skip-run --skip-score --layers-runs 200 \\
+        --layer case_namespaces
 """
 
 from __future__ import annotations
@@ -390,17 +393,17 @@ def _own_cpu_s() -> float:
     return total
 
 
-async def _layer_block(
-    seccomp: bool, runs: int, cases: int, case_namespaces: bool = True
-) -> dict[str, float]:
+async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str, float]:
     """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
-    cases, one at a time: wall and CPU of each (verifiers closed, so every sandbox is
-    reaped and counted). Without ``case_namespaces``, the cases of an item share the
-    sandbox's namespaces (as where the host refuses them)."""
-    config = CodeConfig(slots=1, seccomp=seccomp)
+    cases, one at a time, with ``layer`` on or off (the others on): wall and CPU of each
+    (verifiers closed, so every sandbox is reaped and counted). Without ``case_namespaces``,
+    the cases of an item share the sandbox's namespaces, and without ``memory_cgroup`` the
+    sandboxes run in the service's cgroup (as where the host refuses them)."""
+    config = CodeConfig(slots=1, seccomp=on or layer != "seccomp")
     out: dict[str, float] = {}
     runner = CodeRunVerifier(config)
     await runner.start()
+    _set_layer(runner, layer, on)
     cpu, start = _own_cpu_s(), time.perf_counter()
     for k in range(runs):
         [outcome] = await runner.score([RunItem(id=str(k), **RUN_BODY)])
@@ -410,8 +413,7 @@ async def _layer_block(
     out["run_cpu_s"] = _own_cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
-    assert scorer._runner is not None and scorer.case_namespaces
-    scorer._runner.case_namespaces = case_namespaces  # what the start-up probe sets
+    _set_layer(scorer, layer, on)
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
@@ -426,18 +428,28 @@ async def _layer_block(
     return out
 
 
+def _set_layer(verifier: CodeRunVerifier | CodeVerifier, layer: str, on: bool) -> None:
+    """Turn a layer the start-up probe found off, as on a host that refuses it (the spare
+    sandbox started with the verifier keeps it: one item of each block)."""
+    runner = verifier._runner
+    assert runner is not None and verifier.case_namespaces
+    if layer == "case_namespaces":
+        runner.case_namespaces = on
+    elif layer == "memory_cgroup":
+        assert verifier.layers["memory_cgroup"], "no memory cgroup on this host"
+        if not on:
+            runner.cgroups = None
+
+
 async def layers(runs: int, cases: int, rounds: int = 2, layer: str = "seccomp") -> dict[str, Any]:
-    """One layer (``seccomp`` or ``case_namespaces``; the other one on) off and on,
-    ``rounds`` alternating blocks each."""
+    """One layer (``seccomp``, ``case_namespaces`` or ``memory_cgroup``; the others on) off
+    and on, ``rounds`` alternating blocks each."""
     sums = {name: dict.fromkeys(("run_wall_s", "run_cpu_s", "case_wall_s", "case_cpu_s"), 0.0)
             for name in (f"{layer}_off", f"{layer}_on")}  # fmt: skip
     per_block = max(1, runs // rounds)
     for _ in range(rounds):
         for name in sums:
-            on = name.endswith("_on")
-            block = await _layer_block(
-                on or layer != "seccomp", per_block, cases, on or layer != "case_namespaces"
-            )
+            block = await _layer_block(layer, name.endswith("_on"), per_block, cases)
             for key, value in block.items():
                 sums[name][key] += value
     n_runs = per_block * rounds
@@ -554,7 +566,7 @@ def main() -> None:
     parser.add_argument("--layers-cases", type=int, default=10, help="Cases per stdio item.")
     parser.add_argument(
         "--layer",
-        choices=("seccomp", "case_namespaces"),
+        choices=("seccomp", "case_namespaces", "memory_cgroup"),
         default="seccomp",
         help="The layer the layers part turns off and on (the other one stays on).",
     )

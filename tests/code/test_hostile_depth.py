@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import textwrap
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -19,8 +20,9 @@ import orjson
 import pytest
 
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
-from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.api import create_app
+from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.runner import Runner
 from tribunal.code.settings import CodeSettings
 from tribunal.core.cache import MemoryCache, cache_entry
@@ -434,6 +436,60 @@ async def test_large_hostile_replies_are_wrong_answers(
 
 # -- classes 4 and 5: memory outside the limits, kernel surface -----------------------------------
 
+
+@pytest.fixture
+async def small_bare_verifier() -> AsyncIterator[CodeVerifier]:
+    """Seccomp off (memfd and SysV memory allowed), small limits: each sandbox's memory
+    cgroup holds (256 + 256) MiB of processes and 144 MiB of tmpfs."""
+    config = CodeConfig(
+        slots=1, default_timeout_s=20.0, seccomp=False, max_memory_mb=256,
+        compile_memory_mb=256, default_memory_mb=128,
+    )  # fmt: skip
+    verifier = CodeVerifier(config)
+    await verifier.start()
+    yield verifier
+    await verifier.aclose()
+
+
+HOARDERS = {
+    # 1 GiB in memfd files written, never mapped: no address space, no RSS (68 files of 15
+    # MiB: RLIMIT_FSIZE caps each file at 16)
+    "memfd": (
+        "fds = [os.memfd_create('m') for _ in range(68)]\n"
+        "for fd in fds:\n    os.write(fd, b'x' * (15 << 20))\n"
+    ),
+    # 1 GiB of SysV segments, each attached, filled and detached in turn (64 MiB of address
+    # space at a time)
+    "sysv_shm": (
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "for _ in range(16):\n"
+        "    shm = libc.shmget(0, 64 << 20, 0o1600)\n"
+        "    address = libc.shmat(shm, None, 0)\n"
+        "    ctypes.memset(address, 1, 64 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(address))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("hoard", sorted(HOARDERS))
+async def test_memory_no_rlimit_counts_is_stopped_by_the_cgroup(
+    hoard: str, small_bare_verifier: CodeVerifier
+) -> None:
+    """A program that holds 1 GiB its rlimits do not count, beyond its sandbox's whole
+    memory, is killed by the sandbox's memory cgroup: ``memory_limit``, not an item error
+    (the driver is never the OOM killer's choice)."""
+    cgroups = MemoryCgroups.detect()
+    if cgroups.version is None:
+        pytest.skip(f"no memory cgroup on this host: {cgroups.reason}")
+    assert small_bare_verifier.layers["memory_cgroup"] == f"v{cgroups.version}"
+    program = f"import os\n{_LIBC}{HOARDERS[hoard]}a, b = map(int, input().split())\nprint(a + b)\n"
+    outcome = await score(small_bare_verifier, program, ADD_STDIO)
+    assert verdicts(outcome) == ["memory_limit", "memory_limit"], outcome.details
+    # The same program within the limit passes: the verdict is the hoard's.
+    modest = program.replace("range(68)", "range(4)").replace("range(16)", "range(1)")
+    assert verdicts(await score(small_bare_verifier, modest, ADD_STDIO)) == ["accepted"] * 2
+
+
 # x86_64 numbers of the calls the filter refuses (with the arguments each is tried with)
 SYSCALLS = {
     "shmget": (29, 0, 1 << 30, 0o1600),  # 1 GiB of SysV memory, IPC_PRIVATE | IPC_CREAT
@@ -529,7 +585,9 @@ async def test_readyz_says_which_layers_are_active() -> None:
         layers = checks[f"layers.{name}"]
         assert layers["namespaces"] == "bwrap" and layers["seccomp"] is True
         assert layers["case_namespaces"] is True
-        assert layers["memory_cgroup"] is False
+        cgroups = MemoryCgroups.detect()
+        expected = False if cgroups.version is None else f"v{cgroups.version}"
+        assert layers["memory_cgroup"] == expected
 
 
 FUZZ = r"""

@@ -386,6 +386,25 @@ def _drop_capabilities() -> None:
         raise OSError(_ctypes.get_errno(), "capset failed")
 
 
+def _raise_oom_score(score: int) -> None:
+    """Make this process the OOM killer's first choice. Its ``/proc`` files belong to its
+    uid only while it is dumpable: it is for the one write, before any untrusted code, then
+    not again (as every process the driver forks). Never raises: at worst the cgroup's OOM
+    killer may pick the driver (a sandbox error)."""
+    prctl = _libc("prctl")
+    try:
+        if prctl(4, 1, 0, 0, 0) == 0:  # PR_SET_DUMPABLE
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, str(score).encode())
+            finally:
+                os.close(fd)
+    except OSError:
+        pass
+    finally:
+        prctl(4, 0, 0, 0, 0)
+
+
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
@@ -502,6 +521,9 @@ class _Driver:
         self.pid1 = pid1
         self.groups: set[int] = set()
         self.filter: _Filter | None = None
+        self.program_oom_score_adj: int | None = None
+        """In a memory cgroup: the ``oom_score_adj`` of every process forked for the program
+        (above the driver's, so that the cgroup's OOM killer picks the program)."""
         self.exited: dict[int, int] = {}
         """Wait statuses of children reaped by ``reap`` (a worker may exit at any moment and
         be reaped here before its role looks for it)."""
@@ -539,6 +561,8 @@ class _Driver:
         except OSError:
             _quietly(os.write, 2, b"tribunal: the capabilities could not be dropped\n")
             os._exit(127)
+        if self.program_oom_score_adj is not None:
+            _raise_oom_score(self.program_oom_score_adj)
         if self.filter is not None:
             try:
                 self.filter.install()
@@ -1295,6 +1319,8 @@ def main() -> None:
     setup = loads(first)
     if setup.get("seccomp"):
         driver.filter = _Filter(binascii.a2b_base64(setup["seccomp"]))
+    if setup.get("program_oom_score_adj") is not None:
+        driver.program_oom_score_adj = int(setup["program_oom_score_adj"])
     for path in setup.get("sys_path", ()):
         if os.path.isdir(path) and path not in sys.path:
             sys.path.append(path)

@@ -67,10 +67,12 @@ if MYPY:
 
     class StdioSetup(TypedDict):
         """First command of a ``stdio`` sandbox: the program and how to build it; with
-        ``case_namespaces``, each case in namespaces of its own where the driver may."""
+        ``case_namespaces``, each case in namespaces of its own where the driver may; with
+        ``program_oom_score_adj`` (in a memory cgroup), the program's processes' score."""
 
         role: Literal["stdio"]
         case_namespaces: bool
+        program_oom_score_adj: int | None
         seccomp: str | None
         sys_path: list[str]
         language: str
@@ -83,9 +85,11 @@ if MYPY:
         compile_memory_mb: int
 
     class CallSetup(TypedDict):
-        """First command of a ``call`` sandbox: the program its worker loads."""
+        """First command of a ``call`` sandbox: the program its worker loads
+        (``program_oom_score_adj``, in a memory cgroup: the worker's, above the driver's)."""
 
         role: Literal["call"]
+        program_oom_score_adj: int | None
         seccomp: str | None
         sys_path: list[str]
         code: str

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.codec import encode_value
 from tribunal.code.compare import return_value_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
@@ -53,9 +55,13 @@ if TYPE_CHECKING:
         TestSetup,
     )
 
+logger = logging.getLogger(__name__)
+
 _GRACE_S = 2.0
 """Slack on top of a case's own limit before the service stops waiting for the driver."""
 _STARTUP_S = 10.0
+_PROGRAM_OOM_SCORE_ADJ = 1000
+_CGROUP_KILL = "killed by the sandbox's memory limit (its cgroup counts all memory)"
 _DRIVER_MEMORY_MB = 256
 _MESSAGE_CHARS = 1000
 _RUNTIME_ERROR_SIGNALS = {int(signal.SIGSEGV): "segmentation fault", int(signal.SIGABRT): "aborted"}
@@ -209,6 +215,8 @@ class Runner:
         self.case_namespaces = True
         """Ask the driver for namespaces of its own per stdio case (the verifier's start-up
         probe turns this off where the host refuses them)."""
+        self.cgroups = MemoryCgroups.detect() if config.isolation == "bwrap" else None
+        """Where each sandbox's memory cgroup is made (``version`` None: nowhere here)."""
         self.driver_pyc = driver_pyc
         self._seccomp = (
             None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode("ascii")
@@ -225,6 +233,8 @@ class Runner:
             if session is not None:
                 await session.close()
             sweep(uid)
+            if session is not None:
+                await _remove_cgroup(session)
         while self._cleanups:
             _, task = self._cleanups.popitem()
             await task
@@ -245,11 +255,17 @@ class Runner:
         setup = _STARTUP_S + (self.config.compile_timeout_s if language == "cpp" else 0.0)
         return min(self.config.max_item_s, setup + n_cases * (limits.timeout_s + _GRACE_S))
 
+    def _cgroup_bytes(self, limits: SandboxLimits) -> int:
+        """A sandbox's memory: its processes' limit (the driver's share included) and its
+        tmpfs (``/box``, ``/tmp`` and ``/dev/shm`` at their caps)."""
+        tmpfs = 2 * self.config.tmpfs_mb + max(1, self.config.tmpfs_mb // 4)
+        return (limits.memory_mb + tmpfs) * 1024 * 1024
+
     async def _new_session(self, uid: int | None) -> SandboxSession:
         deadline = asyncio.get_running_loop().time() + _STARTUP_S
-        session = SandboxSession(
-            self.config, uid, self._sandbox_limits(), deadline, self.driver_pyc
-        )
+        limits = self._sandbox_limits()
+        cgroup = None if self.cgroups is None else self.cgroups.create(self._cgroup_bytes(limits))
+        session = SandboxSession(self.config, uid, limits, deadline, self.driver_pyc, cgroup)
         try:
             await session.start()
         except BaseException:
@@ -264,9 +280,12 @@ class Runner:
             await task
 
     async def _cleanup(self, lease: Lease) -> None:
-        for session in [*lease.used, *([lease.spare] if lease.spare else [])]:
+        sessions = [*lease.used, *([lease.spare] if lease.spare else [])]
+        for session in sessions:
             await session.close()
         sweep(lease.uid)
+        for session in sessions:
+            await _remove_cgroup(session)
 
     async def _start_spare(self, index: int, uid: int | None) -> SandboxSession | None:
         await self._cleaned(index, uid)
@@ -326,6 +345,7 @@ class Runner:
             # One case (a run, the probe) has no next case to pass a count to: it pays none
             # of the namespaces' cost.
             "case_namespaces": self.case_namespaces and cases > 1,
+            "program_oom_score_adj": _PROGRAM_OOM_SCORE_ADJ if session.cgroup else None,
             "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "language": language,
@@ -407,6 +427,8 @@ class Runner:
                 except ChannelViolation as exc:
                     return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
                 verdict, message = classify_execution(execution)
+                if _killed(execution.status == "signaled", execution.signal, session):
+                    verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
                 if verdict is None:
                     matched = stdout_matches(case.stdout, execution.stdout, tolerance)
                     verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
@@ -420,7 +442,7 @@ class Runner:
         stop = item.options.stop_on_first_failure
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
-            ready = await self._setup(session, self._call_setup(code, limits, budget))
+            ready = await self._setup(session, self._call_setup(session, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
             for index, case in enumerate(tests.cases):
@@ -443,12 +465,15 @@ class Runner:
                     return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
                 except ChannelViolation as exc:
                     return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
-                results.append(self._call_result(record, index, case.expected, item))
+                results.append(self._call_result(session, record, index, case.expected, item))
         return ItemRun(results)
 
-    def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> CallSetup:
+    def _call_setup(
+        self, session: SandboxSession, code: str, limits: CaseLimits, budget_s: float
+    ) -> CallSetup:
         return {
             "role": "call",
+            "program_oom_score_adj": _PROGRAM_OOM_SCORE_ADJ if session.cgroup else None,
             "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "code": code,
@@ -458,7 +483,12 @@ class Runner:
         }
 
     def _call_result(
-        self, record: dict[str, Any], index: int, expected: Any, item: CodeItem
+        self,
+        session: SandboxSession,
+        record: dict[str, Any],
+        index: int,
+        expected: Any,
+        item: CodeItem,
     ) -> CaseResult:
         if record.get("i") != index:
             raise SandboxError("the sandbox driver answered another call")
@@ -470,6 +500,8 @@ class Runner:
             verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
             return CaseResult(verdict, time_ms, message)
         verdict, message = classify_call(record)
+        if _killed(record.get("status") == "crashed", record.get("signal"), session):
+            verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
         return CaseResult(verdict, time_ms, message)
 
     async def _score_assert(
@@ -479,7 +511,7 @@ class Runner:
         solution_cm = self._session(lease, budget)
         tester_cm = self._session(lease, budget)
         async with solution_cm as solution, tester_cm as tester:
-            ready = await self._setup(solution, self._call_setup(code, limits, budget))
+            ready = await self._setup(solution, self._call_setup(solution, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), 1)
             test_setup: TestSetup = {
@@ -537,6 +569,8 @@ class Runner:
                 )
             else:
                 verdict, message = classify_call(reply)
+                if _killed(reply.get("status") == "crashed", reply.get("signal"), solution):
+                    verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
                 failure = CaseResult(verdict, None, message)
                 await tester.send({"status": "abort"})
 
@@ -574,6 +608,23 @@ class Runner:
                 return Execution("timeout", None, int(signal.SIGKILL), b"", b"", False, False, None)
             except ChannelViolation as exc:
                 raise SandboxError(f"result channel violated: {exc}") from exc
+
+
+def _killed(signaled: bool, sig: Any, session: SandboxSession) -> bool:
+    """Whether a process that died of SIGKILL (not at its time limit) was killed by the
+    kernel for its sandbox's memory cgroup."""
+    return signaled and sig == int(signal.SIGKILL) and session.oom_killed()
+
+
+async def _remove_cgroup(session: SandboxSession) -> None:
+    """Remove a closed sandbox's cgroup once the kernel has let its last process go."""
+    if session.cgroup is None:
+        return
+    for _ in range(50):
+        if session.cgroup.remove():
+            return
+        await asyncio.sleep(0.02)
+    logger.warning("the memory cgroup %s is still busy; left in place", session.cgroup.path)
 
 
 def _execution(record: dict[str, Any], index: int) -> Execution:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tribunal.code import codec, driver, protocol
+from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
 from tribunal.core import jsonparse
 from tribunal.core.errors import ConfigurationError, SandboxError
@@ -116,6 +117,10 @@ _PYC_BUILDER = (
     "code = compile(sys.stdin.read(), 'tribunal-driver', 'exec', dont_inherit=True)\n"
     "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))\n"
 )
+
+
+DRIVER_OOM_SCORE_ADJ = 500
+"""The sandbox's ``oom_score_adj`` in a memory cgroup (the program's processes get 1000)."""
 
 
 class ChannelViolation(Exception):
@@ -481,6 +486,8 @@ class SandboxSession:
         uid: The host uid the sandbox runs as (None: the service's own).
         limits: Rlimits of the whole sandbox.
         deadline: ``loop.time()`` after which everything still running is killed.
+        driver_pyc: The driver precompiled by the sandbox's interpreter (None: from source).
+        cgroup: The memory cgroup the whole sandbox runs in (None: none).
     """
 
     def __init__(
@@ -490,9 +497,12 @@ class SandboxSession:
         limits: SandboxLimits,
         deadline: float,
         driver_pyc: bytes | None = None,
+        cgroup: SandboxCgroup | None = None,
     ) -> None:
         self.config = config
         self.driver_pyc = driver_pyc
+        self.cgroup = cgroup
+        self._oom_kills = 0
         self.uid = uid
         self.limits = limits
         self.deadline = deadline
@@ -518,6 +528,15 @@ class SandboxSession:
     def is_alive(self) -> bool:
         """Whether the sandbox's process is still running."""
         return self._proc is not None and self._proc.returncode is None
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this sandbox for memory (its cgroup's
+        limit) since the last call."""
+        if self.cgroup is None:
+            return False
+        kills = self.cgroup.oom_kills()
+        killed, self._oom_kills = kills > self._oom_kills, kills
+        return killed
 
     def diagnostics(self) -> str:
         """The driver's stderr so far (capped), for sandbox error messages."""
@@ -555,8 +574,10 @@ class SandboxSession:
                 os.chown(cwd, self.uid, self.uid)
         prefix = limits_prefix(self.uid, self.limits)
         preexec = None if prefix is not None else partial(_preexec, self.uid, self.limits)
+        join = self.cgroup.join_prefix() if self.cgroup is not None else []
         try:
             self._proc = await asyncio.create_subprocess_exec(
+                *join,
                 *(prefix or []),
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -571,9 +592,11 @@ class SandboxSession:
             if prefix is not None:
                 # The sandbox dies first under memory pressure; its processes inherit this
                 # and cannot lower it. Set before any command is sent, so before any fork.
+                # In a cgroup, the driver keeps less (the OOM killer of the cgroup then picks
+                # the program's processes, which the driver raises to 1000).
                 adj = f"/proc/{self._proc.pid}/oom_score_adj"
                 with contextlib.suppress(OSError), open(adj, "w") as f:
-                    f.write("1000")
+                    f.write("1000" if self.cgroup is None else str(DRIVER_OOM_SCORE_ADJ))
         except OSError as exc:
             os.close(read_fd)
             raise SandboxError(f"cannot start the sandbox ({argv[0]}): {exc}") from exc

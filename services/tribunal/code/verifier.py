@@ -89,8 +89,15 @@ class _CodeBase:
             "seccomp": self.config.seccomp,
             "case_namespaces": self.case_namespaces,
             "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
-            "memory_cgroup": False,
+            "memory_cgroup": self._memory_cgroup(),
         }
+
+    def _memory_cgroup(self) -> str | bool:
+        """``v1``/``v2`` where each sandbox runs in a memory cgroup, else False."""
+        cgroups = self._runner.cgroups if self._runner is not None else None
+        if cgroups is None or cgroups.version is None:
+            return False
+        return f"v{cgroups.version}"
 
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of this verifier's sandbox slots."""
@@ -134,6 +141,13 @@ class _CodeBase:
         bpf = build_filter() if config.seccomp else None
         self._pool = SlotPool(config)
         self._runner = Runner(config, self._pool, driver_pyc, seccomp_filter=bpf)
+        cgroups = self._runner.cgroups
+        if cgroups is not None and cgroups.version is None:
+            logger.warning(
+                "no memory cgroup per sandbox here (%s): memory that no rlimit counts (kernel "
+                "buffers, page tables) is bounded by the seccomp filter and tmpfs caps only",
+                cgroups.reason,
+            )
         await self._probe()
 
     async def _probe(self) -> None:
