@@ -270,6 +270,7 @@ class Runner:
             await session.start()
         except BaseException:
             await session.close()
+            await _remove_cgroup(session)
             raise
         return session
 

@@ -574,7 +574,10 @@ class SandboxSession:
                 os.chown(cwd, self.uid, self.uid)
         prefix = limits_prefix(self.uid, self.limits)
         preexec = None if prefix is not None else partial(_preexec, self.uid, self.limits)
-        join = self.cgroup.join_prefix() if self.cgroup is not None else []
+        # The join runs first, as the service's uid (the cgroup's owner); without the two
+        # launch tools, ``_preexec`` would drop to the slot uid before it: no cgroup then.
+        joins = self.cgroup is not None and prefix is not None
+        join = self.cgroup.join_prefix() if self.cgroup is not None and joins else []
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *join,
@@ -596,7 +599,7 @@ class SandboxSession:
                 # the program's processes, which the driver raises to 1000).
                 adj = f"/proc/{self._proc.pid}/oom_score_adj"
                 with contextlib.suppress(OSError), open(adj, "w") as f:
-                    f.write("1000" if self.cgroup is None else str(DRIVER_OOM_SCORE_ADJ))
+                    f.write(str(DRIVER_OOM_SCORE_ADJ) if joins else "1000")
         except OSError as exc:
             os.close(read_fd)
             raise SandboxError(f"cannot start the sandbox ({argv[0]}): {exc}") from exc
