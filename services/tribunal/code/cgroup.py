@@ -110,6 +110,7 @@ class MemoryCgroups:
             os.rmdir(probe)
         except OSError as exc:
             return cls(None, None, f"cgroup v{version}: cannot make a cgroup in {base}: {exc}")
+        _remove_orphans(base)
         return cls(version, base)
 
     def create(self, limit_bytes: int) -> SandboxCgroup | None:
@@ -176,6 +177,19 @@ class SandboxCgroup:
         except OSError:
             return False
         return True
+
+
+def _remove_orphans(base: str) -> None:
+    """Remove the sandbox cgroups a service that is gone left behind (empty once its
+    sandboxes died; one that still holds a process stays)."""
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for entry in entries:
+            _, _, rest = entry.name.partition("tribunal-")
+            owner = rest.partition("-")[0]
+            dead = owner.isdigit() and not os.path.exists(f"/proc/{owner}")
+            if entry.name.startswith("tribunal-") and dead:
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
 
 
 def _write(path: str, text: str) -> None:
