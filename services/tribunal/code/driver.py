@@ -81,8 +81,10 @@ if MYPY:  # annotations only (``from __future__ import annotations``): never imp
         CaseCommand,
         DoneRecord,
         StdioSetup,
+        TestCall,
         TestSetup,
         WorkerReply,
+        WorkerRequest,
     )
 
 _READ_CHUNK = 1 << 16
@@ -1124,7 +1126,7 @@ class _CallRole:
             return {"i": index, **failure, "time_ms": _ms(start)}
         start = time.monotonic()
         deadline = start + float(cmd["timeout_s"])
-        request = {
+        request: WorkerRequest = {
             "i": index,
             "target": cmd["target"],
             "args": cmd["args"],
@@ -1211,8 +1213,10 @@ class _TestRole:
         except CodecError as exc:
             raise TypeError(f"argument cannot be sent to the program: {exc}") from None
         self.calls += 1
-        command = {"op": "call", "target": target, "args": wire_args, "kwargs": wire_kwargs}
-        self.driver.chan.send({**command, "get": get})
+        command: TestCall = {
+            "op": "call", "target": target, "args": wire_args, "kwargs": wire_kwargs, "get": get
+        }  # fmt: skip
+        self.driver.chan.send(command)
         line = self.driver.commands.readline()
         if line is None:
             raise _Abort("service closed the command channel")
