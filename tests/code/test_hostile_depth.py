@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
-from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem, sandbox
 from tribunal.code.api import create_app
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.runner import Runner
@@ -407,6 +407,22 @@ async def test_no_counter_tells_cases_apart(counter: str, bare_code_verifier: Co
     seen = await case_outputs(bare_code_verifier, observe)
     assert len(set(seen)) == 1 and seen[0] not in ("", "-1"), seen
     assert verdicts(await score(bare_code_verifier, cheat, abc)).count("accepted") <= 1
+
+
+async def test_a_host_that_refuses_case_namespaces_falls_back_to_the_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without ``CAP_SYS_ADMIN`` for the driver (a setuid bwrap), the start-up probe finds
+    that cases share the sandbox's namespaces, says so in the layers, and items score."""
+    monkeypatch.setattr(sandbox, "_capabilities", lambda path: ("--cap-drop", "ALL"))
+    verifier = CodeVerifier(CodeConfig(slots=1, default_timeout_s=3.0))
+    await verifier.start()
+    try:
+        assert verifier.layers["case_namespaces"] is False
+        program = "a, b = map(int, input().split())\nprint(a + b)\n"
+        assert verdicts(await score(verifier, program, ADD_STDIO)) == ["accepted"] * 2
+    finally:
+        await verifier.aclose()
 
 
 # -- class 3: the service does not do the program's work ------------------------------------------

@@ -38,10 +38,11 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,20 @@ def _root_links() -> list[str]:
     return args
 
 
+@lru_cache(maxsize=4)
+def _capabilities(bwrap_path: str) -> tuple[str, ...]:
+    """bwrap's capability options: none but ``CAP_SYS_ADMIN`` of the sandbox's own user
+    namespace, which the driver alone keeps to give each stdio case its own pid, mount and
+    IPC namespaces (every process it forks drops it before the program runs: see
+    ``driver._CaseNamespaces``). A setuid bwrap refuses ``--cap-add`` to all but root: there
+    the cases share the sandbox's namespaces (the start-up probe finds it and says so)."""
+    try:
+        setuid = bool(os.stat(bwrap_path).st_mode & stat.S_ISUID)
+    except OSError:
+        setuid = False
+    return ("--cap-drop", "ALL") if setuid else ("--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN")
+
+
 def bwrap_argv(
     config: CodeConfig, command: list[str], data_files: tuple[tuple[int, str], ...] = ()
 ) -> list[str]:
@@ -269,10 +284,7 @@ def bwrap_argv(
         "--chdir", BOX,
         "--unshare-all", "--unshare-user", "--disable-userns",
         "--die-with-parent", "--new-session",
-        # The driver alone keeps this one, within the sandbox's user namespace: it gives each
-        # stdio case its own pid, mount and IPC namespaces; every process it forks drops it
-        # before the program runs (see ``driver._CaseNamespaces``).
-        "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
+        *_capabilities(config.bwrap_path),
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", BOX,
