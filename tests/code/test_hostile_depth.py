@@ -506,6 +506,25 @@ async def test_memory_no_rlimit_counts_is_stopped_by_the_cgroup(
     assert verdicts(await score(small_bare_verifier, modest, ADD_STDIO)) == ["accepted"] * 2
 
 
+async def test_a_run_that_passes_its_cgroup_is_a_memory_limit() -> None:
+    """``/v1/code/run`` says ``memory_limit`` too (not the time limit a SIGKILL means
+    elsewhere)."""
+    cgroups = MemoryCgroups.detect()
+    if cgroups.version is None:
+        pytest.skip(f"no memory cgroup on this host: {cgroups.reason}")
+    config = CodeConfig(
+        slots=1, default_timeout_s=20.0, seccomp=False, max_memory_mb=256,
+        compile_memory_mb=256, default_memory_mb=128,
+    )  # fmt: skip
+    verifier = CodeRunVerifier(config)
+    await verifier.start()
+    try:
+        details = await run(verifier, f"import os\n{_LIBC}{HOARDERS['memfd']}print('held')\n")
+    finally:
+        await verifier.aclose()
+    assert details["verdict"] == "memory_limit" and "held" not in details["stdout"], details
+
+
 # x86_64 numbers of the calls the filter refuses (with the arguments each is tried with)
 SYSCALLS = {
     "shmget": (29, 0, 1 << 30, 0o1600),  # 1 GiB of SysV memory, IPC_PRIVATE | IPC_CREAT

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -140,6 +141,8 @@ def classify_execution(
         return TestVerdict.COMPILE_ERROR, _stderr_tail(execution.stderr)
     if execution.status == "timeout":
         return TestVerdict.TIME_LIMIT, None
+    if execution.memory_killed:
+        return TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
     if execution.signal is not None:
         if execution.stdout_truncated:
             return TestVerdict.WRONG_ANSWER, "output limit exceeded"
@@ -422,14 +425,12 @@ class Runner:
                 }
                 try:
                     record = await session.request(command, limits.timeout_s + _GRACE_S)
-                    execution = _execution(record, index)
+                    execution = _execution(record, index, session)
                 except TimeoutError:
                     return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
                 except ChannelViolation as exc:
                     return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
                 verdict, message = classify_execution(execution)
-                if _killed(execution.status == "signaled", execution.signal, session):
-                    verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
                 if verdict is None:
                     matched = stdout_matches(case.stdout, execution.stdout, tolerance)
                     verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
@@ -604,7 +605,7 @@ class Runner:
             }
             try:
                 record = await session.request(command, limits.timeout_s + _GRACE_S)
-                return _execution(record, 0)
+                return _execution(record, 0, session)
             except TimeoutError:
                 return Execution("timeout", None, int(signal.SIGKILL), b"", b"", False, False, None)
             except ChannelViolation as exc:
@@ -628,13 +629,16 @@ async def _remove_cgroup(session: SandboxSession) -> None:
     logger.warning("the memory cgroup %s is still busy; left in place", session.cgroup.path)
 
 
-def _execution(record: dict[str, Any], index: int) -> Execution:
+def _execution(record: dict[str, Any], index: int, session: SandboxSession) -> Execution:
     if record.get("i") != index:
         raise SandboxError("the sandbox driver answered another case")
     try:
-        return Execution.from_record(record)
+        execution = Execution.from_record(record)
     except (KeyError, ValueError, TypeError) as exc:
         raise SandboxError(f"malformed case record from the driver: {exc!r}") from exc
+    if _killed(execution.status == "signaled", execution.signal, session):
+        return dataclasses.replace(execution, memory_killed=True)
+    return execution
 
 
 def _compile_failure(message: str | None, total: int) -> ItemRun:

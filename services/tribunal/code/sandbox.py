@@ -174,6 +174,7 @@ class Execution:
         stdout_truncated: More stdout was written than kept.
         stderr_truncated: More stderr was written than kept.
         time_ms: Wall-clock time from fork to exit.
+        memory_killed: The kernel killed it at its sandbox's memory cgroup limit.
     """
 
     status: str
@@ -184,6 +185,7 @@ class Execution:
     stdout_truncated: bool
     stderr_truncated: bool
     time_ms: float | None
+    memory_killed: bool = False
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Execution:
