@@ -22,12 +22,13 @@ the result cache off (``TRIBUNAL_CACHE_TTL_S=0``). Three measurements:
 
 Two more parts, in this process (no HTTP, no Redis), for the hardening of issue #27:
 
-* ``layers``: the same work with the seccomp filter off and on, in alternating blocks (so
-  that a change of the machine's load falls on both): ``print(1)`` runs one after another
-  (sandboxed runs/s) and stdio items of ``--layers-cases`` cases each (cases/s: the filter
-  is installed and the case's state cleaned up once per case), with the CPU per run and per
-  case of this process and every sandbox (reaped children, from ``getrusage``). Target: the
-  filter within 5% of runs/s and CPU.
+* ``layers``: the same work with one layer (``--layer``: the seccomp filter, each stdio
+  case's own namespaces, or each sandbox's memory cgroup) off and on, in alternating blocks
+  (so that a change of the machine's load falls on both): ``print(1)`` runs one after
+  another (sandboxed runs/s) and stdio items of ``--layers-cases`` cases each (cases/s: the
+  filter is installed and the case's namespaces made once per case), with the CPU per run
+  and per case of this process and every sandbox (reaped children, from ``getrusage``).
+  Target: each layer within 5% of runs/s and CPU.
 * ``compare``: the largest return value the output cap allows (``max_output_bytes`` of
   integers), parsed as the service parses a record and compared with an equal expected value
   (the walk's worst case: all of it matches), beside the decode-then-compare it replaced; and
@@ -47,6 +48,8 @@ runs on it, and every figure here moves with that load.
     .venv/bin/python bench/code_throughput.py --skip-run --score-setup 2x1 \\
         --env TRIBUNAL_WORKER_BATCH_SIZE=1 --env TRIBUNAL_WORKER_CONCURRENCY=4
     .venv/bin/python bench/code_throughput.py --skip-run --skip-score --layers-runs 200
+    .venv/bin/python bench/code_throughput.py --skip-run --skip-score --layers-runs 200 \\
+        --layer case_namespaces
 """
 
 from __future__ import annotations
@@ -72,8 +75,8 @@ from bench import code_data
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code.codec import decode_value, encode_value
 from tribunal.code.compare import return_value_matches, values_equal
-from tribunal.code.harness import decode_value, encode_value
 from tribunal.core import jsonparse
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
@@ -390,14 +393,17 @@ def _own_cpu_s() -> float:
     return total
 
 
-async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]:
+async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str, float]:
     """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
-    cases, one at a time: wall and CPU of each (verifiers closed, so every sandbox is
-    reaped and counted)."""
-    config = CodeConfig(slots=1, seccomp=seccomp)
+    cases, one at a time, with ``layer`` on or off (the others on): wall and CPU of each
+    (verifiers closed, so every sandbox is reaped and counted). Without ``case_namespaces``,
+    the cases of an item share the sandbox's namespaces, and without ``memory_cgroup`` the
+    sandboxes run in the service's cgroup (as where the host refuses them)."""
+    config = CodeConfig(slots=1, seccomp=on or layer != "seccomp")
     out: dict[str, float] = {}
     runner = CodeRunVerifier(config)
     await runner.start()
+    _set_layer(runner, layer, on)
     cpu, start = _own_cpu_s(), time.perf_counter()
     for k in range(runs):
         [outcome] = await runner.score([RunItem(id=str(k), **RUN_BODY)])
@@ -407,6 +413,7 @@ async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]
     out["run_cpu_s"] = _own_cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
+    _set_layer(scorer, layer, on)
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
@@ -421,19 +428,35 @@ async def _layer_block(seccomp: bool, runs: int, cases: int) -> dict[str, float]
     return out
 
 
-async def layers(runs: int, cases: int, rounds: int = 2) -> dict[str, Any]:
-    """The seccomp filter off and on, ``rounds`` alternating blocks each."""
+def _set_layer(verifier: CodeRunVerifier | CodeVerifier, layer: str, on: bool) -> None:
+    """Turn a layer the start-up probe found off, as on a host that refuses it (the spare
+    sandbox started with the verifier keeps it: one item of each block)."""
+    runner = verifier._runner
+    assert runner is not None and verifier.case_namespaces
+    if layer == "case_namespaces":
+        runner.case_namespaces = on
+    elif layer == "memory_cgroup":
+        assert verifier.layers["memory_cgroup"], "no memory cgroup on this host"
+        if not on:
+            runner.cgroups = None
+
+
+async def layers(runs: int, cases: int, rounds: int = 2, layer: str = "seccomp") -> dict[str, Any]:
+    """One layer (``seccomp``, ``case_namespaces`` or ``memory_cgroup``; the others on) off
+    and on, ``rounds`` alternating blocks each."""
     sums = {name: dict.fromkeys(("run_wall_s", "run_cpu_s", "case_wall_s", "case_cpu_s"), 0.0)
-            for name in ("seccomp_off", "seccomp_on")}  # fmt: skip
+            for name in (f"{layer}_off", f"{layer}_on")}  # fmt: skip
     per_block = max(1, runs // rounds)
     for _ in range(rounds):
         for name in sums:
-            block = await _layer_block(name == "seccomp_on", per_block, cases)
+            block = await _layer_block(layer, name.endswith("_on"), per_block, cases)
             for key, value in block.items():
                 sums[name][key] += value
     n_runs = per_block * rounds
     n_cases = max(1, per_block // 10) * cases * rounds
-    out: dict[str, Any] = {"runs": n_runs, "cases": n_cases, "cases_per_item": cases}
+    out: dict[str, Any] = {
+        "layer": layer, "runs": n_runs, "cases": n_cases, "cases_per_item": cases
+    }  # fmt: skip
     for name, s in sums.items():
         out[name] = {
             "runs_per_s": round(n_runs / s["run_wall_s"], 1),
@@ -441,7 +464,7 @@ async def layers(runs: int, cases: int, rounds: int = 2) -> dict[str, Any]:
             "cases_per_s": round(n_cases / s["case_wall_s"], 1),
             "cpu_ms_per_case": round(1000 * s["case_cpu_s"] / n_cases, 2),
         }
-    off, on = out["seccomp_off"], out["seccomp_on"]
+    off, on = out[f"{layer}_off"], out[f"{layer}_on"]
     out["on_vs_off"] = {key: round(on[key] / off[key], 3) for key in off}
     return out
 
@@ -542,6 +565,12 @@ def main() -> None:
     )
     parser.add_argument("--layers-cases", type=int, default=10, help="Cases per stdio item.")
     parser.add_argument(
+        "--layer",
+        choices=("seccomp", "case_namespaces", "memory_cgroup"),
+        default="seccomp",
+        help="The layer the layers part turns off and on (the other one stays on).",
+    )
+    parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
     args = parser.parse_args()
@@ -568,7 +597,9 @@ def main() -> None:
     extra_env = _env(args.env)
     report["compare"] = compare_part()
     if args.layers_runs:
-        report["layers"] = asyncio.run(layers(args.layers_runs, args.layers_cases))
+        report["layers"] = asyncio.run(
+            layers(args.layers_runs, args.layers_cases, layer=args.layer)
+        )
     with redis_server() as redis_url:
         if not args.skip_run:
             report["run"] = _run_part(redis_url, args, extra_env)
@@ -660,7 +691,7 @@ def _targets(report: dict[str, Any]) -> dict[str, Any]:
             )
     if "layers" in report:
         ratios = report["layers"]["on_vs_off"]
-        out["seccomp_within_5_percent"] = (
+        out[f"{report['layers']['layer']}_within_5_percent"] = (
             min(ratios["runs_per_s"], ratios["cases_per_s"]) >= 0.95
             and max(ratios["cpu_ms_per_run"], ratios["cpu_ms_per_case"]) <= 1.05
         )

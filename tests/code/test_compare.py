@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
+from tribunal.code.codec import encode_value
 from tribunal.code.compare import (
     normalise_stdout,
     return_value_matches,
     stdout_matches,
     values_equal,
 )
-from tribunal.code.harness import encode_value
 
 
 def test_stdout_ignores_trailing_whitespace_and_final_newlines() -> None:
@@ -109,3 +109,14 @@ def test_lists_of_scalars_are_compared_type_strictly() -> None:
     assert return_value_matches([1.0, 2], wire([1, 2]))[0]  # a float answer may be an int
     assert return_value_matches([[1, 2], [3]], wire({"$tuple": [[1, 2], {"$tuple": [3]}]}))[0]
     assert not return_value_matches([[1, 2], [3]], wire([[1, 2], [True]]))[0]
+
+
+def test_a_list_of_scalars_is_compared_type_by_type() -> None:
+    for expected, returned in (
+        ([1, 2], [1, True]),  # True == 1, but a bool is not an int
+        ([1, True], [True, 1]),  # the same types, not at the same places
+        ([0, 1], [0.0, 1]),
+        (["a", None], ["a", 0]),
+    ):
+        assert return_value_matches(expected, encode_value(returned)) == (False, None)
+    assert return_value_matches([1, True, None], encode_value((1, True, None))) == (True, None)

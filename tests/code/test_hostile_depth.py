@@ -8,9 +8,11 @@ never an exception in the service, the worker or the driver.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import textwrap
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -18,8 +20,10 @@ import orjson
 import pytest
 
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
-from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem, sandbox
 from tribunal.code.api import create_app
+from tribunal.code.cgroup import MemoryCgroups
+from tribunal.code.runner import Runner
 from tribunal.code.settings import CodeSettings
 from tribunal.core.cache import MemoryCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, VerifierInfo
@@ -304,10 +308,18 @@ def channel_program(check: str, plant: str) -> str:
     )
 
 
+@pytest.mark.parametrize("namespaces", [True, False], ids=["case_namespaces", "cleanup_only"])
 @pytest.mark.parametrize("channel", sorted(CHANNELS))
 async def test_no_state_crosses_cases(
-    channel: str, bare_code_verifier: CodeVerifier, bare_run_verifier: CodeRunVerifier
+    channel: str,
+    namespaces: bool,
+    bare_code_verifier: CodeVerifier,
+    bare_run_verifier: CodeRunVerifier,
 ) -> None:
+    """Each channel, with each case in namespaces of its own and (as on a host that refuses
+    them) with the per-case clean-up alone."""
+    assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
+    _runner(bare_code_verifier).case_namespaces = namespaces
     check, plant = CHANNELS[channel]
     # The channel exists: within one case, what was planted is found.
     probe = f"import os\n{_LIBC}{plant}\nprint({check})\n"
@@ -316,6 +328,101 @@ async def test_no_state_crosses_cases(
     # And no later case finds it: a program answering from a case counter earns nothing.
     outcome = await score(bare_code_verifier, channel_program(check, plant), ADD_STDIO)
     assert verdicts(outcome) == ["accepted", "accepted"]
+
+
+def _runner(verifier: CodeVerifier) -> Runner:
+    runner = verifier._runner
+    assert runner is not None
+    return runner
+
+
+# Values that advanced from one case to the next while the cases of an item shared the
+# sandbox's pid namespace and tmpfs (a program could answer by the case index).
+_COUNTER_PRELUDE = """
+def child_pid():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+def new_inode(path, make=lambda p: open(p, 'w').close()):
+    make(path)
+    return os.stat(path).st_ino
+"""
+COUNTERS = {
+    "pid": "os.getpid()",
+    "proc_self": "os.readlink('/proc/self')",
+    "last_pid_of_loadavg": "open('/proc/loadavg').read().split()[-1]",
+    "pid_of_a_child": "child_pid()",
+    "inode_in_tmp": "new_inode('/tmp/n')",
+    "inode_in_box": "new_inode('/box/n')",
+    "inode_in_dev_shm": "new_inode('/dev/shm/n')",
+    "inode_of_a_directory": "new_inode('/tmp/d', os.mkdir)",
+    "sysv_shm_id": "libc.shmget(0, 4096, 0o1600)",  # IPC_PRIVATE: ids advance with a sequence
+    "sysv_sem_id": "libc.semget(0, 1, 0o1600)",
+}
+
+
+async def case_outputs(verifier: CodeVerifier, code: str, cases: int = 3) -> list[str]:
+    """The stdout of each of ``cases`` stdio cases of ``code`` in one sandbox, as the
+    runner sets them up for a scored item (the verdicts hide the output)."""
+    runner = _runner(verifier)
+    async with runner._lease() as lease, runner._session(lease, 60) as session:
+        setup = runner._stdio_setup(session, "python", code, True, cases)
+        await runner._setup(session, setup)
+        outputs = []
+        for index in range(cases):
+            record = await session.request(
+                {
+                    "op": "case", "i": index, "stdin": "", "timeout_s": 5.0, "memory_mb": 256,
+                    "max_output_bytes": 4096,
+                },
+                15,
+            )  # fmt: skip
+            assert record["status"] == "exited", record
+            outputs.append(base64.b64decode(record["stdout"]).decode().strip())
+    return outputs
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
+async def test_no_counter_tells_cases_apart(counter: str, bare_code_verifier: CodeVerifier) -> None:
+    """A program that answers by a counter is paid for every case while the cases share the
+    sandbox's namespaces, and for at most one once each case has its own (seccomp off: the
+    SysV ids are a counter where a program may make SysV objects)."""
+    runner = _runner(bare_code_verifier)
+    assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
+    expression = COUNTERS[counter]
+    observe = f"import os\n{_LIBC}{_COUNTER_PRELUDE}print({expression})\n"
+    abc = {"kind": "stdio", "cases": [{"stdout": answer} for answer in "ABC"]}
+
+    runner.case_namespaces = False  # the cases share the sandbox: the channel exists
+    learned = await case_outputs(bare_code_verifier, observe)
+    assert len(set(learned)) == 3, learned
+    table = dict(zip(learned, "ABC", strict=True))
+    cheat = f"import os\n{_LIBC}{_COUNTER_PRELUDE}print({table!r}.get(str({expression}), '?'))\n"
+    assert verdicts(await score(bare_code_verifier, cheat, abc)) == ["accepted"] * 3
+
+    runner.case_namespaces = True
+    seen = await case_outputs(bare_code_verifier, observe)
+    assert len(set(seen)) == 1 and seen[0] not in ("", "-1"), seen
+    assert verdicts(await score(bare_code_verifier, cheat, abc)).count("accepted") <= 1
+
+
+async def test_a_host_that_refuses_case_namespaces_falls_back_to_the_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without ``CAP_SYS_ADMIN`` for the driver (a setuid bwrap), the start-up probe finds
+    that cases share the sandbox's namespaces, says so in the layers, and items score."""
+    monkeypatch.setattr(sandbox, "_capabilities", lambda path: ("--cap-drop", "ALL"))
+    verifier = CodeVerifier(CodeConfig(slots=1, default_timeout_s=3.0))
+    await verifier.start()
+    try:
+        assert verifier.layers["case_namespaces"] is False
+        program = "a, b = map(int, input().split())\nprint(a + b)\n"
+        assert verdicts(await score(verifier, program, ADD_STDIO)) == ["accepted"] * 2
+    finally:
+        await verifier.aclose()
 
 
 # -- class 3: the service does not do the program's work ------------------------------------------
@@ -344,6 +451,79 @@ async def test_large_hostile_replies_are_wrong_answers(
 
 
 # -- classes 4 and 5: memory outside the limits, kernel surface -----------------------------------
+
+
+@pytest.fixture
+async def small_bare_verifier() -> AsyncIterator[CodeVerifier]:
+    """Seccomp off (memfd and SysV memory allowed), small limits: each sandbox's memory
+    cgroup holds (256 + 256) MiB of processes and 144 MiB of tmpfs."""
+    config = CodeConfig(
+        slots=1, default_timeout_s=20.0, seccomp=False, max_memory_mb=256,
+        compile_memory_mb=256, default_memory_mb=128,
+    )  # fmt: skip
+    verifier = CodeVerifier(config)
+    await verifier.start()
+    yield verifier
+    await verifier.aclose()
+
+
+HOARDERS = {
+    # 1 GiB in memfd files written, never mapped: no address space, no RSS (68 files of 15
+    # MiB: RLIMIT_FSIZE caps each file at 16)
+    "memfd": (
+        "fds = [os.memfd_create('m') for _ in range(68)]\n"
+        "for fd in fds:\n    os.write(fd, b'x' * (15 << 20))\n"
+    ),
+    # 1 GiB of SysV segments, each attached, filled and detached in turn (64 MiB of address
+    # space at a time)
+    "sysv_shm": (
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "for _ in range(16):\n"
+        "    shm = libc.shmget(0, 64 << 20, 0o1600)\n"
+        "    address = libc.shmat(shm, None, 0)\n"
+        "    ctypes.memset(address, 1, 64 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(address))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("hoard", sorted(HOARDERS))
+async def test_memory_no_rlimit_counts_is_stopped_by_the_cgroup(
+    hoard: str, small_bare_verifier: CodeVerifier
+) -> None:
+    """A program that holds 1 GiB its rlimits do not count, beyond its sandbox's whole
+    memory, is killed by the sandbox's memory cgroup: ``memory_limit``, not an item error
+    (the driver is never the OOM killer's choice)."""
+    cgroups = MemoryCgroups.detect()
+    if cgroups.version is None:
+        pytest.skip(f"no memory cgroup on this host: {cgroups.reason}")
+    assert small_bare_verifier.layers["memory_cgroup"] == f"v{cgroups.version}"
+    program = f"import os\n{_LIBC}{HOARDERS[hoard]}a, b = map(int, input().split())\nprint(a + b)\n"
+    outcome = await score(small_bare_verifier, program, ADD_STDIO)
+    assert verdicts(outcome) == ["memory_limit", "memory_limit"], outcome.details
+    # The same program within the limit passes: the verdict is the hoard's.
+    modest = program.replace("range(68)", "range(4)").replace("range(16)", "range(1)")
+    assert verdicts(await score(small_bare_verifier, modest, ADD_STDIO)) == ["accepted"] * 2
+
+
+async def test_a_run_that_passes_its_cgroup_is_a_memory_limit() -> None:
+    """``/v1/code/run`` says ``memory_limit`` too (not the time limit a SIGKILL means
+    elsewhere)."""
+    cgroups = MemoryCgroups.detect()
+    if cgroups.version is None:
+        pytest.skip(f"no memory cgroup on this host: {cgroups.reason}")
+    config = CodeConfig(
+        slots=1, default_timeout_s=20.0, seccomp=False, max_memory_mb=256,
+        compile_memory_mb=256, default_memory_mb=128,
+    )  # fmt: skip
+    verifier = CodeRunVerifier(config)
+    await verifier.start()
+    try:
+        details = await run(verifier, f"import os\n{_LIBC}{HOARDERS['memfd']}print('held')\n")
+    finally:
+        await verifier.aclose()
+    assert details["verdict"] == "memory_limit" and "held" not in details["stdout"], details
+
 
 # x86_64 numbers of the calls the filter refuses (with the arguments each is tried with)
 SYSCALLS = {
@@ -439,7 +619,10 @@ async def test_readyz_says_which_layers_are_active() -> None:
     for name in ("code", "code_run"):
         layers = checks[f"layers.{name}"]
         assert layers["namespaces"] == "bwrap" and layers["seccomp"] is True
-        assert layers["memory_cgroup"] is False
+        assert layers["case_namespaces"] is True
+        cgroups = MemoryCgroups.detect()
+        expected = False if cgroups.version is None else f"v{cgroups.version}"
+        assert layers["memory_cgroup"] == expected
 
 
 FUZZ = r"""

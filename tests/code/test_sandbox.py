@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.config import CodeConfig
 from tribunal.code.sandbox import SlotPool, bwrap_argv, kill_uid, processes_of_uid
 
@@ -70,3 +71,24 @@ def test_kill_uid_kills_only_that_uid() -> None:
         assert os.getpid() not in processes_of_uid(uid)
     finally:
         proc.kill()
+
+
+def test_memory_cgroups_are_made_and_what_a_dead_service_left_is_removed() -> None:
+    cgroups = MemoryCgroups.detect()
+    if cgroups.version is None or cgroups.base is None:
+        pytest.skip(f"no memory cgroup on this host: {cgroups.reason}")
+    dead = _a_dead_pid()
+    orphan = Path(cgroups.base) / f"tribunal-{dead}-0"
+    orphan.mkdir()
+    cgroup = MemoryCgroups.detect().create(64 << 20)
+    assert not orphan.exists()
+    assert cgroup is not None and cgroup.oom_kills() == 0
+    limit = "memory.max" if cgroup.version == 2 else "memory.limit_in_bytes"
+    assert (Path(cgroup.path) / limit).read_text().strip() == str(64 << 20)
+    assert cgroup.remove() and not Path(cgroup.path).exists()
+
+
+def _a_dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

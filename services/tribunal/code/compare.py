@@ -206,10 +206,17 @@ def return_value_matches(  # noqa: C901 - one flat type dispatch reads best
             if type(node) is dict and len(node) == 1 and "$tuple" in node:
                 items = node["$tuple"]
             ok = type(items) is list and len(items) == len(want)
-            if ok and _SCALARS.issuperset(map(type, want)):
+            kinds = set(map(type, want)) if ok else set()
+            if ok and _SCALARS.issuperset(kinds):
                 # A list of ints, strings, bools and nulls (LeetCode's usual answer): equal
-                # iff equal (in C, stopping at the first difference) and of the same types.
-                ok = items == want and list(map(type, items)) == list(map(type, want))
+                # iff equal (in C, stopping at the first difference) and of the same types:
+                # for a list of one type, one set of the reply's types (half the work of two
+                # lists of types and their comparison: 24 ms against 47 at the largest cap).
+                ok = items == want and (
+                    set(map(type, items)) == kinds
+                    if len(kinds) == 1
+                    else list(map(type, items)) == list(map(type, want))
+                )
             elif ok:
                 stack.append(zip(want, items, strict=True))
         elif kind is dict:

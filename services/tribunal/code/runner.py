@@ -16,14 +16,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
+import logging
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tribunal.code.cgroup import MemoryCgroups
+from tribunal.code.codec import encode_value
 from tribunal.code.compare import return_value_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
-from tribunal.code.harness import encode_value, escape_text
+from tribunal.code.protocol import escape_text
 from tribunal.code.sandbox import (
     ChannelViolation,
     Execution,
@@ -43,9 +47,22 @@ from tribunal.code.schemas import (
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.errors import BadInput, SandboxError
 
+if TYPE_CHECKING:
+    from tribunal.code.protocol import (
+        CallCommand,
+        CallSetup,
+        CaseCommand,
+        StdioSetup,
+        TestSetup,
+    )
+
+logger = logging.getLogger(__name__)
+
 _GRACE_S = 2.0
 """Slack on top of a case's own limit before the service stops waiting for the driver."""
 _STARTUP_S = 10.0
+_PROGRAM_OOM_SCORE_ADJ = 1000
+_CGROUP_KILL = "killed by the sandbox's memory limit (its cgroup counts all memory)"
 _DRIVER_MEMORY_MB = 256
 _MESSAGE_CHARS = 1000
 _RUNTIME_ERROR_SIGNALS = {int(signal.SIGSEGV): "segmentation fault", int(signal.SIGABRT): "aborted"}
@@ -124,6 +141,8 @@ def classify_execution(
         return TestVerdict.COMPILE_ERROR, _stderr_tail(execution.stderr)
     if execution.status == "timeout":
         return TestVerdict.TIME_LIMIT, None
+    if execution.memory_killed:
+        return TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
     if execution.signal is not None:
         if execution.stdout_truncated:
             return TestVerdict.WRONG_ANSWER, "output limit exceeded"
@@ -196,6 +215,11 @@ class Runner:
     ) -> None:
         self.config = config
         self.pool = pool
+        self.case_namespaces = True
+        """Ask the driver for namespaces of its own per stdio case (the verifier's start-up
+        probe turns this off where the host refuses them)."""
+        self.cgroups = MemoryCgroups.detect() if config.isolation == "bwrap" else None
+        """Where each sandbox's memory cgroup is made (``version`` None: nowhere here)."""
         self.driver_pyc = driver_pyc
         self._seccomp = (
             None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode("ascii")
@@ -212,6 +236,8 @@ class Runner:
             if session is not None:
                 await session.close()
             sweep(uid)
+            if session is not None:
+                await _remove_cgroup(session)
         while self._cleanups:
             _, task = self._cleanups.popitem()
             await task
@@ -232,15 +258,22 @@ class Runner:
         setup = _STARTUP_S + (self.config.compile_timeout_s if language == "cpp" else 0.0)
         return min(self.config.max_item_s, setup + n_cases * (limits.timeout_s + _GRACE_S))
 
+    def _cgroup_bytes(self, limits: SandboxLimits) -> int:
+        """A sandbox's memory: its processes' limit (the driver's share included) and its
+        tmpfs (``/box``, ``/tmp`` and ``/dev/shm`` at their caps)."""
+        tmpfs = 2 * self.config.tmpfs_mb + max(1, self.config.tmpfs_mb // 4)
+        return (limits.memory_mb + tmpfs) * 1024 * 1024
+
     async def _new_session(self, uid: int | None) -> SandboxSession:
         deadline = asyncio.get_running_loop().time() + _STARTUP_S
-        session = SandboxSession(
-            self.config, uid, self._sandbox_limits(), deadline, self.driver_pyc
-        )
+        limits = self._sandbox_limits()
+        cgroup = None if self.cgroups is None else self.cgroups.create(self._cgroup_bytes(limits))
+        session = SandboxSession(self.config, uid, limits, deadline, self.driver_pyc, cgroup)
         try:
             await session.start()
         except BaseException:
             await session.close()
+            await _remove_cgroup(session)
             raise
         return session
 
@@ -251,9 +284,12 @@ class Runner:
             await task
 
     async def _cleanup(self, lease: Lease) -> None:
-        for session in [*lease.used, *([lease.spare] if lease.spare else [])]:
+        sessions = [*lease.used, *([lease.spare] if lease.spare else [])]
+        for session in sessions:
             await session.close()
         sweep(lease.uid)
+        for session in sessions:
+            await _remove_cgroup(session)
 
     async def _start_spare(self, index: int, uid: int | None) -> SandboxSession | None:
         await self._cleaned(index, uid)
@@ -300,11 +336,20 @@ class Runner:
         yield session
 
     def _stdio_setup(
-        self, session: SandboxSession, language: str, code: str, kill_on_overflow: bool
-    ) -> dict[str, Any]:
+        self,
+        session: SandboxSession,
+        language: str,
+        code: str,
+        kill_on_overflow: bool,
+        cases: int,
+    ) -> StdioSetup:
         box = session.box
         return {
             "role": "stdio",
+            # One case (a run, the probe) has no next case to pass a count to: it pays none
+            # of the namespaces' cost.
+            "case_namespaces": self.case_namespaces and cases > 1,
+            "program_oom_score_adj": _PROGRAM_OOM_SCORE_ADJ if session.cgroup else None,
             "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "language": language,
@@ -317,7 +362,9 @@ class Runner:
             "compile_memory_mb": self.config.compile_memory_mb,
         }
 
-    async def _setup(self, session: SandboxSession, setup: dict[str, Any]) -> dict[str, Any]:
+    async def _setup(
+        self, session: SandboxSession, setup: StdioSetup | CallSetup
+    ) -> dict[str, Any]:
         timeout = _STARTUP_S + (
             self.config.compile_timeout_s if setup.get("language") == "cpp" else 0.0
         )
@@ -360,7 +407,7 @@ class Runner:
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
             ready = await self._setup(
-                session, self._stdio_setup(session, item.language, code, True)
+                session, self._stdio_setup(session, item.language, code, True, len(tests.cases))
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
@@ -368,7 +415,7 @@ class Runner:
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
-                command = {
+                command: CaseCommand = {
                     "op": "case",
                     "i": index,
                     "stdin": case.stdin,
@@ -378,7 +425,7 @@ class Runner:
                 }
                 try:
                     record = await session.request(command, limits.timeout_s + _GRACE_S)
-                    execution = _execution(record, index)
+                    execution = _execution(record, index, session)
                 except TimeoutError:
                     return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
                 except ChannelViolation as exc:
@@ -397,14 +444,14 @@ class Runner:
         stop = item.options.stop_on_first_failure
         results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
-            ready = await self._setup(session, self._call_setup(code, limits, budget))
+            ready = await self._setup(session, self._call_setup(session, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
             for index, case in enumerate(tests.cases):
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
-                command = {
+                command: CallCommand = {
                     "op": "call",
                     "i": index,
                     "target": tests.entry_point,
@@ -420,12 +467,15 @@ class Runner:
                     return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
                 except ChannelViolation as exc:
                     return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
-                results.append(self._call_result(record, index, case.expected, item))
+                results.append(self._call_result(session, record, index, case.expected, item))
         return ItemRun(results)
 
-    def _call_setup(self, code: str, limits: CaseLimits, budget_s: float) -> dict[str, Any]:
+    def _call_setup(
+        self, session: SandboxSession, code: str, limits: CaseLimits, budget_s: float
+    ) -> CallSetup:
         return {
             "role": "call",
+            "program_oom_score_adj": _PROGRAM_OOM_SCORE_ADJ if session.cgroup else None,
             "seccomp": self._seccomp,
             "sys_path": list(self.config.python_paths),
             "code": code,
@@ -435,7 +485,12 @@ class Runner:
         }
 
     def _call_result(
-        self, record: dict[str, Any], index: int, expected: Any, item: CodeItem
+        self,
+        session: SandboxSession,
+        record: dict[str, Any],
+        index: int,
+        expected: Any,
+        item: CodeItem,
     ) -> CaseResult:
         if record.get("i") != index:
             raise SandboxError("the sandbox driver answered another call")
@@ -447,6 +502,8 @@ class Runner:
             verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
             return CaseResult(verdict, time_ms, message)
         verdict, message = classify_call(record)
+        if _killed(record.get("status") == "crashed", record.get("signal"), session):
+            verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
         return CaseResult(verdict, time_ms, message)
 
     async def _score_assert(
@@ -456,17 +513,16 @@ class Runner:
         solution_cm = self._session(lease, budget)
         tester_cm = self._session(lease, budget)
         async with solution_cm as solution, tester_cm as tester:
-            ready = await self._setup(solution, self._call_setup(code, limits, budget))
+            ready = await self._setup(solution, self._call_setup(solution, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), 1)
-            await tester.send(
-                {
-                    "role": "test",
-                    "sys_path": list(self.config.python_paths),
-                    "test": tests.test,
-                    "entry_point": tests.entry_point,
-                }
-            )
+            test_setup: TestSetup = {
+                "role": "test",
+                "sys_path": list(self.config.python_paths),
+                "test": tests.test,
+                "entry_point": tests.entry_point,
+            }
+            await tester.send(test_setup)
             start = asyncio.get_running_loop().time()
             try:
                 result = await self._relay(solution, tester, limits)
@@ -490,7 +546,7 @@ class Runner:
                 return failure or _test_verdict(record)
             if op != "call":
                 raise SandboxError("the test driver sent an unknown record")
-            command = {
+            command: dict[str, Any] = {  # the test role's fields, as it sent them
                 "op": "call",
                 "i": index,
                 "target": record.get("target"),
@@ -515,6 +571,8 @@ class Runner:
                 )
             else:
                 verdict, message = classify_call(reply)
+                if _killed(reply.get("status") == "crashed", reply.get("signal"), solution):
+                    verdict, message = TestVerdict.MEMORY_LIMIT, _CGROUP_KILL
                 failure = CaseResult(verdict, None, message)
                 await tester.send({"status": "abort"})
 
@@ -533,11 +591,11 @@ class Runner:
             self._session(lease, budget) as session,
         ):
             ready = await self._setup(
-                session, self._stdio_setup(session, item.language, item.code, False)
+                session, self._stdio_setup(session, item.language, item.code, False, 1)
             )
             if ready.get("status") == "compile_error":
                 return Execution.from_record(ready)
-            command = {
+            command: CaseCommand = {
                 "op": "case",
                 "i": 0,
                 "stdin": item.stdin,
@@ -547,20 +605,40 @@ class Runner:
             }
             try:
                 record = await session.request(command, limits.timeout_s + _GRACE_S)
-                return _execution(record, 0)
+                return _execution(record, 0, session)
             except TimeoutError:
                 return Execution("timeout", None, int(signal.SIGKILL), b"", b"", False, False, None)
             except ChannelViolation as exc:
                 raise SandboxError(f"result channel violated: {exc}") from exc
 
 
-def _execution(record: dict[str, Any], index: int) -> Execution:
+def _killed(signaled: bool, sig: Any, session: SandboxSession) -> bool:
+    """Whether a process that died of SIGKILL (not at its time limit) was killed by the
+    kernel for its sandbox's memory cgroup."""
+    return signaled and sig == int(signal.SIGKILL) and session.oom_killed()
+
+
+async def _remove_cgroup(session: SandboxSession) -> None:
+    """Remove a closed sandbox's cgroup once the kernel has let its last process go."""
+    if session.cgroup is None:
+        return
+    for _ in range(50):
+        if session.cgroup.remove():
+            return
+        await asyncio.sleep(0.02)
+    logger.warning("the memory cgroup %s is still busy; left in place", session.cgroup.path)
+
+
+def _execution(record: dict[str, Any], index: int, session: SandboxSession) -> Execution:
     if record.get("i") != index:
         raise SandboxError("the sandbox driver answered another case")
     try:
-        return Execution.from_record(record)
+        execution = Execution.from_record(record)
     except (KeyError, ValueError, TypeError) as exc:
         raise SandboxError(f"malformed case record from the driver: {exc!r}") from exc
+    if _killed(execution.status == "signaled", execution.signal, session):
+        return dataclasses.replace(execution, memory_killed=True)
+    return execution
 
 
 def _compile_failure(message: str | None, total: int) -> ItemRun:

@@ -1,11 +1,14 @@
 """Sandboxes: bubblewrap argv, slot uids, rlimits, and one driver process per sandbox.
 
-One :class:`SandboxSession` is one bwrap sandbox running the trusted driver of
-``harness.py`` as pid 1 of fresh user, pid, net, ipc, uts, mount and cgroup namespaces, with
-a read-only system (only ``/usr`` and the loader's files), size-capped tmpfs for ``/box``,
-``/tmp`` and ``/dev/shm``, no network, an empty environment, all capabilities dropped and a
-new session. The service talks to it over two pipes: commands on the driver's stdin and
-token-prefixed records on a result pipe that only the driver holds (see ``harness.py``).
+One :class:`SandboxSession` is one bwrap sandbox running the trusted driver
+(:func:`driver_source`: ``protocol.py``, ``codec.py`` and ``driver.py``) as pid 1 of fresh
+user, pid, net, ipc, uts, mount and cgroup namespaces, with a read-only system (only ``/usr``
+and the loader's files), size-capped tmpfs for ``/box``, ``/tmp`` and ``/dev/shm``, no
+network, an empty environment, every capability dropped (but ``CAP_SYS_ADMIN`` of the
+sandbox's own user namespace, which the driver keeps to give each stdio case namespaces of
+its own, and drops in every process it forks) and a new session. The service talks
+to it over two pipes: commands on the driver's stdin and token-prefixed records on a result
+pipe that only the driver holds (see ``protocol.py``).
 
 Hard limits come from outside the sandbox: rlimits set before ``exec`` of bwrap (address
 space, CPU, processes, file size, open files, no core files), the host uid of the slot
@@ -24,6 +27,7 @@ uncapped tmpfs (``--remount-ro /`` and ``/dev``); ``--size`` applies to the next
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import hmac
@@ -34,23 +38,75 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from tribunal.code import harness
+from tribunal.code import codec, driver, protocol
+from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
 from tribunal.core import jsonparse
 from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
 
-DRIVER_SOURCE = Path(harness.__file__).read_text(encoding="utf-8")
-"""The driver's source, passed to ``python3 -I -S -c`` (it is public; nothing secret is in
-argv)."""
+_SHIPPED = (protocol, codec, driver)
+"""The modules of the driver's unit, in order: each uses only the ones before it."""
+_MAY_REPEAT = frozenset(("MYPY",))
+
+
+def driver_source() -> str:
+    """The driver as the one module that ships into a sandbox (which has no ``tribunal``).
+
+    ``protocol.py``, ``codec.py`` and ``driver.py`` concatenated, with their imports of each
+    other (top-level ``from tribunal.code...``) and their ``from __future__`` lines blanked
+    and one ``from __future__ import annotations`` first: the names they imported from each
+    other are then the names the earlier parts defined in the same namespace.
+
+    Raises:
+        RuntimeError: Two parts define the same top-level name (the later one would silently
+            replace the earlier one's in the shipped unit).
+    """
+    parts = ["from __future__ import annotations\n"]
+    owners: dict[str, str] = {}
+    for module in _SHIPPED:
+        path = Path(str(module.__file__))
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and (
+                node.module == "__future__" or str(node.module).startswith("tribunal.")
+            ):
+                end = node.end_lineno or node.lineno
+                lines[node.lineno - 1 : end] = ["\n"] * (end - node.lineno + 1)
+                continue
+            for name in _defined_names(node):
+                if name in owners and name not in _MAY_REPEAT:
+                    raise RuntimeError(f"{name} is defined in {owners[name]} and {path.name}")
+                owners[name] = path.name
+        parts.append("".join(lines))
+    return "\n".join(parts)
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    """Top-level names a statement binds (imports of the standard library may repeat)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+DRIVER_SOURCE = driver_source()
+"""The driver's unit, passed to ``python3 -I -S -c`` or precompiled (it is public; nothing
+secret is in argv)."""
 
 BOX = "/box"
 _DIAGNOSTICS_BYTES = 64 * 1024
@@ -62,6 +118,10 @@ _PYC_BUILDER = (
     "code = compile(sys.stdin.read(), 'tribunal-driver', 'exec', dont_inherit=True)\n"
     "sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))\n"
 )
+
+
+DRIVER_OOM_SCORE_ADJ = 500
+"""The sandbox's ``oom_score_adj`` in a memory cgroup (the program's processes get 1000)."""
 
 
 class ChannelViolation(Exception):
@@ -114,6 +174,7 @@ class Execution:
         stdout_truncated: More stdout was written than kept.
         stderr_truncated: More stderr was written than kept.
         time_ms: Wall-clock time from fork to exit.
+        memory_killed: The kernel killed it at its sandbox's memory cgroup limit.
     """
 
     status: str
@@ -124,6 +185,7 @@ class Execution:
     stdout_truncated: bool
     stderr_truncated: bool
     time_ms: float | None
+    memory_killed: bool = False
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Execution:
@@ -181,6 +243,20 @@ def _root_links() -> list[str]:
     return args
 
 
+@lru_cache(maxsize=4)
+def _capabilities(bwrap_path: str) -> tuple[str, ...]:
+    """bwrap's capability options: none but ``CAP_SYS_ADMIN`` of the sandbox's own user
+    namespace, which the driver alone keeps to give each stdio case its own pid, mount and
+    IPC namespaces (every process it forks drops it before the program runs: see
+    ``driver._CaseNamespaces``). A setuid bwrap refuses ``--cap-add`` to all but root: there
+    the cases share the sandbox's namespaces (the start-up probe finds it and says so)."""
+    try:
+        setuid = bool(os.stat(bwrap_path).st_mode & stat.S_ISUID)
+    except OSError:
+        setuid = False
+    return ("--cap-drop", "ALL") if setuid else ("--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN")
+
+
 def bwrap_argv(
     config: CodeConfig, command: list[str], data_files: tuple[tuple[int, str], ...] = ()
 ) -> list[str]:
@@ -209,7 +285,8 @@ def bwrap_argv(
         "--size", tmpfs, "--tmpfs", BOX,
         "--chdir", BOX,
         "--unshare-all", "--unshare-user", "--disable-userns",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--die-with-parent", "--new-session",
+        *_capabilities(config.bwrap_path),
         "--clearenv",
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", BOX,
@@ -423,6 +500,8 @@ class SandboxSession:
         uid: The host uid the sandbox runs as (None: the service's own).
         limits: Rlimits of the whole sandbox.
         deadline: ``loop.time()`` after which everything still running is killed.
+        driver_pyc: The driver precompiled by the sandbox's interpreter (None: from source).
+        cgroup: The memory cgroup the whole sandbox runs in (None: none).
     """
 
     def __init__(
@@ -432,13 +511,16 @@ class SandboxSession:
         limits: SandboxLimits,
         deadline: float,
         driver_pyc: bytes | None = None,
+        cgroup: SandboxCgroup | None = None,
     ) -> None:
         self.config = config
         self.driver_pyc = driver_pyc
+        self.cgroup = cgroup
+        self._oom_kills = 0
         self.uid = uid
         self.limits = limits
         self.deadline = deadline
-        self._token = secrets.token_hex(harness.TOKEN_BYTES // 2).encode("ascii")
+        self._token = secrets.token_hex(protocol.TOKEN_BYTES // 2).encode("ascii")
         self._proc: asyncio.subprocess.Process | None = None
         self._records: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
@@ -460,6 +542,15 @@ class SandboxSession:
     def is_alive(self) -> bool:
         """Whether the sandbox's process is still running."""
         return self._proc is not None and self._proc.returncode is None
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this sandbox for memory (its cgroup's
+        limit) since the last call."""
+        if self.cgroup is None:
+            return False
+        kills = self.cgroup.oom_kills()
+        killed, self._oom_kills = kills > self._oom_kills, kills
+        return killed
 
     def diagnostics(self) -> str:
         """The driver's stderr so far (capped), for sandbox error messages."""
@@ -497,8 +588,13 @@ class SandboxSession:
                 os.chown(cwd, self.uid, self.uid)
         prefix = limits_prefix(self.uid, self.limits)
         preexec = None if prefix is not None else partial(_preexec, self.uid, self.limits)
+        # The join runs first, as the service's uid (the cgroup's owner); without the two
+        # launch tools, ``_preexec`` would drop to the slot uid before it: no cgroup then.
+        joins = self.cgroup is not None and prefix is not None
+        join = self.cgroup.join_prefix() if self.cgroup is not None and joins else []
         try:
             self._proc = await asyncio.create_subprocess_exec(
+                *join,
                 *(prefix or []),
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -513,9 +609,11 @@ class SandboxSession:
             if prefix is not None:
                 # The sandbox dies first under memory pressure; its processes inherit this
                 # and cannot lower it. Set before any command is sent, so before any fork.
+                # In a cgroup, the driver keeps less (the OOM killer of the cgroup then picks
+                # the program's processes, which the driver raises to 1000).
                 adj = f"/proc/{self._proc.pid}/oom_score_adj"
                 with contextlib.suppress(OSError), open(adj, "w") as f:
-                    f.write("1000")
+                    f.write(str(DRIVER_OOM_SCORE_ADJ) if joins else "1000")
         except OSError as exc:
             os.close(read_fd)
             raise SandboxError(f"cannot start the sandbox ({argv[0]}): {exc}") from exc
@@ -551,7 +649,7 @@ class SandboxSession:
     def _remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
 
-    async def send(self, command: dict[str, Any]) -> None:
+    async def send(self, command: Mapping[str, Any]) -> None:
         """Send one command (a JSON line) to the driver."""
         # ASCII: a lone surrogate in a relayed value travels as its \\u escape (UTF-8 has none).
         line = json.dumps(command, separators=(",", ":")).encode()
@@ -591,7 +689,7 @@ class SandboxSession:
         return record
 
     async def request(
-        self, command: dict[str, Any], timeout_s: float | None = None
+        self, command: Mapping[str, Any], timeout_s: float | None = None
     ) -> dict[str, Any]:
         """Send one command and wait for its record."""
         await self.send(command)

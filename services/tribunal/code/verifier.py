@@ -67,6 +67,9 @@ class _CodeBase:
         self._pool: SlotPool | None = None
         self._runner: Runner | None = None
         self.has_cpp = False
+        self.case_namespaces = False
+        """Whether each stdio case gets pid, mount and IPC namespaces of its own (found by
+        the start-up probe; where the host refuses them, the per-case clean-up alone)."""
 
     @property
     def isolation_note(self) -> str | None:
@@ -84,9 +87,17 @@ class _CodeBase:
             "namespaces": "bwrap" if sandboxed else "none (UNSANDBOXED)",
             "rlimits": True,
             "seccomp": self.config.seccomp,
+            "case_namespaces": self.case_namespaces,
             "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
-            "memory_cgroup": False,
+            "memory_cgroup": self._memory_cgroup(),
         }
+
+    def _memory_cgroup(self) -> str | bool:
+        """``v1``/``v2`` where each sandbox runs in a memory cgroup, else False."""
+        cgroups = self._runner.cgroups if self._runner is not None else None
+        if cgroups is None or cgroups.version is None:
+            return False
+        return f"v{cgroups.version}"
 
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of this verifier's sandbox slots."""
@@ -130,6 +141,13 @@ class _CodeBase:
         bpf = build_filter() if config.seccomp else None
         self._pool = SlotPool(config)
         self._runner = Runner(config, self._pool, driver_pyc, seccomp_filter=bpf)
+        cgroups = self._runner.cgroups
+        if cgroups is not None and cgroups.version is None:
+            logger.warning(
+                "no memory cgroup per sandbox here (%s): memory that no rlimit counts (kernel "
+                "buffers, page tables) is bounded by the seccomp filter and tmpfs caps only",
+                cgroups.reason,
+            )
         await self._probe()
 
     async def _probe(self) -> None:
@@ -157,6 +175,35 @@ class _CodeBase:
             raise ConfigurationError(
                 f"the seccomp filter is {'on' if filtered else 'off'} in the sandbox, though "
                 f"TRIBUNAL_CODE_SECCOMP={str(self.config.seccomp).lower()}"
+            )
+        if sandboxed:
+            await self._probe_case_namespaces()
+
+    async def _probe_case_namespaces(self) -> None:
+        """Two stdio cases of a program that prints its pid: both print 2 where each case
+        has a pid namespace of its own (see ``driver._CaseNamespaces``)."""
+        assert self._runner is not None
+        item = CodeItem.model_validate(
+            {
+                "id": "startup-probe-cases",
+                "language": "python",
+                "code": "import os\nprint(os.getpid())",
+                "tests": {"kind": "stdio", "cases": [{"stdout": "2"}, {"stdout": "2"}]},
+            }
+        )
+        reason = "its driver may not make namespaces"
+        try:
+            run = await self._runner.score(item, str(item.code))
+            self.case_namespaces = all(c.verdict is TestVerdict.ACCEPTED for c in run.cases)
+        except SandboxError as exc:
+            reason = exc.message
+        if not self.case_namespaces:
+            self._runner.case_namespaces = False  # the per-case clean-up alone
+            logger.warning(
+                "the stdio cases of an item share the sandbox's pid namespace here (%s): a "
+                "program can tell its cases apart by its pid and the inode numbers of its "
+                "files (docs/code-sandbox.md)",
+                reason,
             )
 
     async def aclose(self) -> None:

@@ -1,9 +1,9 @@
-"""The in-sandbox driver (stdio, function-call and test roles) and the value codec.
+"""The in-sandbox driver (stdio, function-call and test roles).
 
-This module has two lives. Imported by the service, it provides the value codec
-(:func:`encode_value`, :func:`decode_value`) that ``compare.py`` uses. Run inside a sandbox as
-``python3 -I -S -c <this file's source> <result_fd> <pid1>``, it is the *driver*: trusted code
-that starts before any untrusted code and keeps the only handle on the result channel.
+Run inside a sandbox, as one unit with ``protocol.py`` and ``codec.py`` before it (see
+``sandbox.driver_source``: ``python3 -I -S <that unit, compiled> <result_fd> <pid1>``), it is
+trusted code that starts before any untrusted code and keeps the only handle on the result
+channel. The messages are typed in ``protocol.py``.
 
 Channels (all pipes, opened by the service before the sandbox starts):
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 # ``base64``, ``signal`` and ``typing`` would pull in ``re`` and ``enum`` (about 15 ms).
 # ``resource`` is loaded here rather than in each forked child, which would load it anew for
 # every test case (0.3 ms of CPU each).
-import _json
 import _signal as signal
 import binascii
 import builtins
@@ -51,303 +50,46 @@ import select
 import sys
 import time
 
+from tribunal.code.codec import (
+    CodecError,
+    b64encode,
+    decode_value,
+    encode_value,
+    wire_problem,
+)
+from tribunal.code.protocol import (
+    DRIVER_CALL_STATUSES,
+    MAX_MESSAGE_CHARS,
+    TOKEN_BYTES,
+    WORKER_REPLY_KEYS,
+    describe,
+    dumps,
+    escape_text,
+    exception_name,
+    loads,
+)
+
 MYPY = False
 if MYPY:  # annotations only (``from __future__ import annotations``): never imported at run time
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
-TOKEN_BYTES = 32
-"""Length of the per-run token that prefixes every record of the result channel."""
+    from tribunal.code.protocol import (
+        CallCommand,
+        CallRecord,
+        CallSetup,
+        CaseCommand,
+        DoneRecord,
+        StdioSetup,
+        TestCall,
+        TestSetup,
+        WorkerReply,
+        WorkerRequest,
+    )
 
 _READ_CHUNK = 1 << 16
 _MAX_COMMAND_BYTES = 256 * 1024 * 1024
-_MAX_MESSAGE_CHARS = 2000
 _WIPE_DIRS_DEFAULT: tuple[str, ...] = ()
-
-# --------------------------------------------------------------------------------------------
-# JSON without importing ``json`` (the C accelerator directly; same output as json.dumps with
-# separators=(",", ":"), allow_nan=False; loads refuses NaN/Infinity and trailing data)
-# --------------------------------------------------------------------------------------------
-
-
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed in JSON here")
-
-
-_ENCODE = _json.make_encoder(
-    {}, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
-)
-
-
-class _ScanContext:
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = staticmethod(_no_constant)
-    memo: dict[Any, Any] = {}  # noqa: RUF012 - the C scanner reads it and keeps its own
-
-
-_SCAN = _json.make_scanner(_ScanContext())  # type: ignore[arg-type]
-_WHITESPACE = " \t\n\r"
-
-
-def dumps(value: Any) -> str:
-    """Serialise JSON compactly (ASCII, no NaN); raise TypeError/ValueError otherwise."""
-    return "".join(_ENCODE(value, 0))
-
-
-def loads(text: str | bytes) -> Any:
-    """Parse one JSON document; raise ValueError on anything else."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8")
-    start = len(text) - len(text.lstrip(_WHITESPACE))
-    try:
-        value, end = _SCAN(text, start)
-    except (StopIteration, SystemError):
-        # Without ``json.decoder`` in sys.modules the C scanner cannot build its error and
-        # returns NULL (SystemError): both mean "not JSON".
-        raise ValueError("not JSON") from None
-    if text[end:].strip(_WHITESPACE):
-        raise ValueError("trailing data after JSON")
-    return value
-
-
-def _b64encode(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
-
-
-# --------------------------------------------------------------------------------------------
-# Value codec (tagged JSON)
-# --------------------------------------------------------------------------------------------
-#
-# Wire form of one value: {"v": <enc>, "o": [<object>, ...]} where <enc> is JSON with these
-# tags (a dict with exactly one "$" key): {"$tuple": [...]}, {"$set": [...]},
-# {"$frozenset": [...]}, {"$dict": [[k, v], ...]}, {"$bytes": "<base64>"},
-# {"$float": "nan" | "inf" | "-inf"}, {"$complex": [re, im]}, {"$range": [start, stop, step]},
-# {"$opaque": [type name, truth, repr]} (no data form), {"$ref": n}. Objects of plain
-# classes (LeetCode's TreeNode / ListNode) are listed flat in "o" as {"c": class name,
-# "a": [[attr, <enc>], ...]} and referenced by index, so long linked lists and cycles never
-# recurse.
-
-_UNSERIALISABLE = (
-    type,
-    type(len),
-    type(lambda: None),
-    type(sys),
-)
-
-
-class CodecError(ValueError):
-    """A value cannot be serialised, or a wire value is malformed."""
-
-
-class _Encoder:
-    def __init__(self) -> None:
-        self.objects: list[dict[str, Any]] = []
-        self._ids: dict[int, int] = {}
-        self._pending: list[tuple[int, Any]] = []
-        self._keep: list[Any] = []
-
-    def run(self, value: Any) -> dict[str, Any]:
-        top = self.enc(value)
-        while self._pending:
-            index, obj = self._pending.pop()
-            attrs = vars(obj)
-            if type(attrs) is not dict:
-                raise CodecError(f"cannot serialise {type(obj).__name__}")
-            items = []
-            for key, item in list(attrs.items()):
-                if type(key) is not str:
-                    raise CodecError("attribute names must be strings")
-                items.append([key, self.enc(item)])
-            self.objects[index]["a"] = items
-        return {"v": top, "o": self.objects}
-
-    def enc(self, v: Any) -> Any:  # noqa: C901 - one flat type dispatch reads best
-        if v is None or v is True or v is False:
-            return v
-        if isinstance(v, bool):
-            return bool.__bool__(v)
-        if isinstance(v, int):
-            return int.__int__(v)
-        if isinstance(v, float):
-            f = float.__float__(v)
-            if math.isfinite(f):
-                return f
-            return {"$float": "nan" if math.isnan(f) else ("inf" if f > 0 else "-inf")}
-        if isinstance(v, str):
-            return str.__str__(v)
-        if isinstance(v, list):
-            return [self.enc(x) for x in list.__iter__(v)]
-        if isinstance(v, tuple):
-            return {"$tuple": [self.enc(x) for x in tuple.__iter__(v)]}
-        if isinstance(v, dict):
-            return {"$dict": [[self.enc(k), self.enc(x)] for k, x in dict.items(v)]}
-        if isinstance(v, frozenset):
-            return {"$frozenset": [self.enc(x) for x in frozenset.__iter__(v)]}
-        if isinstance(v, set):
-            return {"$set": [self.enc(x) for x in set.__iter__(v)]}
-        if isinstance(v, (bytes, bytearray)):
-            return {"$bytes": _b64encode(bytes(v))}
-        if isinstance(v, complex):
-            return {"$complex": [self.enc(v.real), self.enc(v.imag)]}
-        if type(v) is range:
-            return {"$range": [v.start, v.stop, v.step]}
-        return self._object(v)
-
-    def _object(self, v: Any) -> Any:
-        if isinstance(v, _UNSERIALISABLE) or not isinstance(getattr(v, "__dict__", None), dict):
-            # No data form (a regex match, an iterator ...): keep its truth value and repr, so
-            # that `assert f(x)` works; it equals nothing, so it can never fake a value.
-            try:
-                truth = bool(v)
-                text = repr(v)
-            except Exception as exc:
-                raise CodecError(f"cannot serialise a value of type {type(v).__name__}") from exc
-            return {"$opaque": [escape_text(type(v).__name__, 200), truth, escape_text(text)]}
-        key = id(v)
-        if key in self._ids:
-            return {"$ref": self._ids[key]}
-        index = len(self.objects)
-        self._ids[key] = index
-        self._keep.append(v)  # keep ids unique while encoding
-        self.objects.append({"c": type(v).__name__, "a": []})
-        self._pending.append((index, v))
-        return {"$ref": index}
-
-
-def encode_value(value: Any) -> dict[str, Any]:
-    """Serialise a Python value to the tagged-JSON wire form.
-
-    Args:
-        value: None, bool, int, float, str, bytes, complex, list, tuple, dict, set, frozenset,
-            or an instance of a plain class (attributes in ``__dict__``), nested.
-
-    Returns:
-        ``{"v": encoded, "o": objects}``, JSON-serialisable with ``allow_nan=False``.
-
-    Raises:
-        CodecError: For functions, classes, modules and other values without a data form.
-    """
-    return _Encoder().run(value)
-
-
-class RemoteObject:
-    """An object decoded from the wire whose class is not known on this side."""
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {vars(self)!r}>"
-
-
-class Opaque:
-    """A value without a data form (regex match, iterator ...): truth value and repr only.
-
-    Equal only to itself, so it can never stand in for an expected value.
-    """
-
-    def __init__(self, type_name: str, truth: bool, text: str) -> None:
-        self.type_name = type_name
-        self.truth = truth
-        self.text = text
-
-    def __bool__(self) -> bool:
-        return self.truth
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-class _Decoder:
-    def __init__(self, objects: list[Any], resolve: Callable[[str], Any]) -> None:
-        if type(objects) is not list:
-            raise CodecError("objects must be a list")
-        self.instances: list[Any] = []
-        for spec in objects:
-            if type(spec) is not dict or type(spec.get("c")) is not str:
-                raise CodecError("malformed object")
-            cls: Any = resolve(spec["c"])
-            if not isinstance(cls, type):
-                cls = type(spec["c"], (RemoteObject,), {})
-            try:
-                self.instances.append(cls.__new__(cls))
-            except Exception as exc:
-                raise CodecError(f"cannot create {spec['c']}: {exc}") from None
-        for spec, instance in zip(objects, self.instances, strict=True):
-            attrs = spec.get("a")
-            if type(attrs) is not list:
-                raise CodecError("malformed object attributes")
-            for pair in attrs:
-                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
-                    raise CodecError("malformed object attribute")
-                instance.__dict__[pair[0]] = self.dec(pair[1])
-
-    def dec(self, e: Any) -> Any:  # noqa: C901 - one flat tag dispatch reads best
-        if e is None or type(e) in (bool, int, float, str):
-            return e
-        if type(e) is list:
-            return [self.dec(x) for x in e]
-        if type(e) is not dict or len(e) != 1:
-            raise CodecError("malformed value")
-        ((tag, body),) = e.items()
-        if tag == "$tuple" and type(body) is list:
-            return tuple(self.dec(x) for x in body)
-        if tag == "$set" and type(body) is list:
-            return {self.dec(x) for x in body}
-        if tag == "$frozenset" and type(body) is list:
-            return frozenset(self.dec(x) for x in body)
-        if tag == "$dict" and type(body) is list:
-            out = {}
-            for pair in body:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("malformed dict item")
-                out[self.dec(pair[0])] = self.dec(pair[1])
-            return out
-        if tag == "$bytes" and type(body) is str:
-            return binascii.a2b_base64(body.encode("ascii"), strict_mode=True)
-        if tag == "$float" and body in _FLOATS:
-            return _FLOATS[body]
-        if tag == "$complex" and type(body) is list and len(body) == 2:
-            return complex(self.dec(body[0]), self.dec(body[1]))
-        if tag == "$range" and type(body) is list and [type(x) for x in body] == [int] * 3:
-            return range(*body)
-        if tag == "$opaque" and type(body) is list and len(body) == 3:
-            name, truth, text = body
-            if type(name) is str and type(truth) is bool and type(text) is str:
-                return Opaque(name, truth, text)
-        if tag == "$ref" and type(body) is int and 0 <= body < len(self.instances):
-            return self.instances[body]
-        raise CodecError(f"unknown tag {tag!r}")
-
-
-def decode_value(wire: Any, resolve: Callable[[str], Any] | None = None) -> Any:
-    """Rebuild a Python value from its wire form.
-
-    Args:
-        wire: ``{"v": ..., "o": [...]}`` as produced by :func:`encode_value`.
-        resolve: Maps a class name to the class to instantiate (without calling
-            ``__init__``); unknown names become :class:`RemoteObject` subclasses.
-
-    Raises:
-        CodecError: On any malformed part (unknown tag, bad reference, unhashable key ...).
-    """
-    if type(wire) is not dict or set(wire) != {"v", "o"}:
-        raise CodecError("malformed wire value")
-    try:
-        decoder = _Decoder(wire["o"], resolve or (lambda name: None))
-        return decoder.dec(wire["v"])
-    except CodecError:
-        raise
-    except (TypeError, ValueError, RecursionError, OverflowError, MemoryError) as exc:
-        raise CodecError(f"malformed value: {_describe(exc, with_type=False)}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,46 +103,6 @@ def _quietly(fn: Callable[..., Any], *args: Any) -> None:
         fn(*args)
     except OSError:
         return
-
-
-def escape_text(text: str, limit: int = _MAX_MESSAGE_CHARS) -> str:
-    """The one escape point of program text (messages, names, reprs) into results.
-
-    Caps ``text`` at ``limit`` characters and writes each lone surrogate as the six characters
-    ``\\udXXX``: the result is valid UTF-8, so JSON, orjson and pydantic all write it (a lone
-    surrogate in an exception message once failed a whole batch). Never raises.
-    """
-    try:
-        text = str.__str__(text)[:limit]
-        if text.isascii():
-            return text
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return text
-    except BaseException:
-        return "<unprintable>"
-
-
-def _exc_name(exc: BaseException) -> str:
-    """The class name of a (possibly hostile) exception, escaped."""
-    try:
-        name = type(exc).__name__
-        return escape_text(name, 200) if isinstance(name, str) else "<unnamed>"
-    except BaseException:
-        return "<unnamed>"
-
-
-def _describe(exc: BaseException, with_type: bool = True) -> str:
-    """``Type: message`` of a (possibly hostile) exception, capped; never raises."""
-    try:
-        text = str(exc)
-        text = str.__str__(text) if isinstance(text, str) else ""
-    except BaseException:
-        text = "<unprintable>"
-    text = f"{_exc_name(exc)}: {text}" if with_type else text
-    return escape_text(text)
 
 
 def _write_all(fd: int, parts: list[Any]) -> None:
@@ -423,7 +125,7 @@ class _Channel:
         self.fd = fd
         self.token = token
 
-    def send(self, record: dict[str, Any]) -> None:
+    def send(self, record: Mapping[str, Any]) -> None:
         payload = dumps(record).encode()
         _write_all(self.fd, [self.token, b" ", payload, b"\n"])
 
@@ -517,11 +219,13 @@ _KEYCTL_CLEAR = 7
 _KEY_SPECS = (-3, -4, -5)  # the session, user and user-session keyrings
 
 
-def _remove_ipc() -> None:
+def _remove_ipc(sysv: bool = True) -> None:
     """Remove every SysV IPC object (shared memory, semaphores, message queues) and clear the
     keyrings a program can reach: they outlive the processes that made them, so they would
-    carry state from one case to the next (and hold memory no rlimit counts). Never raises."""
-    for table, remover, args in _SYSV_TABLES:
+    carry state from one case to the next (and hold memory no rlimit counts). Without
+    ``sysv``, the keyrings only (the case's IPC namespace took its objects with it). Never
+    raises."""
+    for table, remover, args in _SYSV_TABLES if sysv else ():
         try:
             with open(table, "rb") as f:
                 rows = f.read().splitlines()[1:]
@@ -670,6 +374,146 @@ def _mode_of(path: str) -> int:
         return 0o700
 
 
+_CAPABILITY_HEADER = (0x20080522).to_bytes(4, sys.byteorder) + bytes(4)  # v3, this process
+_NO_CAPABILITIES = bytes(24)  # effective, permitted, inheritable: two 32-bit words each
+
+
+def _drop_capabilities() -> None:
+    """Empty this process's capability sets (which clears the ambient set with them), for
+    good: its uid is not root in the sandbox, so neither ``exec`` nor anything else gives them
+    back. Raises OSError if the kernel refuses."""
+    if _libc("capset")(_CAPABILITY_HEADER, _NO_CAPABILITIES) != 0:
+        import _ctypes
+
+        raise OSError(_ctypes.get_errno(), "capset failed")
+
+
+def _raise_oom_score(score: int) -> None:
+    """Make this process the OOM killer's first choice. Its ``/proc`` files belong to its
+    uid only while it is dumpable: it is for the one write, before any untrusted code, then
+    not again (as every process the driver forks). Never raises: at worst the cgroup's OOM
+    killer may pick the driver (a sandbox error)."""
+    prctl = _libc("prctl")
+    try:
+        if prctl(4, 1, 0, 0, 0) == 0:  # PR_SET_DUMPABLE
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            try:
+                os.write(fd, str(score).encode())
+            finally:
+                os.close(fd)
+    except OSError:
+        pass
+    finally:
+        prctl(4, 0, 0, 0, 0)
+
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+_SIGCHLD = 17
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+_CAP_SYS_ADMIN = 21
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MQUEUE = "/dev/mqueue"
+
+
+def _has_capability(bit: int) -> bool:
+    """Whether this process's effective set holds capability ``bit``."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"CapEff:"):
+                    return bool(int(line.split()[1], 16) >> bit & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+class _CaseNamespaces:
+    """A fresh pid, mount and IPC namespace for each stdio case, where the driver may make
+    them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
+
+    The cases of one item share a sandbox; without this, the pid a case's process gets and
+    the inode numbers of its files advance from case to case, and a program can answer by
+    the case index. Here each case's first process is pid 1 of namespaces of its own (the
+    case's *init*, a ``clone`` of the driver that holds nothing of it: a plain ``unshare``
+    would move the driver's later children for good, and bwrap's ``--disable-userns`` leaves
+    the driver no right to ``setns`` back). The init mounts a new ``/proc``, empty tmpfs of
+    the same sizes and modes over the writable directories and the ``mqueue`` of its IPC
+    namespace, then forks the program as pid 2 and reports its wait status. The program sees
+    the same pids, inode numbers, directory times and IPC ids in every case; when the init
+    exits, the kernel kills whatever the program left, and the mounts and IPC objects go
+    with their namespaces (nothing to wipe).
+    """
+
+    def __init__(self, dirs: list[str], modes: dict[str, int]) -> None:
+        self.mounts: list[tuple[str, bytes]] = []
+        for path in dirs:
+            if path == _MQUEUE:
+                continue
+            info = os.statvfs(path)
+            size = info.f_blocks * info.f_frsize
+            self.mounts.append((path, f"size={size},mode={modes[path]:o}".encode()))
+        self.mqueue = _MQUEUE in dirs
+
+    @classmethod
+    def open(cls, dirs: list[str], modes: dict[str, int]) -> _CaseNamespaces | None:
+        """None where the driver may not make namespaces (the per-case clean-up does the
+        work instead)."""
+        if _SYS_CLONE is None or not _has_capability(_CAP_SYS_ADMIN):
+            return None
+        return cls(dirs, modes)
+
+    def fork(self) -> int:
+        """Like ``os.fork``, but the child is pid 1 of new pid, mount and IPC namespaces.
+
+        The driver is single-threaded and the child runs only :meth:`enter` (which forks the
+        program with ``os.fork``), so the raw ``clone`` skipping Python's and libc's fork
+        handlers is safe here.
+        """
+        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _SIGCHLD
+        pid = _libc("syscall")(_SYS_CLONE, flags, 0, 0, 0, 0)
+        if pid < 0:
+            import _ctypes
+
+            raise OSError(_ctypes.get_errno(), "clone of a test case's namespaces failed")
+        return int(pid)
+
+    def enter(self, status_fd: int) -> None:
+        """In the case's init: the mounts, then fork the program's process.
+
+        Returns in the program's process; never returns in the init, which waits for the
+        program and writes its wait status to ``status_fd`` (``E``: the set-up failed).
+        """
+        try:
+            mount = _libc("mount")
+            flags = _MS_NOSUID | _MS_NODEV
+            if mount(b"proc", b"/proc", b"proc", flags | _MS_NOEXEC, None) != 0:
+                raise OSError("mount /proc")
+            for path, options in self.mounts:
+                if mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
+                    raise OSError(f"mount {path}")
+                os.utime(path, (0, 0))
+            if self.mqueue and mount(b"mqueue", _MQUEUE.encode(), b"mqueue", flags, None) != 0:
+                raise OSError("mount mqueue")
+            os.chdir(os.getcwd())  # into the new tmpfs mounted over the working directory
+            pid = os.fork()
+        except BaseException:
+            _quietly(os.write, status_fd, b"E")
+            os._exit(1)
+        if pid == 0:
+            return
+        try:
+            _drop_capabilities()
+            while True:  # the init also reaps the program's orphans
+                child, wait_status = os.waitpid(-1, 0)
+                if child == pid:
+                    break
+            _write_all(status_fd, [str(wait_status).encode()])
+        finally:
+            os._exit(0)
+
+
 class _Driver:
     """State shared by the roles: channel, commands, process hygiene."""
 
@@ -679,6 +523,9 @@ class _Driver:
         self.pid1 = pid1
         self.groups: set[int] = set()
         self.filter: _Filter | None = None
+        self.program_oom_score_adj: int | None = None
+        """In a memory cgroup: the ``oom_score_adj`` of every process forked for the program
+        (above the driver's, so that the cgroup's OOM killer picks the program)."""
         self.exited: dict[int, int] = {}
         """Wait statuses of children reaped by ``reap`` (a worker may exit at any moment and
         be reaped here before its role looks for it)."""
@@ -707,8 +554,17 @@ class _Driver:
         self.confine()
 
     def confine(self) -> None:
-        """In a forked child, last before untrusted code: the seccomp filter, if any. A
-        child that cannot install it never runs the program (exit 127, said on stderr)."""
+        """In a forked child, last before untrusted code: no capabilities (the driver may
+        hold ``CAP_SYS_ADMIN`` of the sandbox's user namespace, see ``_CaseNamespaces``),
+        then the seccomp filter, if any. A child that cannot do both never runs the program
+        (exit 127, said on stderr)."""
+        try:
+            _drop_capabilities()
+        except OSError:
+            _quietly(os.write, 2, b"tribunal: the capabilities could not be dropped\n")
+            os._exit(127)
+        if self.program_oom_score_adj is not None:
+            _raise_oom_score(self.program_oom_score_adj)
         if self.filter is not None:
             try:
                 self.filter.install()
@@ -827,11 +683,14 @@ class _Capture:
 
 
 class _StdioRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: StdioSetup) -> None:
         self.driver = driver
         self.language = setup["language"]
         self.wipe_dirs = [str(d) for d in setup.get("wipe_dirs", _WIPE_DIRS_DEFAULT)]
         self.modes = {path: _mode_of(path) for path in self.wipe_dirs}
+        self.namespaces: _CaseNamespaces | None = None
+        if driver.pid1 and setup.get("case_namespaces"):
+            self.namespaces = _CaseNamespaces.open(self.wipe_dirs, self.modes)
         self.kill_on_overflow = bool(setup.get("kill_on_overflow", True))
         self.code: Any = None
         self.binary = str(setup.get("binary", "/box/main"))
@@ -845,10 +704,12 @@ class _StdioRole:
             try:
                 self.code = compile(self.source, "solution.py", "exec", dont_inherit=True)
             except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-                message = _describe(exc)
+                message = describe(exc)
                 self.setup_error = {"status": "compile_error", "stderr": message}
-            return {"op": "ready", **(self.setup_error or {"status": "ok"})}
-        return self._compile_cpp()
+            ready = {"op": "ready", **(self.setup_error or {"status": "ok"})}
+        else:
+            ready = self._compile_cpp()
+        return {**ready, "case_namespaces": self.namespaces is not None}
 
     def _compile_cpp(self) -> dict[str, Any]:
         src = os.path.join(os.path.dirname(self.binary), "main.cpp")
@@ -885,11 +746,11 @@ class _StdioRole:
             stderr = binascii.a2b_base64(result["stderr"]).decode("utf-8", "replace")
             if result["status"] == "timeout":
                 stderr = "compilation timed out\n" + stderr
-            self.setup_error = {"status": "compile_error", "stderr": stderr[-_MAX_MESSAGE_CHARS:]}
+            self.setup_error = {"status": "compile_error", "stderr": stderr[-MAX_MESSAGE_CHARS:]}
             return {"op": "ready", **self.setup_error}
         return {"op": "ready", "status": "ok", "compile_ms": result["time_ms"]}
 
-    def run_case(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def run_case(self, cmd: CaseCommand) -> dict[str, Any]:
         if self.setup_error is not None:
             return {"i": cmd["i"], **self.setup_error}
         stdin = str(cmd.get("stdin", "")).encode("utf-8", "surrogateescape")
@@ -926,25 +787,40 @@ class _StdioRole:
         cap: int,
         wipe: bool,
     ) -> dict[str, Any]:
-        """Fork, run ``target`` in the child with limits, capture and wait; kill the rest."""
+        """Fork, run ``target`` in the child with limits, capture and wait; kill the rest.
+
+        With ``wipe`` (a test case, not the compiler) and case namespaces, the child is the
+        case's init (:class:`_CaseNamespaces`) and the program its child: nothing to wipe.
+        """
         stdin_fd = os.memfd_create("stdin")
         os.write(stdin_fd, stdin) if len(stdin) < (1 << 20) else _write_all(stdin_fd, [stdin])
         os.lseek(stdin_fd, 0, os.SEEK_SET)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        namespaces = self.namespaces if wipe else None
+        status_r, status_w = os.pipe() if namespaces is not None else (-1, -1)
         start = time.monotonic()
-        pid = os.fork()
+        pid = os.fork() if namespaces is None else namespaces.fork()
         if pid == 0:  # child
             try:
+                if namespaces is not None:
+                    self.driver.chan.burn()
+                    namespaces.enter(status_w)
                 self.driver.enter_child(stdin_fd, out_w, err_w, self.binary_fd)
                 _set_limits(memory_mb, timeout_s + 1)
                 target()
             finally:
                 os._exit(127)
         self.driver.groups.add(pid)
-        for fd in (stdin_fd, out_w, err_w):
-            os.close(fd)
-        result = self._supervise(pid, start, timeout_s, _Capture(out_r, cap), _Capture(err_r, cap))
+        for fd in (stdin_fd, out_w, err_w, status_w):
+            if fd >= 0:
+                os.close(fd)
+        out, err = _Capture(out_r, cap), _Capture(err_r, cap)
+        result = self._supervise(pid, start, timeout_s, out, err, status_r)
+        if namespaces is not None:
+            if self.driver.filter is None:
+                _remove_ipc(sysv=False)  # keyrings belong to the uid, not to a namespace
+            return result
         if wipe:
             for path in self.wipe_dirs:
                 _clean_dir(path, self.modes[path])
@@ -955,7 +831,13 @@ class _StdioRole:
         return result
 
     def _supervise(
-        self, pid: int, start: float, timeout_s: float, out: _Capture, err: _Capture
+        self,
+        pid: int,
+        start: float,
+        timeout_s: float,
+        out: _Capture,
+        err: _Capture,
+        status_fd: int = -1,
     ) -> dict[str, Any]:
         deadline = start + timeout_s
         pidfd = os.pidfd_open(pid)
@@ -985,6 +867,15 @@ class _StdioRole:
                 _, wait_status = os.waitpid(pid, 0)
                 end = time.monotonic()
         os.close(pidfd)
+        if status_fd >= 0:
+            # ``pid`` was the case's init: the program's own status, unless the init was
+            # killed first (time or output limit), or could not set the case up.
+            reported = os.read(status_fd, 64)
+            os.close(status_fd)
+            if reported == b"E":
+                raise OSError("the namespaces of a test case could not be set up")
+            if reported:
+                wait_status = int(reported)
         # The main process is gone: kill anything it left (daemons holding the pipes), then
         # drain what is buffered until EOF.
         self.driver.kill_others()
@@ -996,8 +887,8 @@ class _StdioRole:
             "status": "timeout" if timed_out else ("signaled" if sig else "exited"),
             "exit_code": exit_code,
             "signal": sig,
-            "stdout": _b64encode(bytes(out.data)),
-            "stderr": _b64encode(bytes(err.data)),
+            "stdout": b64encode(bytes(out.data)),
+            "stderr": b64encode(bytes(err.data)),
             "stdout_truncated": out.truncated,
             "stderr_truncated": err.truncated,
             "time_ms": round((end - start) * 1000, 3),
@@ -1031,7 +922,7 @@ def resolve_target(namespace: dict[str, Any], target: str) -> Any:
     return obj
 
 
-def _send_line(fd: int, record: dict[str, Any]) -> None:
+def _send_line(fd: int, record: WorkerReply) -> None:
     _write_all(fd, [dumps(record).encode(), b"\n"])
 
 
@@ -1042,7 +933,7 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
         exec(code, namespace)
     except BaseException as exc:
         name = type(exc).__name__
-        message = _describe(exc, with_type=False)
+        message = describe(exc, with_type=False)
         _send_line(replies_fd, {"i": -1, "status": "load_error", "exc": name, "msg": message})
         os._exit(1)
     _send_line(replies_fd, {"i": -1, "status": "ready"})
@@ -1062,7 +953,7 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
             if request.get("get"):
                 # The test asks what a name of the program is: callables stay here.
                 if callable(fn):
-                    record = {"i": request["i"], "status": "callable"}
+                    record: WorkerReply = {"i": request["i"], "status": "callable"}
                 else:
                     record = {"i": request["i"], "status": "ok", "value": encode_value(fn)}
             else:
@@ -1071,101 +962,45 @@ def _worker_main(code: Any, requests_fd: int, replies_fd: int) -> None:
                 value = fn(*args, **kwargs)
                 record = {"i": request["i"], "status": "ok", "value": encode_value(value)}
         except BaseException as exc:
-            name = _exc_name(exc)
-            message = _describe(exc, with_type=False)
+            name = exception_name(exc)
+            message = describe(exc, with_type=False)
             record = {"i": request["i"], "status": "raised", "exc": name, "msg": message}
         try:
             _send_line(replies_fd, record)
         except Exception as exc:
-            fail = {"i": request["i"], "status": "raised", "exc": type(exc).__name__}
+            name = type(exc).__name__
+            fail: WorkerReply = {"i": request["i"], "status": "raised", "exc": name}
             _send_line(replies_fd, {**fail, "msg": "result is not serialisable"})
 
 
-_MAX_WIRE_DEPTH = 100
-"""Deepest JSON nesting of a return value the driver passes on (every reader of it, the
-service and the test sandbox, parses far deeper without running out of stack)."""
-_LIST_TAGS = frozenset(("$tuple", "$set", "$frozenset", "$dict", "$complex", "$range", "$opaque"))
-
-
-def wire_problem(wire: Any) -> str | None:  # noqa: C901 - one flat tag dispatch reads best
-    """Why a wire value (as parsed from the program's process) may not be passed on, or None.
-
-    Checks the shape of :func:`encode_value`'s output, iteratively: known tags, finite
-    numbers, nesting at most ``_MAX_WIRE_DEPTH``. The inner forms of tags are left to the
-    decoders, which fail closed.
-    """
-    if (
-        type(wire) is not dict
-        or len(wire) != 2
-        or "v" not in wire
-        or type(wire.get("o")) is not list
-    ):
-        return "malformed value"
-    stack: list[tuple[Any, int]] = [(wire["v"], 1)]
-    for spec in wire["o"]:
-        if type(spec) is not dict or len(spec) != 2 or type(spec.get("c")) is not str:
-            return "malformed object"
-        if type(spec.get("a")) is not list:
-            return "malformed object"
-        for pair in spec["a"]:
-            if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
-                return "malformed object attribute"
-            stack.append((pair[1], 3))
-    while stack:
-        e, depth = stack.pop()
-        if depth > _MAX_WIRE_DEPTH:
-            return "value nested too deeply"
-        kind = type(e)
-        if e is None or kind is bool or kind is int or kind is str:
-            continue
-        if kind is float:
-            if not math.isfinite(e):
-                return "non-finite number"
-            continue
-        if kind is list:
-            stack.extend((x, depth + 1) for x in e)
-            continue
-        if kind is dict and len(e) == 1:
-            ((tag, body),) = e.items()
-            if type(body) is str and (tag == "$bytes" or (tag == "$float" and body in _FLOATS)):
-                continue
-            if tag == "$ref" and type(body) is int:
-                continue
-            if tag in _LIST_TAGS and type(body) is list:
-                stack.append((body, depth + 1))
-                continue
-        return "malformed value"
-    return None
-
-
-def _checked_reply(reply: dict[str, Any]) -> dict[str, Any] | None:
+def _checked_reply(reply: dict[str, Any]) -> CallRecord | None:
     """The program's process's reply rebuilt from known keys, or None if it is malformed.
 
-    The worker runs the program, so whatever it sends is the program's: only its own
-    statuses pass, text is escaped, values are checked by :func:`wire_problem`.
+    The worker runs the program, so whatever it sends is the program's: only the statuses of
+    ``protocol.WORKER_REPLY_KEYS`` pass, with their keys alone; text is escaped, values are
+    checked by ``codec.wire_problem`` (a refused value becomes the driver's ``protocol``).
     """
     status = reply.get("status")
     index = reply.get("i")
-    if type(index) is not int:
+    if type(status) is not str or status not in WORKER_REPLY_KEYS or type(index) is not int:
         return None
-    if status in ("ready", "callable"):
-        return {"i": index, "status": status}
-    if status in ("raised", "load_error"):
+    keys = WORKER_REPLY_KEYS[status]
+    clean: CallRecord = {"i": index, "status": status}
+    if "exc" in keys:
         exc, msg = reply.get("exc", ""), reply.get("msg", "")
         if type(exc) is not str or type(msg) is not str:
             return None
-        return {"i": index, "status": status, "exc": escape_text(exc, 200), "msg": escape_text(msg)}
-    if status == "ok":
-        value = reply.get("value")
-        problem = wire_problem(value)
+        clean["exc"], clean["msg"] = escape_text(exc, 200), escape_text(msg)
+    if "value" in keys:
+        problem = wire_problem(reply.get("value"))
         if problem is not None:
             return {"i": index, "status": "protocol", "msg": f"return value refused: {problem}"}
-        return {"i": index, "status": "ok", "value": value}
-    return None
+        clean["value"] = reply["value"]
+    return clean
 
 
 class _CallRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: CallSetup) -> None:
         self.driver = driver
         self.setup = setup
         self.memory_mb = int(setup["memory_mb"])
@@ -1181,7 +1016,7 @@ class _CallRole:
         try:
             self.code = compile(str(self.setup["code"]), "solution.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-            message = _describe(exc)
+            message = describe(exc)
             self.failure = {"status": "compile_error", "msg": message}
             return {"op": "ready", **self.failure}
         return {"op": "ready", "status": "ok"}
@@ -1233,7 +1068,7 @@ class _CallRole:
         elif reply.get("status") in ("timeout", "crashed", "output_limit"):
             self.failure = {k: v for k, v in reply.items() if k != "i"}
         else:
-            # Whatever the program wrote into the harness's pipe, it is not a ready record.
+            # Whatever the program wrote into the driver's pipe, it is not a ready record.
             self.failure = {"status": "protocol", "msg": "the program wrote into the harness pipe"}
         return self.failure
 
@@ -1247,7 +1082,7 @@ class _CallRole:
             os.close(self.replies.fd)
         self.worker, self.to_worker, self.replies = None, -1, None
 
-    def _receive(self, deadline: float) -> dict[str, Any]:
+    def _receive(self, deadline: float) -> CallRecord:
         assert self.replies is not None
         try:
             line = self.replies.readline(deadline)
@@ -1269,7 +1104,7 @@ class _CallRole:
             return {"status": "protocol", "msg": "malformed reply from the program's process"}
         return clean
 
-    def _crashed(self) -> dict[str, Any]:
+    def _crashed(self) -> CallRecord:
         assert self.worker is not None
         try:
             _, wait_status = os.waitpid(self.worker, 0)
@@ -1280,7 +1115,7 @@ class _CallRole:
         self.stop_worker()
         return {"status": "crashed", "exit_code": exit_code, "signal": sig}
 
-    def call(self, cmd: dict[str, Any]) -> dict[str, Any]:
+    def call(self, cmd: CallCommand) -> dict[str, Any]:
         start = time.monotonic()
         deadline = start + float(cmd["timeout_s"])
         index = cmd["i"]
@@ -1291,7 +1126,7 @@ class _CallRole:
             return {"i": index, **failure, "time_ms": _ms(start)}
         start = time.monotonic()
         deadline = start + float(cmd["timeout_s"])
-        request = {
+        request: WorkerRequest = {
             "i": index,
             "target": cmd["target"],
             "args": cmd["args"],
@@ -1319,7 +1154,7 @@ class _CallRole:
                 "msg": str(reply.get("msg", "")),
                 "time_ms": elapsed,
             }
-        if status in ("timeout", "crashed", "output_limit", "protocol"):
+        if status in DRIVER_CALL_STATUSES:
             return {**{k: v for k, v in reply.items() if k != "i"}, "i": index, "time_ms": elapsed}
         self.stop_worker()
         return {"i": index, "status": "protocol", "msg": "unexpected reply", "time_ms": elapsed}
@@ -1364,7 +1199,7 @@ _RELAYABLE = {
 
 
 class _TestRole:
-    def __init__(self, driver: _Driver, setup: dict[str, Any]) -> None:
+    def __init__(self, driver: _Driver, setup: TestSetup) -> None:
         self.driver = driver
         self.setup = setup
         self.calls = 0
@@ -1378,8 +1213,10 @@ class _TestRole:
         except CodecError as exc:
             raise TypeError(f"argument cannot be sent to the program: {exc}") from None
         self.calls += 1
-        command = {"op": "call", "target": target, "args": wire_args, "kwargs": wire_kwargs}
-        self.driver.chan.send({**command, "get": get})
+        command: TestCall = {
+            "op": "call", "target": target, "args": wire_args, "kwargs": wire_kwargs, "get": get
+        }  # fmt: skip
+        self.driver.chan.send(command)
         line = self.driver.commands.readline()
         if line is None:
             raise _Abort("service closed the command channel")
@@ -1401,7 +1238,7 @@ class _TestRole:
         value = dict.get(self.namespace, name)
         return value if isinstance(value, type) else None
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> DoneRecord:
         role = self
         builtin_names = vars(builtins)
 
@@ -1424,7 +1261,7 @@ class _TestRole:
         try:
             test_code = compile(str(self.setup["test"]), "test.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-            message = _describe(exc)
+            message = describe(exc)
             return {"op": "done", "status": "bad_test", "msg": message}
         try:
             exec(test_code, self.namespace)
@@ -1435,11 +1272,11 @@ class _TestRole:
         except _Abort:
             return {"op": "done", "status": "aborted", "calls": self.calls}
         except AssertionError as exc:
-            message = _describe(exc, with_type=False)
+            message = describe(exc, with_type=False)
             return {"op": "done", "status": "failed", "msg": message, "calls": self.calls}
         except BaseException as exc:
             remote = bool(getattr(exc, "_tribunal_remote", False))
-            message = _describe(exc)
+            message = describe(exc)
             status = "remote_error" if remote else "test_error"
             return {"op": "done", "status": status, "msg": message, "calls": self.calls}
         return {"op": "done", "status": "passed", "calls": self.calls}
@@ -1486,16 +1323,21 @@ def main() -> None:
     setup = loads(first)
     if setup.get("seccomp"):
         driver.filter = _Filter(binascii.a2b_base64(setup["seccomp"]))
+    if setup.get("program_oom_score_adj") is not None:
+        driver.program_oom_score_adj = int(setup["program_oom_score_adj"])
     for path in setup.get("sys_path", ()):
         if os.path.isdir(path) and path not in sys.path:
             sys.path.append(path)
     role = setup["role"]
     if role == "test":
+        _drop_capabilities()
         chan.send(_TestRole(driver, setup).run())
         return
     handler: _StdioRole | _CallRole = (
         _StdioRole(driver, setup) if role == "stdio" else _CallRole(driver, setup)
     )
+    if not isinstance(handler, _StdioRole) or handler.namespaces is None:
+        _drop_capabilities()  # only the case namespaces need them
     chan.send(handler.prepare())
     while True:
         line = commands.readline()

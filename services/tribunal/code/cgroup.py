@@ -1,0 +1,218 @@
+"""A memory cgroup per sandbox, where the host lets this process make them.
+
+Rlimits count each process's address space; a memory cgroup counts what they do not: pages of
+SysV shared memory and ``memfd`` files (also refused by the seccomp filter), page tables, pipe
+and socket buffers, the kernel's memory for a process. Each sandbox runs in a cgroup of its
+own (the service moves the sandbox's first process into it before bwrap starts, so every
+process of the sandbox is in it), limited to the sandbox's memory and its tmpfs, without swap.
+When the program passes the limit, the kernel's OOM killer picks one of the program's
+processes, never the driver: the driver runs with a low ``oom_score_adj`` and gives every
+process it forks for the program the highest (see ``driver._Driver.confine``), so the
+program's fault stays its own verdict (``memory_limit``). The program cannot see the cgroup's
+files (bwrap's cgroup namespace starts at it, and cgroupfs is not mounted in the sandbox), so
+its counters (peak usage, failures) carry nothing from one case to the next.
+
+Where a cgroup can be made (detected once, :meth:`MemoryCgroups.detect`):
+
+* **cgroup v2** with the ``memory`` controller enabled for the children of this process's
+  cgroup (``cgroup.subtree_control``) and that cgroup writable by this process (a delegated
+  subtree: systemd's ``Delegate=yes`` with the service in a leaf below it).
+* **cgroup v1** with the ``memory`` hierarchy mounted and this process's cgroup in it
+  writable (a root service on a v1 or hybrid host).
+
+Elsewhere (rootless podman without delegation, a CI runner's cgroup) :meth:`detect` says why
+not, the sandboxes run without one, and ``/readyz`` reports ``memory_cgroup: false``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemoryCgroups:
+    """Where this process makes memory cgroups, or why it cannot.
+
+    Attributes:
+        version: ``2``, ``1``, or None when no cgroup can be made here.
+        base: The directory of this process's own (memory) cgroup, under which each
+            sandbox's cgroup is made.
+        reason: Why no cgroup can be made (for the log and the docs), when ``version`` is
+            None.
+    """
+
+    version: int | None
+    base: str | None
+    reason: str = ""
+
+    @classmethod
+    def detect(cls, proc_root: str = "/proc") -> MemoryCgroups:
+        """Find this process's memory cgroup and check that a child can be made in it."""
+        try:
+            with open(f"{proc_root}/self/cgroup", encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            with open(f"{proc_root}/self/mountinfo", encoding="utf-8") as f:
+                mounts = f.read().splitlines()
+        except OSError as exc:
+            return cls(None, None, f"cannot read /proc/self/cgroup: {exc}")
+        v1 = cls._v1(lines, mounts)
+        if v1 is not None:
+            return v1
+        return cls._v2(lines, mounts)
+
+    @classmethod
+    def _v1(cls, lines: list[str], mounts: list[str]) -> MemoryCgroups | None:
+        path = next(
+            (
+                p
+                for _, ctl, p in (line.split(":", 2) for line in lines)
+                if "memory" in ctl.split(",")
+            ),
+            None,
+        )
+        mount = _mount_point(mounts, "cgroup", "memory")
+        if path is None or mount is None:
+            return None
+        return cls._checked(1, os.path.join(mount, path.lstrip("/")))
+
+    @classmethod
+    def _v2(cls, lines: list[str], mounts: list[str]) -> MemoryCgroups:
+        path = next((line[3:] for line in lines if line.startswith("0::")), None)
+        mount = _mount_point(mounts, "cgroup2", None)
+        if path is None or mount is None:
+            return cls(None, None, "no cgroup v2 hierarchy and no v1 memory hierarchy")
+        base = os.path.join(mount, path.lstrip("/"))
+        try:
+            with open(os.path.join(base, "cgroup.subtree_control"), encoding="utf-8") as f:
+                enabled = f.read().split()
+        except OSError as exc:
+            return cls(None, None, f"cgroup v2: {exc}")
+        if "memory" not in enabled:
+            return cls(
+                None,
+                None,
+                f"cgroup v2: the memory controller is not enabled for the children of {base} "
+                "(not delegated to this process)",
+            )
+        return cls._checked(2, base)
+
+    @classmethod
+    def _checked(cls, version: int, base: str) -> MemoryCgroups:
+        probe = os.path.join(base, f"tribunal-probe-{os.getpid()}")
+        try:
+            os.mkdir(probe)
+            os.rmdir(probe)
+        except OSError as exc:
+            return cls(None, None, f"cgroup v{version}: cannot make a cgroup in {base}: {exc}")
+        _remove_orphans(base)
+        return cls(version, base)
+
+    def create(self, limit_bytes: int) -> SandboxCgroup | None:
+        """A cgroup for one sandbox, limited to ``limit_bytes`` of memory and no swap.
+
+        Returns None (logged) when the kernel refuses: the sandbox then runs without one.
+        """
+        if self.version is None or self.base is None:
+            return None
+        path = os.path.join(self.base, f"tribunal-{os.getpid()}-{next(_SEQUENCE)}")
+        try:
+            os.mkdir(path)
+            if self.version == 2:
+                _write(os.path.join(path, "memory.max"), str(limit_bytes))
+                _write_if_there(os.path.join(path, "memory.swap.max"), "0")
+            else:
+                _write(os.path.join(path, "memory.limit_in_bytes"), str(limit_bytes))
+                _write_if_there(os.path.join(path, "memory.memsw.limit_in_bytes"), str(limit_bytes))
+        except OSError as exc:
+            logger.warning("cannot make a memory cgroup for a sandbox: %s", exc)
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+            return None
+        return SandboxCgroup(self.version, path)
+
+
+_SEQUENCE = itertools.count()
+
+JOIN = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"')
+"""Prefix of a command that moves itself into the cgroup whose ``cgroup.procs`` follows it,
+then execs the rest (``subprocess`` keeps its fast spawn; a ``preexec_fn`` would not)."""
+
+
+@dataclass(frozen=True)
+class SandboxCgroup:
+    """One sandbox's cgroup."""
+
+    version: int
+    path: str
+
+    def join_prefix(self) -> list[str]:
+        """The command prefix that starts a process in this cgroup."""
+        return [*JOIN, os.path.join(self.path, "cgroup.procs")]
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this cgroup for memory."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            with open(os.path.join(self.path, name), encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> bool:
+        """Remove the cgroup; False while a process is still in it (try again later)."""
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+
+
+def _remove_orphans(base: str) -> None:
+    """Remove the sandbox cgroups a service that is gone left behind (empty once its
+    sandboxes died; one that still holds a process stays)."""
+    with contextlib.suppress(OSError), os.scandir(base) as entries:
+        for entry in entries:
+            _, _, rest = entry.name.partition("tribunal-")
+            owner = rest.partition("-")[0]
+            dead = owner.isdigit() and not os.path.exists(f"/proc/{owner}")
+            if entry.name.startswith("tribunal-") and dead:
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="ascii") as f:
+        f.write(text)
+
+
+def _write_if_there(path: str, text: str) -> None:
+    # memsw / swap.max exist only where the kernel accounts swap.
+    with contextlib.suppress(FileNotFoundError):
+        _write(path, text)
+
+
+def _mount_point(mounts: list[str], fstype: str, option: str | None) -> str | None:
+    """The mount point of the first ``fstype`` mount (with ``option`` among its super
+    options, for cgroup v1) in ``/proc/self/mountinfo`` lines."""
+    for line in mounts:
+        fields = line.split()
+        if "-" not in fields:
+            continue
+        sep = fields.index("-")
+        if fields[sep + 1] != fstype:
+            continue
+        if option is None or option in fields[-1].split(","):
+            return fields[4]
+    return None
