@@ -43,11 +43,13 @@ class RewardFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class ItemReward:
-    """One item's result: a reward, or None with an error code."""
+    """One item's result: a reward, or None with an error code; ``sub_rewards`` are a reward
+    spec's components (the gateway's ``details.sub_rewards``, name -> reward or None)."""
 
     reward: float | None
     error: str | None = None
     retryable: bool = False
+    sub_rewards: dict[str, float | None] = field(default_factory=dict)
 
 
 class RewardSource(Protocol):
@@ -83,8 +85,21 @@ def _item_rewards(results: Sequence[ItemResult]) -> list[ItemReward]:
             code = error.code if error else "no_reward"
             out.append(ItemReward(None, code, bool(error and error.retryable)))
         else:
-            out.append(ItemReward(float(result.reward)))
+            out.append(ItemReward(float(result.reward), sub_rewards=_sub_rewards(result)))
     return out
+
+
+def _sub_rewards(result: ItemResult) -> dict[str, float | None]:
+    """A spec result's component rewards by name (empty for a verifier's own result)."""
+    subs = result.details.get("sub_rewards")
+    if not isinstance(subs, dict):
+        return {}
+    return {
+        str(name): None
+        if not isinstance(sub, dict) or sub.get("reward") is None
+        else float(sub["reward"])
+        for name, sub in subs.items()
+    }
 
 
 class JobsRewardSource:
@@ -152,7 +167,9 @@ class GroupScores:
 
     Attributes:
         rewards: (G,) combined reward per completion, NaN where unscorable.
-        components: per source name, (G,) that source's rewards (NaN where unscorable).
+        components: per source name, (G,) that source's rewards (NaN where unscorable); and
+            per ``<source>/<component>`` of a reward spec, (G,) that component's rewards
+            (NaN where it has none), present only for a source that was scored.
         item_errors: item error codes counted.
         failures: group failure classes counted (one per failed attempt).
         retries: resubmissions made.
@@ -169,8 +186,8 @@ class GroupScores:
 
 async def _score_source(
     source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy
-) -> tuple[list[float] | None, Counter[str], Counter[str], int]:
-    """One source's rewards for a group, under the policy: (rewards or None if failed,
+) -> tuple[list[ItemReward] | None, Counter[str], Counter[str], int]:
+    """One source's results for a group, under the policy: (results or None if failed,
     item errors, failures, retries)."""
     items = source.build_items(group)
     failures: Counter[str] = Counter()
@@ -191,8 +208,7 @@ async def _score_source(
         if retryable:
             failures[f"item_{retryable[0]}"] += 1
             continue
-        rewards = [math.nan if r.reward is None else r.reward for r in results]
-        return rewards, item_errors, failures, attempt
+        return list(results), item_errors, failures, attempt
     if policy == "stop":
         raise RewardFailure(next(iter(failures)), f"group {key}, source {source.name}")
     return None, item_errors, failures, attempts - 1
@@ -211,18 +227,25 @@ async def score_group(
     outcomes = await asyncio.gather(*(_score_source(s, group, key, policy) for s in sources))
     size = len(group.completions)
     scores = GroupScores(rewards=[0.0] * size)
-    for source, (rewards, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
+    for source, (results, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
         scores.item_errors.update(item_errors)
         scores.failures.update(failures)
         scores.retries += retries
-        if rewards is None:
-            scores.dropped = True
-            rewards = [math.nan] * size
+        scores.dropped |= results is None
+        rewards = [math.nan] * size if results is None else [_nan(r.reward) for r in results]
         scores.components[source.name] = rewards
+        for sub in dict.fromkeys(name for r in results or () for name in r.sub_rewards):
+            scores.components[f"{source.name}/{sub}"] = [
+                _nan(r.sub_rewards.get(sub)) for r in results or ()
+            ]
         scores.rewards = [
             total + source.weight * r for total, r in zip(scores.rewards, rewards, strict=True)
         ]
     return scores
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 class RewardScheduler:
