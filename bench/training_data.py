@@ -14,6 +14,10 @@ repository):
 - ``math500.jsonl`` for ``tcr_agent``: MATH-500's ``problem`` and ``answer``.
 - ``gsm8k.jsonl`` for ``rloo_math``: GSM8K's ``question`` and ``answer``.
 
+With ``--judge-model DIR`` it also saves the judge's and the citation scorer's model for the
+``transformers`` backend on CPU: a tiny random Qwen3 with a tokenizer trained on their prompts
+(no model hub needed; its verdicts mean nothing, the path is real).
+
 The trainer, tests/e2e/test_training_stack.py, bench/stack_faults.py and the tutorial
 (docs/tutorial-training.md) all read these files.
 """
@@ -88,13 +92,34 @@ def write_datasets(out: Path, n: int = 16) -> dict[str, Path]:
     return paths
 
 
+def tiny_judge_model(out: Path) -> Path:
+    """Save a random Qwen3 (hidden 32, 2 layers, 32k positions) with a byte-level BPE
+    tokenizer trained on the citation judge's prompt into ``out``; return ``out``."""
+    from tribunal.citation.judge import SYSTEM_PROMPT
+    from tribunal.trainer.config import TinyModelConfig
+    from tribunal.trainer.model import build_tiny_model
+
+    sizes = TinyModelConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        head_dim=8,
+        vocab_size=500,
+        max_position_embeddings=32768,
+    )
+    corpus = [SYSTEM_PROMPT, '{"c0": {"reason": "", "verdict": 2}}'] * 20
+    return build_tiny_model(sizes, corpus, out, seed=0)
+
+
 def main() -> None:
-    """Command line: write the datasets and print their paths as JSON."""
+    """Command line: write the datasets (and the tiny judge model) and print their paths."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="Directory to write the JSONL files into.")
     parser.add_argument("--rows", type=int, default=16, help="Rows per dataset.")
+    parser.add_argument("--judge-model", type=Path, help="Also save the tiny judge model here.")
     args = parser.parse_args()
     paths = write_datasets(args.out, args.rows)
+    if args.judge_model is not None:
+        paths["judge_model"] = tiny_judge_model(args.judge_model)
     print(json.dumps({spec: str(path) for spec, path in paths.items()}))
 
 

@@ -12,19 +12,21 @@ The commands are the tutorial's (docs/tutorial-training.md).
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from bench.training_data import write_datasets
-from tests.conftest import DATA, need_data
+from bench.training_data import tiny_judge_model, write_datasets
+from tests.conftest import DATA, ROOT, need_data
+from tests.e2e.test_readme import sh_blocks
 from tests.trainer.conftest import TRAINER_WARNINGS
 from tribunal.testing.stack import FullStack, RedisServer, free_port, start_full_stack
-from tribunal.trainer.config import GRPOConfig, TinyModelConfig
+from tribunal.trainer.config import GRPOConfig
 from tribunal.trainer.loop import Trainer
 
 pytestmark = [
@@ -34,7 +36,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
 ]
 
-CONFIGS = Path(__file__).parents[2] / "trainer" / "tribunal" / "trainer" / "configs"
+TUTORIAL = ROOT / "docs" / "tutorial-training.md"
 
 # The spec's components, each of which must appear as reward/<spec>/<component>/mean.
 COMPONENTS = {
@@ -44,54 +46,66 @@ COMPONENTS = {
 }
 
 
-def tiny_judge(out: Path) -> Path:
-    """The judge's and the citation scorer's model: a random Qwen3 whose tokenizer is trained
-    on their prompts' words (no model hub here)."""
-    from tribunal.citation.judge import SYSTEM_PROMPT
-    from tribunal.trainer.model import build_tiny_model
-
-    sizes = TinyModelConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        head_dim=8,
-        vocab_size=500,
-        max_position_embeddings=32768,
-    )
-    corpus = [SYSTEM_PROMPT, '{"c0": {"reason": "", "verdict": 2}}'] * 20
-    return build_tiny_model(sizes, corpus, out, seed=0)
+def tutorial_lines(marker: str) -> list[list[str]]:
+    """The tutorial's sh lines holding ``marker``, split as a shell splits them."""
+    return [
+        shlex.split(line)
+        for block in sh_blocks(TUTORIAL)
+        for line in block.splitlines()
+        if marker in line
+    ]
 
 
-def judge_env(model: Path) -> dict[str, dict[str, str]]:
-    """The judge and citation services on the transformers backend with ``model``."""
-    return {
-        "judge": {"TRIBUNAL_JUDGE_BACKEND": "transformers", "TRIBUNAL_JUDGE_MODEL": str(model)},
-        "citation": {
-            "TRIBUNAL_CITATION_BACKEND": "transformers",
-            "TRIBUNAL_CITATION_MODEL": str(model),
-            "TRIBUNAL_CITATION_PROCESSES": "1",
-        },
-    }
+@dataclass
+class Tutorial:
+    """What the tutorial's commands made and name: the datasets and the judge's model in a
+    temporary directory, the stack's variables, the training commands' configs."""
+
+    datasets: dict[str, Path]
+    judge_env: dict[str, dict[str, str]]
+    configs: dict[str, Path]
 
 
 @pytest.fixture(scope="module")
-def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def tutorial(tmp_path_factory: pytest.TempPathFactory) -> Tutorial:
     need_data(DATA / "research" / "scholarqa_cs_rubrics.json")
-    return write_datasets(tmp_path_factory.mktemp("data"), n=8)
+    tmp = tmp_path_factory.mktemp("tutorial")
+    [data_line] = tutorial_lines("bench.training_data")
+    assert data_line[:3] == [".venv/bin/python", "-m", "bench.training_data"]
+    options = dict(zip(data_line[4::2], data_line[5::2], strict=True))
+    datasets = write_datasets(tmp / data_line[3], int(options["--rows"]))
+    judge_model = tiny_judge_model(tmp / options["--judge-model"])
+    [up_line] = tutorial_lines("tribunal up")
+    assert up_line[-2:] == [".venv/bin/tribunal", "up"]
+    env = dict(word.split("=", 1) for word in up_line[:-2])
+    judge_env: dict[str, dict[str, str]] = {"judge": {}, "citation": {}}
+    for name, value in env.items():
+        moved = str(judge_model) if value == options["--judge-model"] else value
+        judge_env[name.split("_")[1].lower()][name] = moved
+    configs = {}
+    for argv in tutorial_lines(" train "):
+        assert argv[:2] == [".venv/bin/tribunal", "train"]
+        config = ROOT / dict(zip(argv[2::2], argv[3::2], strict=True))["--config"]
+        configs[yaml.safe_load(config.read_text())["reward_spec"]] = config
+    assert set(configs) == set(COMPONENTS)
+    return Tutorial(datasets, judge_env, configs)
 
 
 @pytest.fixture(scope="module")
-def full_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullStack]:
-    """Redis with an append-only file, the four verifiers and the gateway, started once."""
+def full_stack(tutorial: Tutorial, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullStack]:
+    """Redis with an append-only file, the four verifiers and the gateway, started once, the
+    judge and the citation scorer with the tutorial's variables."""
     tmp = tmp_path_factory.mktemp("stack")
     redis = RedisServer.on_free_port(aof_dir=tmp)
     redis.start()
-    env = {"TRIBUNAL_KEY_PREFIX": f"train{free_port()}", "TRIBUNAL_MATH_PROCESSES": "1"}
+    env = {
+        "TRIBUNAL_KEY_PREFIX": f"train{free_port()}",
+        "TRIBUNAL_MATH_PROCESSES": "1",
+        "TRIBUNAL_CITATION_PROCESSES": "1",
+    }
     try:
         stack = start_full_stack(
-            redis.url,
-            env=env,
-            service_env=judge_env(tiny_judge(tmp / "judge_model")),
-            log_dir=tmp / "logs",
+            redis.url, env=env, service_env=tutorial.judge_env, log_dir=tmp / "logs"
         )
     except BaseException:
         redis.stop(0)
@@ -106,54 +120,25 @@ def full_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FullStack]:
         redis.stop()
 
 
-def run_config(spec: str, dataset: Path, stack: FullStack) -> dict[str, Any]:
-    """The shipped config of ``spec`` made small for CPU: the tiny policy, two steps of two
-    prompts times two completions, 16 new tokens, pointed at the running gateway (and the
-    code interpreter at its code service)."""
-    name = {"refiner_rubric_citation": "refiner_grpo.yaml"}.get(spec, f"{spec}.yaml")
-    raw = yaml.safe_load((CONFIGS / name).read_text())
-    raw.pop("model")
-    raw.pop("reward_sources", None)
-    fields = {
-        "refiner_rubric_citation": {
-            "question": "question",
-            "positive_rubrics": "positive_rubrics",
-            "tool_output": "tool_output",
-        },
-        "tcr_agent": {"ground_truth": "answer"},
-        "rloo_math": {"ground_truth": "answer"},
-    }[spec]
-    raw |= {
-        "tiny_model": {"max_position_embeddings": 4096},
-        "dataset": str(dataset),
-        "max_prompts": 8,
-        "prompts_per_step": 2,
-        "group_size": 2,
-        "max_steps": 2,
-        "max_prompt_tokens": 128,
-        "max_response_tokens": 16,
-        "rollout_backend": "hf",
-        "bf16": False,
-        "overlong_buffer_tokens": 0,
-        "gateway_url": stack.gateway_url,
-        "reward_spec": spec,
-        "reward_spec_fields": fields,
-        "on_reward_failure": "stop",
-        "save_every": 0,
-    }
-    if spec == "refiner_rubric_citation":
-        raw["prompt_field"] = "question"
+def moved_config(config: Path, dataset: Path, stack: FullStack) -> GRPOConfig:
+    """The shipped config with its URLs moved to the stack's free ports and its dataset to
+    the one the tutorial's first command wrote here."""
+    raw = yaml.safe_load(config.read_text())
+    assert raw["gateway_url"] == "http://127.0.0.1:8100"
+    assert Path(raw["dataset"]).name == dataset.name
+    raw |= {"gateway_url": stack.gateway_url, "dataset": str(dataset)}
     if "tools" in raw:
-        raw["tools"] |= {"code_url": stack.services["code"].base_url, "max_turns": 2}
-    return raw
+        assert raw["tools"]["code_url"] == "http://127.0.0.1:8102"
+        raw["tools"]["code_url"] = stack.services["code"].base_url
+    return GRPOConfig.from_dict(raw)
 
 
 @pytest.mark.parametrize("spec", list(COMPONENTS))
 def test_the_trainer_through_the_whole_stack(
-    spec: str, full_stack: FullStack, datasets: dict[str, Path], tmp_path: Path
+    spec: str, full_stack: FullStack, tutorial: Tutorial, tmp_path: Path
 ) -> None:
-    raw = run_config(spec, datasets[spec], full_stack)
-    history = Trainer(GRPOConfig.from_dict(raw), tmp_path / "run").run()
+    config = moved_config(tutorial.configs[spec], tutorial.datasets[spec], full_stack)
+    history = Trainer(config, tmp_path / "run").run()
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     logged = [json.loads(line) for line in lines]
     assert [m["step"] for m in logged] == [1, 2] == [m["step"] for m in history]
