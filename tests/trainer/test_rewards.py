@@ -131,7 +131,7 @@ class SpecSource:
     tests/e2e/test_training_stack.py): a reward with two components, the second missing for
     the last completion, or a failure for every group after the first."""
 
-    name, weight, timeout_s, retries = "spec", 1.0, 5.0, 0
+    name, weight, timeout_s, retries, retry_backoff_s = "spec", 1.0, 5.0, 0, 0.0
 
     def __init__(self) -> None:
         self.calls = 0

@@ -7,7 +7,8 @@ jobs API (``POST /v1/jobs``, ``GET /v1/jobs/{id}?wait=``), or from the gateway's
 Failure classes: a *group failure* (the service cannot be reached, answers 5xx, or the group's
 results are not back within ``timeout_s``, or an item comes back with a retryable error such as
 ``timeout`` or ``sandbox_error``) goes to the policy: ``drop_group`` (the group leaves the
-loss), ``retry`` (resubmit up to ``retries`` times, then drop) or ``stop`` (raise
+loss), ``retry`` (resubmit up to ``retries`` times, ``retry_backoff_s`` apart and doubling,
+then drop) or ``stop`` (raise
 :class:`RewardFailure`). An item with a non-retryable error (``bad_input``) is *unscorable*:
 its reward is NaN, it stays out of its group's baseline and gets advantage 0.
 """
@@ -43,12 +44,14 @@ class RewardFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class ItemReward:
-    """One item's result: a reward, or None with an error code; ``sub_rewards`` are a reward
-    spec's components (the gateway's ``details.sub_rewards``, name -> reward or None)."""
+    """One item's result: a reward, or None with an error code and its message;
+    ``sub_rewards`` are a reward spec's components (the gateway's ``details.sub_rewards``,
+    name -> reward or None)."""
 
     reward: float | None
     error: str | None = None
     retryable: bool = False
+    message: str | None = None
     sub_rewards: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -59,6 +62,7 @@ class RewardSource(Protocol):
     weight: float
     timeout_s: float
     retries: int
+    retry_backoff_s: float
 
     async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
         """Return one :class:`ItemReward` per item, in order.
@@ -83,7 +87,8 @@ def _item_rewards(results: Sequence[ItemResult]) -> list[ItemReward]:
         if result.reward is None:
             error = result.error
             code = error.code if error else "no_reward"
-            out.append(ItemReward(None, code, bool(error and error.retryable)))
+            message = error.message if error else None
+            out.append(ItemReward(None, code, bool(error and error.retryable), message))
         else:
             out.append(ItemReward(float(result.reward), sub_rewards=_sub_rewards(result)))
     return out
@@ -120,6 +125,7 @@ class JobsRewardSource:
         self.weight = config.weight
         self.timeout_s = config.timeout_s
         self.retries = config.retries
+        self.retry_backoff_s = config.retry_backoff_s
         self._client = TribunalClient(
             config.url, max_concurrency=64, max_retries=client_retries, backoff_max_s=2.0
         )
@@ -192,8 +198,11 @@ async def _score_source(
     items = source.build_items(group)
     failures: Counter[str] = Counter()
     item_errors: Counter[str] = Counter()
+    cause = ""  # the last failure's words, which a stopped run ends with
     attempts = 1 + (source.retries if policy == "retry" else 0)
     for attempt in range(attempts):
+        if attempt:
+            await asyncio.sleep(source.retry_backoff_s * 2 ** (attempt - 1))
         try:
             results = await asyncio.wait_for(
                 source.score(items, f"{key}-{source.name}-a{attempt}"), source.timeout_s
@@ -201,16 +210,20 @@ async def _score_source(
         except (TimeoutError, RewardFailure) as exc:
             kind = exc.kind if isinstance(exc, RewardFailure) else "timeout"
             failures[kind] += 1
-            logger.warning("group %s, source %s: %s", key, source.name, kind)
+            cause = str(exc) if str(exc) else f"{kind}: no results in {source.timeout_s} s"
+            logger.warning("group %s, source %s: %s", key, source.name, cause)
             continue
         item_errors.update(r.error for r in results if r.error)
-        retryable = [r.error for r in results if r.error and r.retryable]
+        retryable = [r for r in results if r.error and r.retryable]
         if retryable:
-            failures[f"item_{retryable[0]}"] += 1
+            failures[f"item_{retryable[0].error}"] += 1
+            cause = f"item_{retryable[0].error}: {retryable[0].message}"
+            logger.warning("group %s, source %s: %s", key, source.name, cause)
             continue
         return list(results), item_errors, failures, attempt
     if policy == "stop":
-        raise RewardFailure(next(iter(failures)), f"group {key}, source {source.name}")
+        kind = next(iter(failures))
+        raise RewardFailure(kind, f"group {key}, source {source.name}; last failure: {cause}")
     return None, item_errors, failures, attempts - 1
 
 
