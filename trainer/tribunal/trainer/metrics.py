@@ -192,9 +192,8 @@ def step_metrics(step: StepTensors, sums: Counter[str], totals: dict[str, float]
         "groups/zero_variance": g["zero_variance"],
         "groups/total": g["groups"],
     }
-    components = allreduce_counters(_component_sums(step.scores))
-    for name in sorted({key.rsplit("/", 1)[0] for key in components}):
-        c = components
+    c = allreduce_counters(_component_sums(step.scores))
+    for name in sorted({key.rsplit("/", 1)[0] for key in c}):
         mean, std = mean_std(c[f"{name}/sum"], c[f"{name}/sq"], c[f"{name}/n"])
         metrics[f"reward/{name}/mean"], metrics[f"reward/{name}/std"] = mean, std
     errors: Counter[str] = Counter()
