@@ -267,8 +267,7 @@ KILLS: list[tuple[tuple[str, ...], str]] = [
     (("code",), "tcr_agent"),
 ]
 """Workers killed together, and the spec whose run needs them (tcr_agent reaches the code
-service only through a tool call or a row with tests: a random policy makes no tool call and
-MATH-500 rows have no tests, so that kill is made but not felt)."""
+runner through its LeetCode rows' tests; a random policy makes no tool call)."""
 
 
 def scenarios(fs: FaultStack, steps: int, out: Path) -> dict[str, dict[str, Any]]:

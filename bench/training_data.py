@@ -11,7 +11,11 @@ repository):
   Every row has the same columns (a Hugging Face ``datasets`` table needs one schema):
   ``question``, ``positive_rubrics`` (strings) and ``tool_output`` (text the citation scorer
   harvests snippets from).
-- ``math500.jsonl`` for ``tcr_agent``: MATH-500's ``problem`` and ``answer``.
+- ``tcr.jsonl`` for ``tcr_agent``: MATH-500 rows (``problem``, ``answer``; ``tests`` null)
+  alternating with LeetCodeDataset rows (``problem``: the problem's description and starter
+  code; ``tests``: the dataset's own ``check`` as an assert test, with its prelude, on the
+  trusted side; ``answer`` null), so that the spec scores some rollouts with the math
+  verifier and the others with the code runner.
 - ``gsm8k.jsonl`` for ``rloo_math``: GSM8K's ``question`` and ``answer``.
 
 With ``--judge-model DIR`` it also saves the judge's and the citation scorer's model for the
@@ -34,6 +38,7 @@ from bench.citation_data import TRACES, _jsonl, data_dir
 from tribunal.citation.evidence import tool_outputs_before_answer
 
 SCHOLARQA_RUBRICS = "research/scholarqa_cs_rubrics.json"
+LEETCODE = "code/leetcodedataset_v0.3.1_test.jsonl.gz"
 
 
 def _traces() -> Iterator[dict[str, Any]]:
@@ -72,6 +77,27 @@ def refiner_rows(n: int) -> list[dict[str, Any]]:
     return rows
 
 
+def tcr_rows(n: int) -> list[dict[str, Any]]:
+    """``n`` rows alternating a MATH-500 problem and a LeetCodeDataset problem (see above)."""
+    math = (
+        {"problem": row["problem"], "answer": row["answer"], "tests": None}
+        for row in _jsonl(data_dir() / "math" / "math500_test.jsonl")
+    )
+    code = (
+        {
+            "problem": f"{row['problem_description']}\n\n{row['starter_code']}",
+            "answer": None,
+            "tests": {
+                "kind": "assert",
+                "entry_point": row["entry_point"],
+                "test": row["prompt"] + "\n" + row["test"],
+            },
+        }
+        for row in _jsonl(data_dir() / LEETCODE)
+    )
+    return [next(math if k % 2 == 0 else code) for k in range(n)]
+
+
 def math_rows(name: str, fields: tuple[str, str], n: int) -> list[dict[str, Any]]:
     """The first ``n`` rows of ``math/<name>`` with only ``fields`` (prompt, answer)."""
     return [{f: row[f] for f in fields} for row in _jsonl(data_dir() / "math" / name)[:n]]
@@ -82,7 +108,7 @@ def write_datasets(out: Path, n: int = 16) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     tables = {
         "refiner_rubric_citation": ("refiner.jsonl", refiner_rows(n)),
-        "tcr_agent": ("math500.jsonl", math_rows("math500_test.jsonl", ("problem", "answer"), n)),
+        "tcr_agent": ("tcr.jsonl", tcr_rows(n)),
         "rloo_math": ("gsm8k.jsonl", math_rows("gsm8k_test.jsonl", ("question", "answer"), n)),
     }
     paths = {}

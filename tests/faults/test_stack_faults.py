@@ -1,8 +1,9 @@
 """Faults while the trainer runs on the whole stack (bench/stack_faults.py's scenarios, three
 steps each, the fault after the first): the workers of every verifier and of the gateway
 SIGKILLed and started again, Redis restarted on its append-only file, the gateway's API
-restarted, the judge's model slow and then down. No item is lost (every completion scored, or its group dropped with the failure
-counted by class), the failure policy is applied, and a stopped run names its cause.
+restarted, the judge's model slow and then down. No item is lost (every completion scored,
+or its group dropped with the failure counted by class), the failure policy is applied, and a
+stopped run names its cause.
 
 The judge's model is the scripted OpenAI-compatible server standing in for vLLM (GPU only)."""
 
