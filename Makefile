@@ -14,7 +14,7 @@ LOCK_ALL := requirements/all.txt
 # Trainers' packages whose own dependencies cannot install here (vLLM, flash-attn): hashed, by hand.
 NODEPS := requirements/trainers-nodeps.txt
 
-.PHONY: up test lint lock check-lock docs openapi monitoring bench-math clean tools
+.PHONY: up train test lint lock check-lock docs openapi monitoring bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -41,6 +41,14 @@ $(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) | $(BIN)/python
 
 up: tools $(VENV)/.base
 	$(BIN)/tribunal up
+
+# What compose's `train` profile runs, against a `make up` in another terminal: the datasets
+# from ../shared/data, then `tribunal train` (TRAIN_CONFIG, TRAIN_OUT to change them).
+TRAIN_CONFIG ?= trainer/tribunal/trainer/configs/stack_rloo_cpu.yaml
+TRAIN_OUT ?= runs/train
+train: tools $(VENV)/.all
+	$(BIN)/python -m bench.training_data runs/stack-data --rows 16
+	$(BIN)/tribunal train --config $(TRAIN_CONFIG) --output-dir $(TRAIN_OUT)
 
 test: tools $(VENV)/.all
 	$(MAKE) check-lock lint

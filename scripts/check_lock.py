@@ -32,7 +32,8 @@ LOCKS = ROOT / "requirements"
 # What scripts/lock.sh compiles into each lock: the core dependencies plus these extras.
 LOCKED_EXTRAS = {
     "base": (),
-    "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols"),
+    "trainer": ("trainer",),
+    "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols", "load"),
 }
 # Installed in every venv but not part of any lock: the project itself and pip.
 UNLOCKED = {"tribunal", "pip"}

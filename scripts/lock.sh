@@ -3,6 +3,8 @@
 #
 #   requirements/all.txt   every extra the suite exercises (make test, .ci/run, the device runs)
 #   requirements/base.txt  the services alone (make up, the images), pinned to all.txt's versions
+#   requirements/trainer.txt  the services and the trainer extra (docker/trainer.Dockerfile),
+#                          pinned to all.txt's versions
 #
 # pip-tools runs in a venv of its own (.lock-venv) so that the project's venv holds exactly the
 # lock. torch resolves to the CPU build this machine's pip finds on disk (its find-links).
@@ -18,6 +20,8 @@ export CUSTOM_COMPILE_COMMAND="make lock"
 common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
   --no-emit-find-links --build-deps-for editable "$@")
 "$tool/bin/pip-compile" "${common[@]}" --extra dev --extra judge-local --extra trainer \
-  --extra trl --extra compose --extra docs --extra protocols -o requirements/all.txt pyproject.toml
+  --extra trl --extra compose --extra docs --extra protocols --extra load -o requirements/all.txt pyproject.toml
 "$tool/bin/pip-compile" "${common[@]}" -c requirements/all.txt -o requirements/base.txt \
   pyproject.toml
+"$tool/bin/pip-compile" "${common[@]}" --extra trainer -c requirements/all.txt \
+  -o requirements/trainer.txt pyproject.toml

@@ -83,6 +83,26 @@ def test_ports_and_images_agree_with_the_services() -> None:
     assert "gpu" in services["vllm"]["profiles"]
 
 
+def test_the_trainer_service_is_pointed_at_the_gateway() -> None:
+    from tribunal.core.registry import load_service
+    from tribunal.trainer.config import GRPOConfig
+
+    services = compose()["services"]
+    trainer = services["trainer"]
+    assert trainer["profiles"] == ["train"] and "restart" not in trainer
+    assert trainer["build"]["dockerfile"] == "docker/trainer.Dockerfile"
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in map(interpolate, trainer["volumes"])}
+    assert set(mounts) == {"/config/train.yaml", "/data", "/runs"}
+    config = GRPOConfig.from_yaml(ROOT / mounts["/config/train.yaml"])
+    assert config.gateway_url == f"http://gateway:{load_service('gateway').port}"
+    assert config.dataset.startswith("/data/") and config.reward_spec == "rloo_math"
+    assert trainer["depends_on"]["gateway"]["condition"] == "service_healthy"
+    # the image installs the trainer's lock, which holds the trainer extra
+    dockerfile = (ROOT / "docker" / "trainer.Dockerfile").read_text()
+    assert "COPY requirements/trainer.txt" in dockerfile and "--require-hashes" in dockerfile
+    assert "deepspeed==" in (ROOT / "requirements" / "trainer.txt").read_text()
+
+
 def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) -> None:
     from tribunal.core.registry import load_service
 
@@ -109,8 +129,9 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
     try:
         time.sleep(0.3)
         for name, service in services.items():
-            # Profiles run other programs (vLLM, Prometheus, Grafana): test_monitoring.py
-            # runs Debian's Prometheus on the monitoring profile's files.
+            # Profiles run other programs (vLLM, Prometheus, Grafana, the trainer):
+            # test_monitoring.py runs Debian's Prometheus on the monitoring profile's files, and
+            # test_training_stack.py the trainer against a stack.
             if name == "redis" or service.get("profiles"):
                 continue
             env = local_env(service, hosts) | {

@@ -4,13 +4,20 @@ unscorable items kept as NaN, retryable item errors sent to the failure policy."
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tribunal.trainer.config import GRPOConfig, RewardSourceConfig
-from tribunal.trainer.rewards import JobsRewardSource, RewardFailure, build_sources, score_group
+from tribunal.trainer.rewards import (
+    ItemReward,
+    JobsRewardSource,
+    RewardFailure,
+    build_sources,
+    score_group,
+)
 from tribunal.trainer.rollout import Completion, RolloutGroup
 from tribunal.trainer.testing import StandInRewardServer
 
@@ -117,3 +124,51 @@ async def test_the_gateway_form_sends_spec_items_to_the_gateways_jobs() -> None:
         "ground_truth": "7",
         "spec": "rloo_math",
     }
+
+
+class SpecSource:
+    """A reward spec's answers in-process (the gateway's own are in
+    tests/e2e/test_training_stack.py): a reward with two components, the second missing for
+    the last completion, or a failure for every group after the first."""
+
+    name, weight, timeout_s, retries, retry_backoff_s = "spec", 1.0, 5.0, 0, 0.0
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def build_items(self, group: RolloutGroup) -> list[dict[str, Any]]:
+        return [{"response": c.text} for c in group.completions]
+
+    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
+        self.calls += 1
+        if self.calls > 1:
+            raise RewardFailure("transport", "down")
+        subs = [{"a": 1.0, "b": 0.5}, {"a": 0.0, "b": None}]
+        return [ItemReward(2.0, sub_rewards=s) for s in subs]
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_specs_components_reach_the_metrics_even_beside_a_dropped_group() -> None:
+    import torch
+
+    from tribunal.trainer.metrics import StepTensors, step_metrics
+
+    source = SpecSource()
+    groups = [group("x", "y"), group("z", "w")]
+    scored = await score_group([source], groups[0], "k6", "drop_group")
+    dropped = await score_group([source], groups[1], "k7", "drop_group")
+    assert list(scored.components) == ["spec", "spec/a", "spec/b"]
+    assert scored.components["spec/a"] == [1.0, 0.0]
+    assert scored.components["spec/b"][0] == 0.5 and math.isnan(scored.components["spec/b"][1])
+    assert dropped.dropped and list(dropped.components) == ["spec"]
+    rewards = torch.tensor([*scored.rewards, *dropped.rewards])
+    tensors = StepTensors(groups, [dropped, scored], rewards, torch.zeros(4), torch.zeros(2))
+    sums = Counter(
+        {"loss": 0.0, "kept_tokens": 1.0, "kl": 0.0, "clipped": 0.0, "ratio": 1.0, "entropy": 0.0}
+    )
+    metrics = step_metrics(tensors, sums, {"completions": 4.0})
+    assert metrics["reward/spec/mean"] == 2.0
+    assert metrics["reward/spec/a/mean"] == 0.5 and metrics["reward/spec/a/std"] == 0.5
+    assert metrics["reward/spec/b/mean"] == 0.5  # the missing one is not counted as 0

@@ -337,3 +337,95 @@ def service_stack(
         )
         stack.callback(running.stop)
         yield running
+
+
+VERIFIERS = ("math", "code", "judge", "citation")
+"""The verifiers behind the gateway, in the order :func:`start_full_stack` starts them."""
+
+
+@dataclass
+class FullStack:
+    """The four verifiers and the gateway as processes on one Redis (see
+    :func:`start_full_stack`).
+
+    Attributes:
+        services: ``math``, ``code``, ``judge``, ``citation``, ``gateway`` by name.
+    """
+
+    services: dict[str, RunningService]
+
+    @property
+    def gateway_url(self) -> str:
+        """The gateway's base URL (what a trainer is pointed at)."""
+        return self.services["gateway"].base_url
+
+    def processes(self) -> dict[str, subprocess.Popen[bytes]]:
+        """Every process by ``<service>.<label>`` (``judge.worker0``)."""
+        return {
+            f"{name}.{label}": process
+            for name, service in self.services.items()
+            for label, process in service.processes.items()
+        }
+
+    def log_text(self) -> str:
+        """Every process's log."""
+        return "\n".join(service.log_text() for service in self.services.values())
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop every process of every service."""
+        for service in self.services.values():
+            service.stop(grace_s)
+
+
+def start_full_stack(
+    redis_url: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    service_env: Mapping[str, Mapping[str, str]] | None = None,
+    log_dir: Path | None = None,
+    ready_s: float = 120.0,
+) -> FullStack:
+    """Start math, code, judge, citation and the gateway, each as ``tribunal api`` and one
+    ``tribunal worker`` process on the Redis at ``redis_url``, the gateway pointed at the
+    four on their free ports; wait until every ``/readyz`` answers.
+
+    Args:
+        redis_url: The one Redis in the middle (``RedisServer.url``).
+        env: ``TRIBUNAL_*`` variables of every process (key prefix, process counts ...).
+        service_env: Per service name, variables of that service's processes only (the
+            judge's backend, for example).
+        log_dir: Where each process writes its log (default: a new temporary directory).
+        ready_s: Deadline of each service's ``/readyz``, seconds.
+
+    Returns:
+        The running stack; on a failure to start every process is already stopped.
+    """
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="tribunal-stack-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    common = {"TRIBUNAL_REDIS_URL": redis_url, "TRIBUNAL_QUEUE": "redis", **(env or {})}
+    own = service_env or {}
+    ports = {name: free_port() for name in (*VERIFIERS, "gateway")}
+    urls = {
+        f"TRIBUNAL_GATEWAY_{name.upper()}_URL": f"http://127.0.0.1:{ports[name]}"
+        for name in VERIFIERS
+    }
+    stack = FullStack({})
+    try:
+        # All started first, then waited for: the slow starts (torch) overlap.
+        for name, port in ports.items():
+            extra = urls if name == "gateway" else {}
+            service = RunningService(
+                name,
+                f"http://127.0.0.1:{port}",
+                log_dir,
+                env={"TRIBUNAL_LOG_LEVEL": "INFO", **common, **extra, **own.get(name, {})},
+            )
+            stack.services[name] = service
+            service.start_api()
+            service.start_worker()
+        for service in stack.services.values():
+            wait_ready(service.base_url, ready_s, stack.processes())
+    except BaseException:
+        stack.stop(0)
+        raise
+    return stack

@@ -69,6 +69,9 @@ class RewardSourceConfig:
     """Longest wait for one group's results before the failure policy applies."""
     retries: int = 2
     """Resubmissions of a failed group when ``on_reward_failure`` is ``retry``."""
+    retry_backoff_s: float = 2.0
+    """Wait before the first resubmission, doubled before each next one: a service that
+    restarts (a few seconds) is waited out, not met three times within a second."""
     fields: dict[str, str] = field(default_factory=dict)
     """Item field -> dataset column, e.g. ``{ground_truth: answer}``; ``response`` is the
     completion and always set."""
@@ -78,8 +81,10 @@ class RewardSourceConfig:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"reward source {self.name!r}: url must start with http(s)://")
-        if self.timeout_s <= 0 or self.retries < 0:
-            raise ValueError(f"reward source {self.name!r}: timeout_s > 0 and retries >= 0")
+        if self.timeout_s <= 0 or self.retries < 0 or self.retry_backoff_s < 0:
+            raise ValueError(
+                f"reward source {self.name!r}: timeout_s > 0, retries >= 0 and retry_backoff_s >= 0"
+            )
 
 
 @dataclass(frozen=True)

@@ -137,17 +137,26 @@ def _local_sums(step: StepTensors, sums: Counter[str]) -> dict[str, float]:
         "zero_variance": float(step.zero_var.sum()),
         "groups": float(len(step.groups)),
     }
-    for name in step.scores[0].components if step.scores else ():
-        values = torch.tensor([r for s in step.scores for r in s.components[name]])
-        values = values[~torch.isnan(values)]
-        local[f"c/{name}/sum"] = float(values.sum())
-        local[f"c/{name}/sq"] = float((values**2).sum())
-        local[f"c/{name}/n"] = float(values.numel())
     return local
 
 
+def _component_sums(scores: list[GroupScores]) -> Counter[str]:
+    """Sum, sum of squares and count of each component's scored rewards on this rank. A
+    spec's components come only with a scored source, so the names may differ between
+    groups and ranks."""
+    sums: dict[str, float] = {}
+    for name in dict.fromkeys(n for s in scores for n in s.components):
+        values = torch.tensor([r for s in scores for r in s.components.get(name, ())])
+        values = values[~torch.isnan(values)]
+        sums[f"{name}/sum"] = float(values.sum())
+        sums[f"{name}/sq"] = float((values**2).sum())
+        sums[f"{name}/n"] = float(values.numel())
+    return Counter(sums)
+
+
 def step_metrics(step: StepTensors, sums: Counter[str], totals: dict[str, float]) -> dict[str, Any]:
-    """The step's metrics over all ranks: rewards (overall and per source), advantages, loss,
+    """The step's metrics over all ranks: rewards (overall, per source, and per component of
+    a reward spec as ``reward/<spec>/<component>/mean``), advantages, loss,
     KL, clip fraction, ratio, entropy, lengths, tool use, dropped / retried / zero-variance
     groups and reward errors by class. NaN (nothing scored) becomes None.
 
@@ -183,8 +192,9 @@ def step_metrics(step: StepTensors, sums: Counter[str], totals: dict[str, float]
         "groups/zero_variance": g["zero_variance"],
         "groups/total": g["groups"],
     }
-    for name in step.scores[0].components if step.scores else ():
-        mean, std = mean_std(g[f"c/{name}/sum"], g[f"c/{name}/sq"], g[f"c/{name}/n"])
+    c = allreduce_counters(_component_sums(step.scores))
+    for name in sorted({key.rsplit("/", 1)[0] for key in c}):
+        mean, std = mean_std(c[f"{name}/sum"], c[f"{name}/sq"], c[f"{name}/n"])
         metrics[f"reward/{name}/mean"], metrics[f"reward/{name}/std"] = mean, std
     errors: Counter[str] = Counter()
     for s in step.scores:

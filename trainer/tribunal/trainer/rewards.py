@@ -7,7 +7,8 @@ jobs API (``POST /v1/jobs``, ``GET /v1/jobs/{id}?wait=``), or from the gateway's
 Failure classes: a *group failure* (the service cannot be reached, answers 5xx, or the group's
 results are not back within ``timeout_s``, or an item comes back with a retryable error such as
 ``timeout`` or ``sandbox_error``) goes to the policy: ``drop_group`` (the group leaves the
-loss), ``retry`` (resubmit up to ``retries`` times, then drop) or ``stop`` (raise
+loss), ``retry`` (resubmit up to ``retries`` times, ``retry_backoff_s`` apart and doubling,
+then drop) or ``stop`` (raise
 :class:`RewardFailure`). An item with a non-retryable error (``bad_input``) is *unscorable*:
 its reward is NaN, it stays out of its group's baseline and gets advantage 0.
 """
@@ -43,11 +44,15 @@ class RewardFailure(RuntimeError):
 
 @dataclass(frozen=True)
 class ItemReward:
-    """One item's result: a reward, or None with an error code."""
+    """One item's result: a reward, or None with an error code and its message;
+    ``sub_rewards`` are a reward spec's components (the gateway's ``details.sub_rewards``,
+    name -> reward or None)."""
 
     reward: float | None
     error: str | None = None
     retryable: bool = False
+    message: str | None = None
+    sub_rewards: dict[str, float | None] = field(default_factory=dict)
 
 
 class RewardSource(Protocol):
@@ -57,6 +62,7 @@ class RewardSource(Protocol):
     weight: float
     timeout_s: float
     retries: int
+    retry_backoff_s: float
 
     async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
         """Return one :class:`ItemReward` per item, in order.
@@ -81,10 +87,24 @@ def _item_rewards(results: Sequence[ItemResult]) -> list[ItemReward]:
         if result.reward is None:
             error = result.error
             code = error.code if error else "no_reward"
-            out.append(ItemReward(None, code, bool(error and error.retryable)))
+            message = error.message if error else None
+            out.append(ItemReward(None, code, bool(error and error.retryable), message))
         else:
-            out.append(ItemReward(float(result.reward)))
+            out.append(ItemReward(float(result.reward), sub_rewards=_sub_rewards(result)))
     return out
+
+
+def _sub_rewards(result: ItemResult) -> dict[str, float | None]:
+    """A spec result's component rewards by name (empty for a verifier's own result)."""
+    subs = result.details.get("sub_rewards")
+    if not isinstance(subs, dict):
+        return {}
+    return {
+        str(name): None
+        if not isinstance(sub, dict) or sub.get("reward") is None
+        else float(sub["reward"])
+        for name, sub in subs.items()
+    }
 
 
 class JobsRewardSource:
@@ -105,6 +125,7 @@ class JobsRewardSource:
         self.weight = config.weight
         self.timeout_s = config.timeout_s
         self.retries = config.retries
+        self.retry_backoff_s = config.retry_backoff_s
         self._client = TribunalClient(
             config.url, max_concurrency=64, max_retries=client_retries, backoff_max_s=2.0
         )
@@ -152,7 +173,9 @@ class GroupScores:
 
     Attributes:
         rewards: (G,) combined reward per completion, NaN where unscorable.
-        components: per source name, (G,) that source's rewards (NaN where unscorable).
+        components: per source name, (G,) that source's rewards (NaN where unscorable); and
+            per ``<source>/<component>`` of a reward spec, (G,) that component's rewards
+            (NaN where it has none), present only for a source that was scored.
         item_errors: item error codes counted.
         failures: group failure classes counted (one per failed attempt).
         retries: resubmissions made.
@@ -169,14 +192,17 @@ class GroupScores:
 
 async def _score_source(
     source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy
-) -> tuple[list[float] | None, Counter[str], Counter[str], int]:
-    """One source's rewards for a group, under the policy: (rewards or None if failed,
+) -> tuple[list[ItemReward] | None, Counter[str], Counter[str], int]:
+    """One source's results for a group, under the policy: (results or None if failed,
     item errors, failures, retries)."""
     items = source.build_items(group)
     failures: Counter[str] = Counter()
     item_errors: Counter[str] = Counter()
+    cause = ""  # the last failure's words, which a stopped run ends with
     attempts = 1 + (source.retries if policy == "retry" else 0)
     for attempt in range(attempts):
+        if attempt:
+            await asyncio.sleep(source.retry_backoff_s * 2 ** (attempt - 1))
         try:
             results = await asyncio.wait_for(
                 source.score(items, f"{key}-{source.name}-a{attempt}"), source.timeout_s
@@ -184,17 +210,20 @@ async def _score_source(
         except (TimeoutError, RewardFailure) as exc:
             kind = exc.kind if isinstance(exc, RewardFailure) else "timeout"
             failures[kind] += 1
-            logger.warning("group %s, source %s: %s", key, source.name, kind)
+            cause = str(exc) if str(exc) else f"{kind}: no results in {source.timeout_s} s"
+            logger.warning("group %s, source %s: %s", key, source.name, cause)
             continue
         item_errors.update(r.error for r in results if r.error)
-        retryable = [r.error for r in results if r.error and r.retryable]
+        retryable = [r for r in results if r.error and r.retryable]
         if retryable:
-            failures[f"item_{retryable[0]}"] += 1
+            failures[f"item_{retryable[0].error}"] += 1
+            cause = f"item_{retryable[0].error}: {retryable[0].message}"
+            logger.warning("group %s, source %s: %s", key, source.name, cause)
             continue
-        rewards = [math.nan if r.reward is None else r.reward for r in results]
-        return rewards, item_errors, failures, attempt
+        return list(results), item_errors, failures, attempt
     if policy == "stop":
-        raise RewardFailure(next(iter(failures)), f"group {key}, source {source.name}")
+        kind = next(iter(failures))
+        raise RewardFailure(kind, f"group {key}, source {source.name}; last failure: {cause}")
     return None, item_errors, failures, attempts - 1
 
 
@@ -211,18 +240,25 @@ async def score_group(
     outcomes = await asyncio.gather(*(_score_source(s, group, key, policy) for s in sources))
     size = len(group.completions)
     scores = GroupScores(rewards=[0.0] * size)
-    for source, (rewards, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
+    for source, (results, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
         scores.item_errors.update(item_errors)
         scores.failures.update(failures)
         scores.retries += retries
-        if rewards is None:
-            scores.dropped = True
-            rewards = [math.nan] * size
+        scores.dropped |= results is None
+        rewards = [math.nan] * size if results is None else [_nan(r.reward) for r in results]
         scores.components[source.name] = rewards
+        for sub in dict.fromkeys(name for r in results or () for name in r.sub_rewards):
+            scores.components[f"{source.name}/{sub}"] = [
+                _nan(r.sub_rewards.get(sub)) for r in results or ()
+            ]
         scores.rewards = [
             total + source.weight * r for total, r in zip(scores.rewards, rewards, strict=True)
         ]
     return scores
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 class RewardScheduler:
