@@ -36,6 +36,7 @@ up: tools $(VENV)/.base
 	$(BIN)/tribunal up
 
 test: tools $(VENV)/.all
+	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
 	$(MAKE) check-lock lint
 	$(BIN)/python -m pytest
 

@@ -28,7 +28,7 @@ LOCKS = ROOT / "requirements"
 # What scripts/lock.sh compiles into each lock: the core dependencies plus these extras.
 LOCKED_EXTRAS = {
     "base": (),
-    "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols"),
+    "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols", "browser"),
 }
 # Installed in every venv but not part of any lock: the project itself and pip.
 UNLOCKED = {"tribunal", "pip"}

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from tribunal.core.errors import Unauthorized
+from tribunal.core.inspection.store import InspectStore
 from tribunal.core.metrics import Metrics
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.scoring import ScoringService
@@ -28,6 +29,7 @@ class AppRuntime:
     queue: JobQueue
     services: dict[str, ScoringService]
     metrics: Metrics
+    inspect: InspectStore
     embedded_workers: list[object] = field(default_factory=list)
 
 

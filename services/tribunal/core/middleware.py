@@ -3,6 +3,8 @@ checked before a byte of the body is read."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import secrets
 import uuid
@@ -10,6 +12,9 @@ from typing import Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+GUARDED = ("/v1/", "/inspect")
+"""Paths that need the API key when one is set (the probes, /metrics and /docs do not)."""
 
 
 class BodyTooLarge(HTTPException):
@@ -25,7 +30,8 @@ def _too_large_message(max_bytes: int) -> str:
 
 
 class BodyLimitMiddleware:
-    """Answer 401 when a ``/v1`` request lacks the bearer token (``api_key`` set), 413 when a
+    """Answer 401 when a ``/v1`` or ``/inspect`` request lacks the key (``api_key`` set: a
+    bearer token, or for ``/inspect`` also the password of HTTP Basic), 413 when a
     request body exceeds ``max_bytes`` (declared or streamed), and tag every response with
     ``x-request-id`` (the client's, or a new one). The token is checked first, before the body
     is read: an unauthenticated client cannot make the service read 30 MB, nor learn from a
@@ -56,6 +62,7 @@ class BodyLimitMiddleware:
                 401,
                 "unauthorized",
                 "missing or wrong bearer token: send 'Authorization: Bearer <key>'",
+                basic=str(scope.get("path", "")).startswith("/inspect"),
             )
             return
         declared = headers.get(b"content-length")
@@ -89,13 +96,27 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, tagged_send)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
-        if self.api_key is None or not str(scope.get("path", "")).startswith("/v1/"):
+        path = str(scope.get("path", ""))
+        if self.api_key is None or not path.startswith(GUARDED):
             return True
         scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and secrets.compare_digest(token, self.api_key.encode())
+        key = self.api_key.encode()
+        if scheme.lower() == b"bearer":
+            return secrets.compare_digest(token, key)
+        # A browser cannot send a bearer token when it opens a page: /inspect also takes the
+        # key as the password of HTTP Basic authentication (any user name), which it asks for.
+        if scheme.lower() == b"basic" and path.startswith("/inspect"):
+            try:
+                password = base64.b64decode(token, validate=True).partition(b":")[2]
+            except binascii.Error:
+                return False
+            return secrets.compare_digest(password, key)
+        return False
 
 
-async def _send_error(send: Send, request_id: str, status: int, code: str, message: str) -> None:
+async def _send_error(
+    send: Send, request_id: str, status: int, code: str, message: str, basic: bool = False
+) -> None:
     body: dict[str, Any] = {
         "error": {
             "code": code,
@@ -113,5 +134,7 @@ async def _send_error(send: Send, request_id: str, status: int, code: str, messa
     ]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+        if basic:  # the browser's own prompt for /inspect; the key is the password
+            headers.append((b"www-authenticate", b'Basic realm="Tribunal inspector"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

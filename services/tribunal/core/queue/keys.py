@@ -77,3 +77,13 @@ class Keys:
     def done_channel(self) -> str:
         """Pub/sub channel on which a job id is published when its last result is written."""
         return f"{self.prefix}:done"
+
+    def inspect(self, verifier: str) -> str:
+        """Stream: one entry per item kept for the reward inspector (its summary), capped
+        at ``TRIBUNAL_INSPECT_MAX_ITEMS`` and trimmed to ``TRIBUNAL_INSPECT_TTL_S``."""
+        return f"{self.prefix}:inspect:{verifier}"
+
+    def inspect_record(self, verifier: str, entry_id: str) -> str:
+        """String: the whole kept item (its input and result) of one inspector entry; it
+        expires with the entry and is deleted when the entry is trimmed by the cap."""
+        return f"{self.prefix}:inspect:{verifier}:item:{entry_id}"
