@@ -31,7 +31,7 @@ from tribunal.core.errors import (
 )
 from tribunal.core.hashing import printable
 from tribunal.core.inspection.routes import inspect_router
-from tribunal.core.inspection.store import InspectStore, build_inspect_store, recorder_for
+from tribunal.core.inspection.store import InspectRecorder, build_inspect_store, recorder_for
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
 from tribunal.core.queue.base import JobQueue
@@ -130,15 +130,27 @@ async def _runtime(
     }
     metrics = Metrics(list(services), worker_window_s=window_s)
     inspect = build_inspect_store(settings, queue)
+    # Recorders of the items this process scores: its embedded workers', and the gateway's
+    # synchronous routes (which score here, without the queue).
+    recorders = {
+        v.name: recorder
+        for v in verifiers
+        if (recorder := recorder_for(settings, inspect, v.name)) is not None
+    }
     runtime = AppRuntime(
-        settings=settings, queue=queue, services=services, metrics=metrics, inspect=inspect
+        settings=settings,
+        queue=queue,
+        services=services,
+        metrics=metrics,
+        inspect=inspect,
+        recorders=recorders,
     )
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     try:
         if queue.kind == "memory":
             tasks = await _start_embedded_workers(
-                settings, verifiers, queue, services, stop, inspect
+                settings, verifiers, queue, services, stop, recorders
             )
         else:
             for verifier in verifiers:
@@ -160,7 +172,7 @@ async def _start_embedded_workers(
     queue: JobQueue,
     services: dict[str, ScoringService],
     stop: asyncio.Event,
-    inspect: InspectStore,
+    recorders: dict[str, InspectRecorder],
 ) -> list[asyncio.Task[None]]:
     """Start each verifier and its in-process worker. A verifier that refuses to start
     (``ConfigurationError``) stays down without taking the app with it: its refusal is
@@ -183,7 +195,7 @@ async def _start_embedded_workers(
             max_deliveries=settings.max_deliveries,
             heartbeat_s=settings.worker_heartbeat_s,
             grace_s=settings.worker_grace_s,
-            recorder=recorder_for(settings, inspect, verifier.name),
+            recorder=recorders.get(verifier.name),
         )
         tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
     for message, names in refused.items():

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from tribunal.core.errors import Unauthorized
-from tribunal.core.inspection.store import InspectStore
+from tribunal.core.inspection.store import InspectRecorder, InspectStore
 from tribunal.core.metrics import Metrics
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.scoring import ScoringService
@@ -30,6 +30,7 @@ class AppRuntime:
     services: dict[str, ScoringService]
     metrics: Metrics
     inspect: InspectStore
+    recorders: dict[str, InspectRecorder] = field(default_factory=dict)
     embedded_workers: list[object] = field(default_factory=list)
 
 

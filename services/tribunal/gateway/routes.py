@@ -76,6 +76,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         assert isinstance(first, InvalidItem)
         raise first.bad_input(0)
     timeout_s = runtime.settings.sync_timeout_s
+    started_s = time.time()
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
     shed = LoadShed()
@@ -99,6 +100,9 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         if isinstance(invalid, InvalidItem):
             failed = ItemOutcome.failed(invalid.bad_input(index))
             texts[index] = result_json(invalid.item_id(index), failed, service.info)
+    recorder = runtime.recorders.get("gateway")
+    if recorder is not None:  # the reward inspector; its write is off this request's path
+        recorder.record_request(raw_items, texts, started_s)
     return '{"results":[' + ",".join(texts) + "]}"
 
 

@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import logging
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -318,6 +319,23 @@ class InspectRecorder:
             self._buffer.append((delivery, result))
         if self._buffer and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._drain())
+
+    def record_request(
+        self, items: Sequence[Any], results: Sequence[str], started_s: float
+    ) -> None:
+        """Keep the sampled part of a batch scored in the API process without the queue (the
+        gateway's synchronous routes): ``items`` as the request sent them, ``results`` their
+        ``ItemResult`` JSON. The batch is keyed as a job ``sync-<16 hex>`` (no ``/v1/jobs``
+        id: the queue never saw it) and its latency counts from ``started_s`` (unix s)."""
+        job = f"sync-{uuid.uuid4().hex[:16]}"
+        # An entry id in the queue's format, its time when the request was accepted.
+        entry_id = f"{int(started_s * 1000)}-0"
+        self.record(
+            [
+                (Delivery(entry_id, job, i, item if isinstance(item, dict) else {}, None, 1), r)
+                for i, (item, r) in enumerate(zip(items, results, strict=True))
+            ]
+        )
 
     async def _drain(self) -> None:
         while self._buffer:

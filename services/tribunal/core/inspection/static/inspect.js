@@ -29,10 +29,15 @@ function num(value, digits = 3) {
   return typeof value === "number" ? value.toFixed(digits).replace(/\.?0+$/, "") || "0" : "—";
 }
 
+// form.elements["item"] would be the collection's item() method: fields are found by name.
+function field(name) {
+  return form.querySelector(`[name="${name}"]`);
+}
+
 function query() {
   const params = new URLSearchParams();
   for (const name of FIELDS) {
-    const value = form.elements[name].value.trim();
+    const value = field(name).value.trim();
     if (value) params.set(name, value);
   }
   return params;
@@ -354,13 +359,18 @@ function schedule() {
 }
 
 form.addEventListener("submit", (event) => { event.preventDefault(); refresh(); });
-document.getElementById("clear").addEventListener("click", () => { form.reset(); refresh(); });
+document.getElementById("clear").addEventListener("click", () => {
+  const live = document.getElementById("live").checked; // the refresh is not a filter
+  form.reset();
+  document.getElementById("live").checked = live;
+  refresh();
+});
 document.getElementById("live").addEventListener("change", schedule);
 for (const button of document.querySelectorAll("#tabs button")) button.addEventListener("click", () => show(button.dataset.view));
 
 (function start() {
   const params = new URLSearchParams(location.search);
-  for (const name of FIELDS) if (params.get(name)) form.elements[name].value = params.get(name);
+  for (const name of FIELDS) if (params.get(name)) field(name).value = params.get(name);
   if (params.get("v") && params.get("rid")) openItem(params.get("v"), params.get("rid"));
   show(["items", "charts", "groups"].includes(params.get("view")) ? params.get("view") : "items");
   schedule();
