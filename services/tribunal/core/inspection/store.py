@@ -1,13 +1,18 @@
 """The reward inspector's record: a capped, sampled, expiring log of scored items.
 
-Each kept item is two values: a small *summary* (ids, reward, error class, latency, the
-rubric verdicts, a hash of the response) that the list, the filters and the charts read,
-and the whole *record* (the item as queued and its ``ItemResult``) that the detail view and
-the export read. With Redis they live beside the queue: the summaries in one stream per
-verifier (``Keys.inspect``; its entry id, ``<ms>-<seq>``, is the item's inspector id and
-its time), each record in a string of its own (``Keys.inspect_record``) that expires with
-the TTL and is deleted when the cap trims its entry, all in one Lua script, so that the cap
-and the TTL bound what Redis holds. The embedded queue keeps the same in this process.
+Each kept item is one *record*: the item as queued and its ``ItemResult``, with its job,
+index and when it was enqueued. With Redis the records live beside the queue, in one stream
+per verifier (``Keys.inspect``), whose entry id (``<ms>-<seq>``) is the item's inspector id
+and the time it was kept; each write trims the stream to ``TRIBUNAL_INSPECT_MAX_ITEMS``
+entries (exactly) and drops the entries older than ``TRIBUNAL_INSPECT_TTL_S``, and the stream
+itself expires that long after its last write, so the cap and the TTL bound what Redis holds.
+The embedded queue keeps the same in this process.
+
+The list, the filters and the charts read a small *summary* of each record (ids, reward,
+error class, latency, rubric verdicts, a hash of the response), made by :func:`summarize`
+in the process that reads, once per record: a store remembers the summaries it has made and
+fetches only the entries newer than its newest. A worker's share of the work is one JSON
+encoding of the item per record and one pipelined write per batch.
 
 Workers write through :class:`InspectRecorder` after their results are written (never
 before: the trainer waits on the results, not on the inspector), one write in flight at a
@@ -25,7 +30,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -39,39 +43,28 @@ from tribunal.core.settings import CoreSettings
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] the verifier's stream; ARGV: cap, ttl (ms), record key prefix, then summary and
-# record of each item. Entries past the cap go oldest first with their records; entries older
-# than the TTL are trimmed (their records expire on their own, with the same TTL).
-_ADD = """
-local stream, cap, ttl, prefix = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-for i = 4, #ARGV, 2 do
-  local id = redis.call('XADD', stream, '*', 's', ARGV[i])
-  redis.call('SET', prefix .. id, ARGV[i + 1], 'PX', ttl)
-end
-local n = redis.call('XLEN', stream)
-if n > cap then
-  for _, entry in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', n - cap)) do
-    redis.call('DEL', prefix .. entry[1])
-  end
-  redis.call('XTRIM', stream, 'MAXLEN', cap)
-end
-local now = redis.call('TIME')
-local oldest = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - ttl
-redis.call('XTRIM', stream, 'MINID', tostring(oldest))
-redis.call('PEXPIRE', stream, ttl)
-return n
-"""
-
 MAX_BUFFERED = 10_000
 """Items a recorder holds while its previous write is in flight; more are dropped (counted)."""
 
+# KEYS[1] the verifier's stream; ARGV: cap, TTL (ms), then the records, oldest first. One
+# script rather than a pipeline: redis-py packs a pipeline command by command, a cost paid on
+# the worker's event loop (3 to 10 times the script's per item, measured).
+_ADD = """
+local key, cap, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+for i = 3, #ARGV do
+  redis.call('XADD', key, 'MAXLEN', cap, '*', 'r', ARGV[i])
+end
+local now = redis.call('TIME')
+local oldest = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - ttl
+if oldest > 0 then
+  redis.call('XTRIM', key, 'MINID', tostring(oldest))
+end
+redis.call('PEXPIRE', key, ttl)
+return 1
+"""
 
-@dataclass(frozen=True)
-class Kept:
-    """One item as the recorder hands it to a store: its summary and whole record (JSON)."""
-
-    summary: bytes
-    record: bytes
+_READ_PAGE = 1000
+"""Entries one XRANGE of a summary refresh reads."""
 
 
 class InspectStore(Protocol):
@@ -80,12 +73,14 @@ class InspectStore(Protocol):
     max_items: int
     ttl_s: int
 
-    async def add(self, verifier: str, kept: Sequence[Kept]) -> None:
-        """Keep ``kept`` (oldest first), dropping what passes the cap or the TTL."""
+    async def add(self, verifier: str, records: Sequence[bytes]) -> None:
+        """Keep ``records`` (:func:`keep`'s, oldest first), dropping what passes the cap or
+        the TTL."""
         ...
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
-        """Every kept summary of ``verifier``, newest first, each with its ``rid``."""
+        """Every kept summary of ``verifier`` (:func:`summarize`), newest first. They are
+        shared with later calls: read them, never change them."""
         ...
 
     async def record(self, verifier: str, rid: str) -> dict[str, Any] | None:
@@ -96,6 +91,36 @@ class InspectStore(Protocol):
     async def size(self, verifier: str) -> int:
         """Entries kept for ``verifier`` now."""
         ...
+
+
+def _rid_ms(rid: str) -> int:
+    head = rid.partition("-")[0]
+    return int(head) if head.isdigit() else 0
+
+
+class _Summaries:
+    """Summaries made so far, oldest first, bounded like the record they come from."""
+
+    def __init__(self, max_items: int, ttl_s: int) -> None:
+        self.max_items = max_items
+        self.ttl_ms = ttl_s * 1000
+        self.by_rid: dict[str, OrderedDict[str, dict[str, Any]]] = {}
+
+    def of(self, verifier: str) -> OrderedDict[str, dict[str, Any]]:
+        return self.by_rid.setdefault(verifier, OrderedDict())
+
+    def newest(self, verifier: str) -> str | None:
+        kept = self.of(verifier)
+        return next(reversed(kept)) if kept else None
+
+    def listing(self, verifier: str) -> list[dict[str, Any]]:
+        kept = self.of(verifier)
+        while len(kept) > self.max_items:
+            kept.popitem(last=False)
+        oldest = time.time() * 1000 - self.ttl_ms
+        while kept and _rid_ms(next(iter(kept))) < oldest:
+            kept.popitem(last=False)
+        return list(reversed(kept.values()))
 
 
 class RedisInspectStore:
@@ -113,34 +138,36 @@ class RedisInspectStore:
         self.keys = keys
         self.max_items = max_items
         self.ttl_s = ttl_s
+        self._summaries = _Summaries(max_items, ttl_s)
         self._add = redis.register_script(_ADD)
 
-    async def add(self, verifier: str, kept: Sequence[Kept]) -> None:
+    async def add(self, verifier: str, records: Sequence[bytes]) -> None:
         """See :class:`InspectStore`."""
-        args: list[Any] = [
-            self.max_items,
-            self.ttl_s * 1000,
-            self.keys.inspect_record(verifier, ""),
-        ]
-        for one in kept:
-            args += [one.summary, one.record]
+        args: list[Any] = [self.max_items, self.ttl_s * 1000, *records]
         await self._add(keys=[self.keys.inspect(verifier)], args=args)
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
         """See :class:`InspectStore`."""
-        entries: Any = await self.redis.xrevrange(self.keys.inspect(verifier), count=self.max_items)
-        return [_with_rid(entry_id, fields["s"]) for entry_id, fields in entries]
+        key = self.keys.inspect(verifier)
+        kept = self._summaries.of(verifier)
+        newest = self._summaries.newest(verifier)
+        start = "-" if newest is None else f"({newest}"
+        while True:
+            entries: Any = await self.redis.xrange(key, min=start, max="+", count=_READ_PAGE)
+            for rid, fields in entries:
+                kept[rid] = summarize(rid, orjson.loads(fields["r"]))
+            if len(entries) < _READ_PAGE:
+                return self._summaries.listing(verifier)
+            start = f"({entries[-1][0]}"
 
     async def record(self, verifier: str, rid: str) -> dict[str, Any] | None:
         """See :class:`InspectStore`."""
-        if not _RID_CHARS.issuperset(rid):
+        if not rid or not _RID_CHARS.issuperset(rid) or rid.count("-") != 1:
             return None
-        raw = await self.redis.get(self.keys.inspect_record(verifier, rid))
-        if raw is None:
+        entries: Any = await self.redis.xrange(self.keys.inspect(verifier), min=rid, max=rid)
+        if not entries or _rid_ms(rid) < time.time() * 1000 - self.ttl_s * 1000:
             return None
-        record: dict[str, Any] = orjson.loads(raw)
-        record["summary"]["rid"] = rid
-        return record
+        return _whole(rid, orjson.loads(entries[0][1]["r"]))
 
     async def size(self, verifier: str) -> int:
         """See :class:`InspectStore`."""
@@ -150,12 +177,6 @@ class RedisInspectStore:
 _RID_CHARS = frozenset("0123456789-")
 
 
-def _with_rid(rid: str, summary: str | bytes) -> dict[str, Any]:
-    value: dict[str, Any] = orjson.loads(summary)
-    value["rid"] = rid
-    return value
-
-
 class MemoryInspectStore:
     """Kept items in this process (the embedded queue): the same cap and TTL; ids are
     ``<ms>-<seq>`` as Redis's, so that links and ordering read the same."""
@@ -163,42 +184,52 @@ class MemoryInspectStore:
     def __init__(self, max_items: int, ttl_s: int) -> None:
         self.max_items = max_items
         self.ttl_s = ttl_s
-        self._entries: dict[str, OrderedDict[str, tuple[float, bytes, bytes]]] = {}
+        self._entries: dict[str, OrderedDict[str, bytes]] = {}
+        self._summaries = _Summaries(max_items, ttl_s)
         self._seq = itertools.count()
 
-    def _live(self, verifier: str) -> OrderedDict[str, tuple[float, bytes, bytes]]:
+    def _live(self, verifier: str) -> OrderedDict[str, bytes]:
         entries = self._entries.setdefault(verifier, OrderedDict())
-        oldest = time.time() - self.ttl_s
-        while entries and next(iter(entries.values()))[0] < oldest:
+        oldest = time.time() * 1000 - self.ttl_s * 1000
+        while entries and _rid_ms(next(iter(entries))) < oldest:
             entries.popitem(last=False)
         return entries
 
-    async def add(self, verifier: str, kept: Sequence[Kept]) -> None:
+    async def add(self, verifier: str, records: Sequence[bytes]) -> None:
         """See :class:`InspectStore`."""
         entries = self._live(verifier)
-        for one in kept:
-            now = time.time()
-            entries[f"{int(now * 1000)}-{next(self._seq)}"] = (now, one.summary, one.record)
+        for record in records:
+            entries[f"{int(time.time() * 1000)}-{next(self._seq)}"] = record
         while len(entries) > self.max_items:
             entries.popitem(last=False)
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
         """See :class:`InspectStore`."""
-        entries = self._live(verifier)
-        return [_with_rid(rid, summary) for rid, (_, summary, _) in reversed(entries.items())]
+        kept = self._summaries.of(verifier)
+        newest = self._summaries.newest(verifier)
+        after = (-1, -1) if newest is None else _order(newest)
+        fresh = []
+        for rid, record in reversed(self._live(verifier).items()):
+            if _order(rid) <= after:
+                break
+            fresh.append((rid, record))
+        for rid, record in reversed(fresh):
+            kept[rid] = summarize(rid, orjson.loads(record))
+        return self._summaries.listing(verifier)
 
     async def record(self, verifier: str, rid: str) -> dict[str, Any] | None:
         """See :class:`InspectStore`."""
         found = self._live(verifier).get(rid)
-        if found is None:
-            return None
-        record: dict[str, Any] = orjson.loads(found[2])
-        record["summary"]["rid"] = rid
-        return record
+        return None if found is None else _whole(rid, orjson.loads(found))
 
     async def size(self, verifier: str) -> int:
         """See :class:`InspectStore`."""
         return len(self._live(verifier))
+
+
+def _order(rid: str) -> tuple[int, int]:
+    ms, _, seq = rid.partition("-")
+    return int(ms or 0), int(seq or 0)
 
 
 def build_inspect_store(settings: CoreSettings, queue: JobQueue) -> InspectStore:
@@ -252,36 +283,65 @@ def _enqueued_ms(entry_id: str) -> int | None:
     return int(head) if head.isdigit() and len(head) >= 12 else None
 
 
-def keep(delivery: Delivery, result_json: str, verifier: str, now_s: float) -> Kept:
-    """Build what is kept of one scored item (``result_json``: its ``ItemResult``)."""
-    result = orjson.loads(result_json)
-    item = delivery.payload
+def keep(delivery: Delivery, result_json: str, verifier: str) -> bytes:
+    """The record of one scored item (``result_json``: its ``ItemResult``, spliced in as it
+    is: one JSON encoding per item, of the item itself, is all a worker pays)."""
+    head = orjson.dumps(
+        {
+            "verifier": verifier,
+            "job": delivery.job_id,
+            "index": delivery.index,
+            "enqueued_ms": _enqueued_ms(delivery.entry_id),
+            "item": delivery.payload,
+        }
+    )
+    return head[:-1] + b',"result":' + result_json.encode() + b"}"
+
+
+def summarize(rid: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of the record kept as ``rid``: what the list, filters and charts read.
+
+    Keys: ``rid``, ``t`` (when kept, unix s), ``verifier``, ``id``, ``group``, ``job``,
+    ``index``, ``spec``, ``scorer`` (the verifier or ``spec:<name>`` that produced the
+    result), ``reward``, ``error`` (its class), ``latency_ms`` (enqueued to kept; None on the
+    embedded queue), ``cached``, ``response_hash`` (blake2b-64 of the response, to count
+    identical completions) and ``rubrics`` (``[label, verdict]`` of every rubric judged).
+    """
+    item = record.get("item") or {}
+    result = record.get("result") or {}
     error = result.get("error") or {}
-    enqueued = _enqueued_ms(delivery.entry_id)
+    kept_ms = _rid_ms(rid)
+    enqueued = record.get("enqueued_ms")
     response = _response_text(item)
     spec = item.get("spec")
-    summary = {
-        "t": now_s,
-        "verifier": verifier,
+    return {
+        "rid": rid,
+        "t": kept_ms / 1000,
+        "verifier": record.get("verifier"),
         "id": result.get("id"),
         "group": item.get("group_id"),
-        "job": delivery.job_id,
-        "index": delivery.index,
+        "job": record.get("job"),
+        "index": record.get("index"),
         "spec": spec if isinstance(spec, str) else None,
         "scorer": (result.get("verifier") or {}).get("name"),
         "reward": result.get("reward"),
         "error": error.get("code"),
-        "latency_ms": None if enqueued is None else max(0, round(now_s * 1000) - enqueued),
+        "latency_ms": None if not isinstance(enqueued, int) else max(0, kept_ms - enqueued),
         "cached": bool(result.get("cached")),
         "response_hash": None
         if response is None
         else hashlib.blake2b(response.encode(), digest_size=8).hexdigest(),
         "rubrics": list(_rubric_verdicts(result.get("details"))),
     }
-    record = orjson.dumps(
-        {"summary": summary, "item": item, "result": orjson.Fragment(result_json)}
-    )
-    return Kept(orjson.dumps(summary), record)
+
+
+def _whole(rid: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A record as the detail view and the export give it: summary, item, result."""
+    return {
+        "summary": summarize(rid, record),
+        "item": record.get("item"),
+        "result": record.get("result"),
+    }
 
 
 class InspectRecorder:
@@ -340,10 +400,9 @@ class InspectRecorder:
     async def _drain(self) -> None:
         while self._buffer:
             done, self._buffer = self._buffer, []
-            now = time.time()
             try:
-                kept = [keep(delivery, result, self.verifier, now) for delivery, result in done]
-                await self.store.add(self.verifier, kept)
+                records = [keep(delivery, result, self.verifier) for delivery, result in done]
+                await self.store.add(self.verifier, records)
             except (RedisError, OSError, ValueError) as exc:
                 logger.warning("inspector: %d items not kept: %s", len(done), exc)
 

@@ -79,11 +79,6 @@ class Keys:
         return f"{self.prefix}:done"
 
     def inspect(self, verifier: str) -> str:
-        """Stream: one entry per item kept for the reward inspector (its summary), capped
-        at ``TRIBUNAL_INSPECT_MAX_ITEMS`` and trimmed to ``TRIBUNAL_INSPECT_TTL_S``."""
+        """Stream: one entry per item kept for the reward inspector (its item and result),
+        capped at ``TRIBUNAL_INSPECT_MAX_ITEMS`` and trimmed to ``TRIBUNAL_INSPECT_TTL_S``."""
         return f"{self.prefix}:inspect:{verifier}"
-
-    def inspect_record(self, verifier: str, entry_id: str) -> str:
-        """String: the whole kept item (its input and result) of one inspector entry; it
-        expires with the entry and is deleted when the entry is trimmed by the cap."""
-        return f"{self.prefix}:inspect:{verifier}:item:{entry_id}"
