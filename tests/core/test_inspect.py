@@ -79,15 +79,27 @@ async def test_the_cap_keeps_the_newest_items_and_drops_the_rest_whole(
     for start in range(0, 12, 4):  # three writes, 12 items, cap 5
         kept = [keep(_delivery(i), _result(i), "toy") for i in range(start, start + 4)]
         await store.add("toy", kept)
-    summaries = await store.summaries("toy")
-    assert [s["id"] for s in summaries] == ["i11", "i10", "i9", "i8", "i7"]
-    assert await store.size("toy") == 5
-    assert (await store.record("toy", summaries[0]["rid"]))["item"]["response"] == "answer 11"
+    ids = [s["id"] for s in await store.summaries("toy")]
+    # The newest items, at most the cap; Redis drops the oldest batches whole (here the one
+    # of i4-i7), the embedded store item by item.
+    expected = ["i11", "i10", "i9", "i8"] if isinstance(store, RedisInspectStore) else None
+    assert ids == (expected or ["i11", "i10", "i9", "i8", "i7"])
+    assert await store.size("toy") == len(ids)
+    newest = (await store.summaries("toy"))[0]["rid"]
+    assert (await store.record("toy", newest))["item"]["response"] == "answer 11"
     if isinstance(store, RedisInspectStore):
-        # One stream holds it all, trimmed to exactly the cap.
-        keys = [k async for k in redis_client.scan_iter(f"{key_prefix}:inspect:*")]
-        assert keys == [f"{key_prefix}:inspect:toy"]
-        assert await redis_client.xlen(keys[0]) == 5
+        keys = {k async for k in redis_client.scan_iter(f"{key_prefix}:inspect:*")}
+        stream = f"{key_prefix}:inspect:toy"
+        assert keys == {stream, f"{stream}:n", f"{stream}:sizes"}
+        assert await redis_client.xlen(stream) == 1  # one batch left
+        assert await redis_client.llen(f"{stream}:sizes") == 1
+
+
+async def test_a_batch_larger_than_the_cap_keeps_its_newest(make_store: StoreFactory) -> None:
+    store = make_store(3, 3600)
+    await store.add("toy", [keep(_delivery(i), _result(i), "toy") for i in range(10)])
+    assert [s["id"] for s in await store.summaries("toy")] == ["i9", "i8", "i7"]
+    assert await store.size("toy") == 3
 
 
 async def test_the_ttl_drops_old_items(
@@ -98,6 +110,7 @@ async def test_the_ttl_drops_old_items(
     first = (await store.summaries("toy"))[0]["rid"]
     if isinstance(store, RedisInspectStore):
         assert 0 < await redis_client.pttl(store.keys.inspect("toy")) <= 1000
+        assert 0 < await redis_client.pttl(store.keys.inspect_count("toy")) <= 1000
     await asyncio.sleep(1.1)  # past the TTL: waiting on it, not timing anything
     await store.add("toy", [keep(_delivery(1), _result(1), "toy")])
     assert [s["id"] for s in await store.summaries("toy")] == ["i1"]
@@ -106,8 +119,8 @@ async def test_the_ttl_drops_old_items(
 
 async def test_an_unknown_or_malformed_id_is_not_found(make_store: StoreFactory) -> None:
     store = make_store(10, 60)
-    assert await store.record("toy", "1-0") is None
-    assert await store.record("toy", "*") is None
+    for rid in ("1-0", "1-0.0", "*", "-.0", "1-0.x", "+"):
+        assert await store.record("toy", rid) is None
 
 
 def test_sampling_is_per_group_and_deterministic() -> None:

@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.errors import BadInput
+from tribunal.core.inspection.store import rid_order
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 
@@ -151,9 +152,8 @@ async def _summaries(runtime: AppRuntime, filters: Filters) -> list[dict[str, An
     return found
 
 
-def _order(summary: dict[str, Any]) -> tuple[int, int]:
-    ms, _, seq = str(summary.get("rid", "0-0")).partition("-")
-    return int(ms or 0), int(seq or 0)
+def _order(summary: dict[str, Any]) -> tuple[int, int, int]:
+    return rid_order(str(summary.get("rid", "")))
 
 
 def _histogram(rewards: list[float]) -> dict[str, Any]:
