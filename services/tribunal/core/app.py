@@ -160,6 +160,8 @@ async def _runtime(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for recorder in recorders.values():  # what was scored last is kept too
+            await recorder.aclose()
         if queue.kind == "memory":
             for verifier in verifiers:
                 await verifier.aclose()

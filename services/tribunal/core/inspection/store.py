@@ -51,6 +51,9 @@ logger = logging.getLogger(__name__)
 MAX_BUFFERED = 10_000
 """Items a recorder holds while its previous write is in flight; more are dropped (counted)."""
 
+LINGER_S = 0.25
+"""How long a recorder gathers items before a write (s)."""
+
 # KEYS: the verifier's stream, its item count and its batches' sizes (a list of "<entry id>
 # <items>", oldest first); ARGV: cap (items), TTL (ms), the batch's item count and its
 # records as one JSON array. A stream entry is a batch: one XADD per write, not one per item,
@@ -384,23 +387,34 @@ def _whole(rid: str, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _sample_key(delivery: Delivery) -> str:
+    """What an item is drawn by: its GRPO group within its job, or else itself."""
+    group = delivery.payload.get("group_id")
+    return f"{delivery.job_id}:g:{group}" if group else f"{delivery.job_id}:{delivery.index}"
+
+
 class InspectRecorder:
     """Keeps a sample of one verifier's scored items for the inspector, off the scoring path.
 
-    :meth:`record` returns at once; one write is in flight at a time, and what comes meanwhile
-    is written by the next (past ``MAX_BUFFERED`` items waiting, new ones are dropped and
-    counted in ``dropped``). A store that fails loses those items, never a result.
+    :meth:`record` returns at once; a write gathers what came within ``linger_s`` of its first
+    item, one write is in flight at a time, and what comes meanwhile is written by the next
+    (past ``MAX_BUFFERED`` items waiting, new ones are dropped and counted in ``dropped``). A
+    store that fails loses those items, never a result.
 
     Args:
         store: Where to keep them.
         verifier: The verifier whose items these are.
         sample_rate: Share kept, in (0, 1]; drawn per GRPO group (see :func:`sampled`).
+        linger_s: How long a write waits for more items (s).
     """
 
-    def __init__(self, store: InspectStore, verifier: str, sample_rate: float) -> None:
+    def __init__(
+        self, store: InspectStore, verifier: str, sample_rate: float, linger_s: float = LINGER_S
+    ) -> None:
         self.store = store
         self.verifier = verifier
         self.sample_rate = sample_rate
+        self.linger_s = linger_s
         self.dropped = 0
         self._buffer: list[tuple[Delivery, str]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -408,15 +422,10 @@ class InspectRecorder:
     def record(self, done: Sequence[tuple[Delivery, str]]) -> None:
         """Keep the sampled part of ``done`` (entries and their ``ItemResult`` JSON)."""
         rate = self.sample_rate
-        for delivery, result in done:
-            group = delivery.payload.get("group_id")
-            key = f"{delivery.job_id}:g:{group}" if group else f"{delivery.job_id}:{delivery.index}"
-            if not sampled(key, rate):
-                continue
-            if len(self._buffer) >= MAX_BUFFERED:
-                self.dropped += 1
-                continue
-            self._buffer.append((delivery, result))
+        kept = done if rate >= 1.0 else [(d, r) for d, r in done if sampled(_sample_key(d), rate)]
+        room = MAX_BUFFERED - len(self._buffer)
+        self._buffer += kept[:room]
+        self.dropped += max(0, len(kept) - room)
         if self._buffer and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._drain())
 
@@ -439,6 +448,10 @@ class InspectRecorder:
 
     async def _drain(self) -> None:
         while self._buffer:
+            # Results come a few at a time (each as its pool task ends): a call per handful
+            # cost the math worker 8 % more CPU per item (bench/inspect_overhead.py). The page
+            # refreshes every 3 s, so a short wait gathers a write's worth.
+            await asyncio.sleep(self.linger_s)
             done, self._buffer = self._buffer, []
             try:
                 records = [keep(delivery, result, self.verifier) for delivery, result in done]
