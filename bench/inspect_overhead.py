@@ -15,7 +15,8 @@ to back; ``overhead_rounds`` lists them); ``rates`` are the medians per stack (i
 request to last answer). ``cpu_ms_per_item`` is the median per stack of the CPU time (user +
 system) its processes spent in a pass (the API, the workers and their verification
 processes; Redis, shared by both, is not counted), per item: on a loaded machine the steadier
-of the two figures, and ``cpu_overhead`` its relative difference. ``kept`` is what each
+of the two figures, and ``cpu_overhead`` its relative difference (``cpu_overhead_rounds``:
+each round's). ``kept`` is what each
 stack's inspector holds at the end (``/inspect/api/meta``): the cap with recording on, 0 with
 it off.
 """
@@ -143,6 +144,9 @@ def main() -> None:
         "rates": {mode: round(statistics.median(r), 1) for mode, r in rates.items()},
         "cpu_ms_per_item": {mode: round(statistics.median(c), 4) for mode, c in cpu_ms.items()},
         "cpu_overhead": statistics.median(cpu_ms["on"]) / statistics.median(cpu_ms["off"]) - 1,
+        "cpu_overhead_rounds": [
+            round(on / off - 1, 4) for on, off in zip(cpu_ms["on"], cpu_ms["off"], strict=True)
+        ],
         "kept": kept,
         "load_before": load_before,
         "load_after": os.getloadavg(),

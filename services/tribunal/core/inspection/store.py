@@ -1,16 +1,16 @@
 """The reward inspector's record: a capped, sampled, expiring log of scored items.
 
 Each kept item is one *record*: the item as queued and its ``ItemResult``, with its job,
-index and when it was enqueued. With Redis the records live beside the queue, in one stream
-per verifier (``Keys.inspect``) of one entry per written batch (a JSON array of its
-records), with a count of the items it holds and the size of each batch
-(``Keys.inspect_count``, ``Keys.inspect_sizes``). An item's inspector id
-is its batch's entry id and its place in it (``<ms>-<seq>.<k>``; the milliseconds are when
-it was kept). Each write drops the oldest batches, whole, until at most
+index and queue entry id (which says when it was enqueued). With Redis the records live
+beside the queue, in one stream per verifier (``Keys.inspect``) of one entry per written
+batch (a JSON array of its records), with a count of the items it holds and the size of
+each batch (``Keys.inspect_count``, ``Keys.inspect_sizes``). An item's inspector id is its
+batch's entry id and its place in it (``<ms>-<seq>.<k>``; the milliseconds are when it was
+kept). Each write drops the oldest batches, whole, until at most
 ``TRIBUNAL_INSPECT_MAX_ITEMS`` items are left, then the batches older than
-``TRIBUNAL_INSPECT_TTL_S``, and both keys expire that long after the last write, so the cap
-and the TTL bound what Redis holds. The embedded queue keeps the same in this process, one
-item at a time.
+``TRIBUNAL_INSPECT_TTL_S``, and the three keys expire that long after the last write, so
+the cap and the TTL bound what Redis holds. The embedded queue keeps the same in this
+process, one item at a time.
 
 The list, the filters and the charts read a small *summary* of each record (ids, reward,
 error class, latency, rubric verdicts, a hash of the response), made by :func:`summarize`
@@ -335,7 +335,7 @@ def keep(delivery: Delivery, result_json: str, verifier: str) -> dict[str, Any]:
         "verifier": verifier,
         "job": delivery.job_id,
         "index": delivery.index,
-        "enqueued_ms": _enqueued_ms(delivery.entry_id),
+        "entry": delivery.entry_id,
         "item": delivery.payload,
         "result": orjson.Fragment(result_json),
     }
@@ -354,7 +354,7 @@ def summarize(rid: str, record: Mapping[str, Any]) -> dict[str, Any]:
     result = record.get("result") or {}
     error = result.get("error") or {}
     kept_ms = _rid_ms(rid)
-    enqueued = record.get("enqueued_ms")
+    enqueued = _enqueued_ms(str(record.get("entry", "")))
     response = _response_text(item)
     spec = item.get("spec")
     return {
