@@ -51,6 +51,7 @@ train: tools $(VENV)/.all
 	$(BIN)/tribunal train --config $(TRAIN_CONFIG) --output-dir $(TRAIN_OUT)
 
 test: tools $(VENV)/.all
+	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
 	$(MAKE) check-lock lint
 	$(BIN)/python -m pytest
 

@@ -33,7 +33,17 @@ LOCKS = ROOT / "requirements"
 LOCKED_EXTRAS = {
     "base": (),
     "trainer": ("trainer",),
-    "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols", "load"),
+    "all": (
+        "dev",
+        "judge-local",
+        "trainer",
+        "trl",
+        "compose",
+        "docs",
+        "protocols",
+        "load",
+        "browser",
+    ),
 }
 # Installed in every venv but not part of any lock: the project itself and pip.
 UNLOCKED = {"tribunal", "pip"}

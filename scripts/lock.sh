@@ -20,7 +20,8 @@ export CUSTOM_COMPILE_COMMAND="make lock"
 common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
   --no-emit-find-links --build-deps-for editable "$@")
 "$tool/bin/pip-compile" "${common[@]}" --extra dev --extra judge-local --extra trainer \
-  --extra trl --extra compose --extra docs --extra protocols --extra load -o requirements/all.txt pyproject.toml
+  --extra trl --extra compose --extra docs --extra protocols --extra load --extra browser \
+  -o requirements/all.txt pyproject.toml
 "$tool/bin/pip-compile" "${common[@]}" -c requirements/all.txt -o requirements/base.txt \
   pyproject.toml
 "$tool/bin/pip-compile" "${common[@]}" --extra trainer -c requirements/all.txt \

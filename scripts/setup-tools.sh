@@ -7,7 +7,8 @@
 # (LeetCode solutions import it; the sandbox runs /usr/bin/python3 -I -S with Debian's
 # dist-packages on its path) python3-venv (for .venv) and libseccomp2 (compiles the code sandbox's seccomp filter). As root
 # it installs what is missing with apt-get, as a user through `sudo -n` (never a password
-# prompt); otherwise it prints the command and exits 1.
+# prompt); otherwise it prints the command and exits 1. With --browser (`make test`) it also
+# needs chromium and chromium-driver: the reward inspector's tests drive the page in them.
 set -euo pipefail
 
 python=${PYTHON:-python3}
@@ -26,6 +27,10 @@ fi
 "$python" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 compgen -G '/usr/lib/*/libseccomp.so.2' >/dev/null || compgen -G '/lib/*/libseccomp.so.2' \
   >/dev/null || missing+=(libseccomp2)
+if [ "${1:-}" = --browser ]; then
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -24,11 +24,11 @@ def _stub(bin_dir: Path, name: str, body: str = "exit 0") -> None:
     path.chmod(0o755)
 
 
-def _run(bin_dir: Path, *, uid: int) -> subprocess.CompletedProcess[str]:
+def _run(bin_dir: Path, *args: str, uid: int) -> subprocess.CompletedProcess[str]:
     _stub(bin_dir, "id", f"echo {uid}")
     (bin_dir / "env").symlink_to("/usr/bin/env")
     return subprocess.run(
-        ["/bin/bash", str(SCRIPT)],
+        ["/bin/bash", str(SCRIPT), *args],
         env={"PATH": str(bin_dir), "PYTHON": sys.executable},
         capture_output=True,
         text=True,
@@ -58,6 +58,20 @@ def test_nothing_missing_is_silent(bin_dir: Path) -> None:
     if "python3-sortedcontainers" in run.stderr:
         pytest.skip("this machine's sandbox Python lacks sortedcontainers")
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("browser", [True, False])
+def test_make_test_also_needs_the_browser(bin_dir: Path, tmp_path: Path, browser: bool) -> None:
+    # `make test` (--browser): the reward inspector's tests drive Debian's chromium through
+    # its chromedriver; `make up` does not install a browser.
+    for name in ("bwrap", "g++"):
+        _stub(bin_dir, name)
+    log = tmp_path / "apt.log"
+    _apt(bin_dir, log)
+    run = _run(bin_dir, *(["--browser"] if browser else []), uid=0)
+    assert run.returncode == 0, run.stderr
+    installed = log.read_text() if log.exists() else ""
+    assert ("chromium chromium-driver" in installed) is browser
 
 
 def test_a_user_without_sudo_gets_the_one_command(bin_dir: Path, tmp_path: Path) -> None:

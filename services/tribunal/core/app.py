@@ -30,6 +30,8 @@ from tribunal.core.errors import (
     TribunalError,
 )
 from tribunal.core.hashing import printable
+from tribunal.core.inspection.routes import inspect_router
+from tribunal.core.inspection.store import InspectRecorder, build_inspect_store, recorder_for
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
 from tribunal.core.queue.base import JobQueue
@@ -103,6 +105,7 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
     for router in spec.routers():
         app.include_router(router)
     app.include_router(jobs.jobs_router(job_body_type(verifiers), job_state_type(verifiers)))
+    app.include_router(inspect_router())
     return app
 
 
@@ -126,12 +129,29 @@ async def _runtime(
         for v in verifiers
     }
     metrics = Metrics(list(services), worker_window_s=window_s)
-    runtime = AppRuntime(settings=settings, queue=queue, services=services, metrics=metrics)
+    inspect = build_inspect_store(settings, queue)
+    # Recorders of the items this process scores: its embedded workers', and the gateway's
+    # synchronous routes (which score here, without the queue).
+    recorders = {
+        v.name: recorder
+        for v in verifiers
+        if (recorder := recorder_for(settings, inspect, v.name)) is not None
+    }
+    runtime = AppRuntime(
+        settings=settings,
+        queue=queue,
+        services=services,
+        metrics=metrics,
+        inspect=inspect,
+        recorders=recorders,
+    )
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     try:
         if queue.in_process:
-            tasks = await _start_embedded_workers(settings, verifiers, queue, services, stop)
+            tasks = await _start_embedded_workers(
+                settings, verifiers, queue, services, stop, recorders
+            )
         else:
             for verifier in verifiers:
                 with contextlib.suppress(QueueUnavailable):
@@ -140,6 +160,8 @@ async def _runtime(
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for recorder in recorders.values():  # what was scored last is kept too
+            await recorder.aclose()
         if queue.in_process:
             for verifier in verifiers:
                 await verifier.aclose()
@@ -152,6 +174,7 @@ async def _start_embedded_workers(
     queue: JobQueue,
     services: dict[str, ScoringService],
     stop: asyncio.Event,
+    recorders: dict[str, InspectRecorder],
 ) -> list[asyncio.Task[None]]:
     """Start each verifier and its in-process worker. A verifier that refuses to start
     (``ConfigurationError``) stays down without taking the app with it: its refusal is
@@ -174,6 +197,7 @@ async def _start_embedded_workers(
             max_deliveries=settings.max_deliveries,
             heartbeat_s=settings.worker_heartbeat_s,
             grace_s=settings.worker_grace_s,
+            recorder=recorders.get(verifier.name),
         )
         tasks.append(asyncio.create_task(worker.run(stop), name=f"worker-{verifier.name}"))
     for message, names in refused.items():

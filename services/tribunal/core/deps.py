@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from tribunal.core.errors import Unauthorized
+from tribunal.core.inspection.store import InspectRecorder, InspectStore
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import key_matches, presented_key
 from tribunal.core.queue.base import JobQueue
@@ -28,6 +29,8 @@ class AppRuntime:
     queue: JobQueue
     services: dict[str, ScoringService]
     metrics: Metrics
+    inspect: InspectStore
+    recorders: dict[str, InspectRecorder] = field(default_factory=dict)
     embedded_workers: list[object] = field(default_factory=list)
 
 

@@ -39,6 +39,10 @@ def key_matches(given: str | None, expected: str) -> bool:
     return given is not None and secrets.compare_digest(given.encode(), expected.encode())
 
 
+GUARDED = ("/v1/", "/inspect")
+"""Paths that need the API key when one is set (the probes, /metrics and /docs do not)."""
+
+
 class BodyTooLarge(HTTPException):
     """Raised while a streamed body passes the limit; FastAPI lets HTTP exceptions through
     its body parsing, and the app's handler turns it into the 413 error body."""
@@ -52,7 +56,8 @@ def _too_large_message(max_bytes: int) -> str:
 
 
 class BodyLimitMiddleware:
-    """Answer 401 when a ``/v1`` request lacks the bearer token (``api_key`` set), 413 when a
+    """Answer 401 when a ``/v1`` or ``/inspect`` request lacks the key (``api_key`` set: a
+    bearer token, or for ``/inspect`` also the password of HTTP Basic), 413 when a
     request body exceeds ``max_bytes`` (declared or streamed), and tag every response with
     ``x-request-id`` (the client's, or a new one). The token is checked first, before the body
     is read: an unauthenticated client cannot make the service read 30 MB, nor learn from a
@@ -84,6 +89,7 @@ class BodyLimitMiddleware:
                 "unauthorized",
                 "missing or wrong key: send 'Authorization: Bearer <key>' (or Basic credentials "
                 "with the key as password; /k/<key>/ in the path on the trainer routes)",
+                basic=str(scope.get("path", "")).startswith("/inspect"),
             )
             return
         declared = headers.get(b"content-length")
@@ -123,13 +129,15 @@ class BodyLimitMiddleware:
         if path.startswith(KEY_PATH_PREFIX):
             token = path[len(KEY_PATH_PREFIX) :].partition("/")[0]
             return key_matches(token, self.api_key)
-        if not path.startswith("/v1/"):
+        if not path.startswith(GUARDED):
             return True
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         return key_matches(presented_key(authorization), self.api_key)
 
 
-async def _send_error(send: Send, request_id: str, status: int, code: str, message: str) -> None:
+async def _send_error(
+    send: Send, request_id: str, status: int, code: str, message: str, basic: bool = False
+) -> None:
     body: dict[str, Any] = {
         "error": {
             "code": code,
@@ -147,5 +155,7 @@ async def _send_error(send: Send, request_id: str, status: int, code: str, messa
     ]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+        if basic:  # the browser's own prompt for /inspect; the key is the password
+            headers.append((b"www-authenticate", b'Basic realm="Tribunal inspector"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

@@ -143,11 +143,13 @@ class ScoringService:
         self,
         items: Sequence[ScoreItem | InvalidItem],
         score_valid: Callable[[list[ScoreItem]], Awaitable[list[str]]],
+        on_results: Callable[[list[str]], None] | None = None,
     ) -> str:
         """Score a batch in this process, not through the queue, and return the
         ``ScoreResponse`` as JSON text: the batch is checked as :meth:`submit` checks it,
         ``score_valid`` scores the valid items (one ``ItemResult`` JSON text each, in order)
-        and the invalid ones are answered here.
+        and the invalid ones are answered here; ``on_results``, when given, is then called
+        with every item's ``ItemResult`` JSON text, in request order.
 
         Raises:
             PayloadTooLarge: More than ``max_batch_items`` items.
@@ -163,6 +165,8 @@ class ScoringService:
         ]
         for (index, _), text in zip(valid, scored, strict=True):
             texts[index] = text
+        if on_results is not None:
+            on_results(texts)
         return _response_json(texts)
 
     def _check_batch(self, items: Sequence[ScoreItem | InvalidItem], instead: str) -> None:

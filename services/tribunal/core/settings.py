@@ -118,6 +118,22 @@ class CoreSettings(BaseSettings):
             "to other workers (below Docker's 10 s stop timeout)."
         ),
     )
+    inspect_sample_rate: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of scored items the reward inspector (/inspect) keeps, drawn per "
+        "GRPO group (a group is kept whole or not at all); 0 turns recording off.",
+    )
+    inspect_max_items: int = Field(
+        default=5000,
+        ge=1,
+        description="Items the reward inspector keeps per verifier (in Redis beside the "
+        "queue, or in memory with the embedded queue); the oldest go first.",
+    )
+    inspect_ttl_s: int = Field(
+        default=86400, ge=1, description="How long the reward inspector keeps an item (s)."
+    )
     log_level: str = Field(
         default="INFO",
         description="Python logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case).",

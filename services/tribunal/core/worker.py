@@ -42,6 +42,7 @@ from tribunal.core.errors import (
     QueueUnavailable,
     TribunalError,
 )
+from tribunal.core.inspection.store import InspectRecorder
 from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally, entry_age_s
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.verifier import Verifier, score_guarded, verifier_info
@@ -113,6 +114,7 @@ class WorkerRuntime:
         block_s: How long one claim waits for entries (s).
         grace_s: At stop, how long items in progress may take before they are released (s).
         write_attempts: Tries (1 s apart) to write results through a queue outage.
+        recorder: Keeps a sample of the written results for the reward inspector, or None.
     """
 
     verifier: Verifier
@@ -126,6 +128,7 @@ class WorkerRuntime:
     grace_s: float = 8.0
     write_attempts: int = 10
     consumer: str = field(default_factory=consumer_name)
+    recorder: InspectRecorder | None = None
 
     def __post_init__(self) -> None:
         self.info = verifier_info(self.verifier)
@@ -172,6 +175,8 @@ class WorkerRuntime:
                 await asyncio.gather(*late, return_exceptions=True)
         if self._writer is not None:  # results of released entries may still be on their way
             await asyncio.wait({self._writer}, timeout=self.grace_s)
+        if self.recorder is not None:
+            await self.recorder.aclose()
         beat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beat
@@ -318,6 +323,8 @@ class WorkerRuntime:
                 if fresh:
                     await self._cache_set(fresh)
                 await self._write(done, counters)
+                if self.recorder is not None:  # after the write: the trainer waits on it
+                    self.recorder.record(done)
             finally:
                 for part in parts:
                     part.batch.written(part.done)

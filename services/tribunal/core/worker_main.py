@@ -8,6 +8,7 @@ import logging
 import signal
 
 from tribunal.core.errors import ConfigurationError, QueueUnavailable
+from tribunal.core.inspection.store import build_inspect_store, recorder_for
 from tribunal.core.queue.factory import build_cache, redis_queue
 from tribunal.core.service import ServiceSpec, settle_heap
 from tribunal.core.settings import CoreSettings
@@ -63,6 +64,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
             for verifier in verifiers:
                 await queue.set_refusal(verifier.name, None)
         settle_heap()
+        inspect = build_inspect_store(settings, queue)
         runtimes = [
             WorkerRuntime(
                 verifier,
@@ -73,6 +75,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 max_deliveries=settings.max_deliveries,
                 heartbeat_s=settings.worker_heartbeat_s,
                 grace_s=settings.worker_grace_s,
+                recorder=recorder_for(settings, inspect, verifier.name),
             )
             for verifier in verifiers
         ]

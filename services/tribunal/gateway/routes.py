@@ -69,6 +69,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     """
     service = runtime.services["gateway"]
     timeout_s = runtime.settings.sync_timeout_s
+    started_s = time.time()
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
 
@@ -93,7 +94,14 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             raise refused
         return results
 
-    return await service.score_in_process(service.parse_items(raw_items), fan_out)
+    recorder = runtime.recorders.get("gateway")
+
+    def keep(texts: list[str]) -> None:
+        # The reward inspector; its write is off this request's path.
+        if recorder is not None:
+            recorder.record_request(raw_items, texts, started_s)
+
+    return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
 
 
 def _settings(request: Request) -> GatewaySettings:

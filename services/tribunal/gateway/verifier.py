@@ -236,6 +236,25 @@ class GatewayVerifier:
         and components' rewards, since the last take (``tribunal_spec_*`` in /metrics)."""
         return self.tally.take()
 
+    def spec_rule(self, name: str) -> dict[str, Any] | None:
+        """How spec ``name`` combines its components, for the reward inspector's detail
+        view: ``{"version", "combine", "formula", "on_error", "weights", "gates"}``; None
+        for a spec this gateway does not serve."""
+        loaded = self.specs.get(name)
+        if loaded is None:
+            return None
+        spec = loaded.spec
+        return {
+            "version": spec.version,
+            "combine": spec.combine,
+            "formula": spec.formula,
+            "on_error": spec.on_error,
+            "weights": {n: c.weight for n, c in spec.components.items() if c.gate is None},
+            "gates": {
+                n: c.gate.model_dump() for n, c in spec.components.items() if c.gate is not None
+            },
+        }
+
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result
         depends on their versions, which the gateway learns only by asking."""

@@ -105,3 +105,18 @@ class Keys:
     def done_channel(self) -> str:
         """Pub/sub channel on which a job id is published when its last result is written."""
         return f"{self.prefix}:done"
+
+    def inspect(self, verifier: str) -> str:
+        """Stream: one entry per batch of items kept for the reward inspector (each item and
+        its result), trimmed to ``TRIBUNAL_INSPECT_MAX_ITEMS`` items and to
+        ``TRIBUNAL_INSPECT_TTL_S``."""
+        return f"{self.prefix}:inspect:{verifier}"
+
+    def inspect_count(self, verifier: str) -> str:
+        """String: how many items the inspector's stream of ``verifier`` holds."""
+        return f"{self.prefix}:inspect:{verifier}:n"
+
+    def inspect_sizes(self, verifier: str) -> str:
+        """List: ``"<entry id> <items>"`` of each batch in the inspector's stream, oldest
+        first (what trimming reads instead of the batches)."""
+        return f"{self.prefix}:inspect:{verifier}:sizes"

@@ -1,0 +1,333 @@
+"""The reward inspector (``/inspect``) in a real browser, with the stack running.
+
+Debian's chromium, headless, driven by Selenium through Debian's chromedriver, opens the
+gateway's page (``tribunal api gateway`` + ``tribunal worker gateway`` on a real Redis, with
+an API key) in front of the four verifiers as real processes on the embedded queue; the
+judge model is the scripted OpenAI-compatible server (vLLM needs a GPU this machine does not
+have). The test scores items through the gateway, then reads them on the page: ids, rewards,
+the error of a failed item, the filters, a citation item's highlighted claims, a judge
+item's reasons, a spec's formula, the groups and the charts; and a hostile response and id
+are shown as text. A screenshot of each view is saved under the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import (
+    TRIBUNAL,
+    RedisServer,
+    free_port,
+    start_process,
+    stop_process,
+    wait_ready,
+)
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed"),
+    pytest.mark.skipif(
+        shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+        reason="chromium and chromium-driver not installed (scripts/setup-tools.sh --browser)",
+    ),
+]
+
+KEY = "sk-inspector-test"
+EVIDENCE = {
+    "S1": "The Eiffel Tower is 330 metres tall and stands in Paris.",
+    "S2": "Bananas are rich in potassium.",
+}
+CITED = (
+    "<answer><cite id=S1>The Eiffel Tower is 330 metres tall.</cite> "
+    "<cite id=S2>The Eiffel Tower is made of cheese.</cite></answer>"
+)
+HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+REASON = "The response states the height plainly."
+
+
+@dataclass
+class Stack:
+    """The gateway's URL, its processes and logs."""
+
+    gateway: str
+    processes: dict[str, subprocess.Popen[bytes]]
+    logs: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("inspect-stack")
+    judge = FakeOpenAIServer(FakeScript(rules=[("invents", 0), ("cheese", 0)], reason=REASON))
+    judge.start()
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    logs: dict[str, Path] = {}
+    urls = {n: f"http://127.0.0.1:{free_port()}" for n in ("math", "code", "judge", "citation")}
+    gateway = f"http://127.0.0.1:{free_port()}"
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    judge_env = {"TRIBUNAL_JUDGE_BASE_URL": judge.base_url, "TRIBUNAL_JUDGE_MODEL": "fake-judge"}
+    gateway_env = {
+        "TRIBUNAL_QUEUE": "redis",
+        "TRIBUNAL_REDIS_URL": redis_server.url,
+        "TRIBUNAL_KEY_PREFIX": f"insp{free_port()}",
+        "TRIBUNAL_API_KEY": KEY,
+        **{f"TRIBUNAL_GATEWAY_{name.upper()}_URL": url for name, url in urls.items()},
+    }
+    argvs = {
+        name: ([*TRIBUNAL, "api", name, "--port", url.rsplit(":", 1)[1]], {**memory, **judge_env})
+        for name, url in urls.items()
+    }
+    argvs["gateway"] = (
+        [*TRIBUNAL, "api", "gateway", "--port", gateway.rsplit(":")[-1]],
+        gateway_env,
+    )
+    argvs["gateway-worker"] = ([*TRIBUNAL, "worker", "gateway"], gateway_env)
+    try:
+        for label, (argv, env) in argvs.items():
+            logs[label] = tmp / f"{label}.log"
+            processes[label] = start_process(argv, env, logs[label])
+        for url in [*urls.values(), gateway]:
+            wait_ready(url, 90, processes)
+        yield Stack(gateway, processes, logs)
+    except BaseException:
+        for label, path in logs.items():
+            print(f"--- {label}\n{path.read_text()}")
+        raise
+    finally:
+        for process in processes.values():
+            stop_process(process)
+        judge.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or ""
+    # --no-sandbox: chromium refuses to run as root with its own sandbox (CI runs as root).
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1600,1100"):
+        options.add_argument(argument)
+    service = Service(executable_path=shutil.which("chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    # The API key on every request of the page, as a browser that answered the Basic prompt
+    # sends it (tests/core/test_inspect.py checks the Basic form itself).
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd(
+        "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Bearer {KEY}"}}
+    )
+    yield driver
+    driver.quit()
+
+
+def _items() -> list[dict[str, Any]]:
+    judge_item = {
+        "question": "How tall is the Eiffel Tower?",
+        "response": "It is 330 metres tall. " + HOSTILE,
+        "positive_rubrics": ["States the height"],
+        "negative_rubrics": ["invents a source"],
+        "rubric_sets": [],
+    }
+    math = {"verifier": "math", "group_id": "grp-1", "ground_truth": "0.5"}
+    return [
+        {"id": "m1", **math, "response": "so \\boxed{\\frac{1}{2}}"},
+        {"id": "m2", **math, "response": "so \\boxed{3}"},
+        {"id": "m3", **math, "response": "so \\boxed{\\frac{1}{2}}"},
+        {"id": "m-bad", "verifier": "math", "response": "1"},
+        {"id": "t1", "verifier": "citation", "response": CITED, "evidence": EVIDENCE},
+        {"id": "j1", "verifier": "judge", **judge_item},
+        {
+            "id": "r1",
+            "spec": "refiner_rubric_citation",
+            **judge_item,
+            "response": CITED,
+            "evidence": EVIDENCE,
+        },
+        {"id": "x" + HOSTILE, "verifier": "math", "response": HOSTILE, "ground_truth": "1"},
+    ]
+
+
+def _wait(driver: WebDriver, condition: Any, what: str, timeout_s: float = 30) -> Any:
+    try:
+        return WebDriverWait(driver, timeout_s, poll_frequency=0.1).until(condition)
+    except TimeoutException:
+        logs = driver.get_log("browser") if hasattr(driver, "get_log") else []
+        page = driver.find_element(By.TAG_NAME, "body").text[:3000]
+        raise AssertionError(f"the page never showed {what}:\n{page}\n{logs}") from None
+
+
+def _rows(driver: WebDriver) -> dict[str, dict[str, str]]:
+    # Read in one script: the live list is redrawn every few seconds under WebDriver's feet.
+    cells: list[list[str]] = driver.execute_script(
+        "return [...document.querySelectorAll('#items tbody tr')]"
+        ".map((row) => [...row.cells].map((cell) => cell.textContent));"
+    )
+    return {c[1]: {"verifier": c[2], "reward": c[5], "error": c[6]} for c in cells}
+
+
+def _open_first_item(driver: WebDriver) -> None:
+    driver.execute_script("document.querySelector('#items a.item-link').click();")
+
+
+def _filter(driver: WebDriver, **values: str) -> None:
+    driver.find_element(By.ID, "clear").click()
+    for name, value in values.items():
+        field = driver.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    driver.find_element(By.ID, "apply").click()
+
+
+def test_the_inspector_shows_what_the_gateway_just_scored(
+    stack: Stack, browser: WebDriver, tmp_path: Path
+) -> None:
+    browser.get(f"{stack.gateway}/inspect")
+    _wait(browser, lambda d: "items match" in d.find_element(By.ID, "items-count").text, "a list")
+    items = _items()
+    answer = httpx.post(
+        f"{stack.gateway}/v1/score",
+        json={"items": items},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    results = {r["id"]: r for r in answer.json()["results"]}
+    assert results["m-bad"]["error"]["code"] == "bad_input"
+
+    # The live list picks them up by itself.
+    _wait(browser, lambda d: len(_rows(d)) == len(items), f"the {len(items)} items scored")
+    browser.find_element(By.ID, "live").click()  # still from here on: rows stay put
+    rows = _rows(browser)
+    assert list(rows) == [i["id"] for i in reversed(items)]  # newest first
+    assert rows["m1"] == {"verifier": "math", "reward": "1", "error": ""}
+    assert rows["m2"]["reward"] == "0"
+    assert rows["m-bad"] == {"verifier": "math", "reward": "—", "error": "bad_input"}
+    assert rows["r1"]["verifier"] == "spec:refiner_rubric_citation"
+    assert rows["x" + HOSTILE]["reward"] == "0"  # the hostile id is text in its cell
+    browser.save_screenshot(str(tmp_path / "1-items.png"))
+
+    # Filters: errors only, then a reward range within a group.
+    _filter(browser, error="any")
+    _wait(browser, lambda d: list(_rows(d)) == ["m-bad"], "the failed item alone")
+    _filter(browser, group="grp-1", min_reward="0.5")
+    _wait(browser, lambda d: list(_rows(d)) == ["m3", "m1"], "grp-1's paid items")
+    assert "group=grp-1" in browser.current_url  # the filtered view is a link too
+    browser.save_screenshot(str(tmp_path / "2-filtered.png"))
+
+    # The citation item: each claim marked by its support verdict, its ids linked to evidence.
+    _filter(browser, item="t1")
+    _wait(browser, lambda d: list(_rows(d)) == ["t1"], "the citation item")
+    _open_first_item(browser)
+    marks = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail mark.claim"), "claims"
+    )
+    verdicts = {m.text: m.get_attribute("data-verdict") for m in marks}
+    assert verdicts == {
+        "The Eiffel Tower is 330 metres tall.": "supported",
+        "The Eiffel Tower is made of cheese.": "unsupported",
+    }
+    cites = browser.find_elements(By.CSS_SELECTOR, "#detail a.cite")
+    assert [c.text for c in cites] == ["[S1]", "[S2]"]
+    cites[1].click()
+    snippet = browser.find_element(By.ID, "c0-ev-S2")
+    assert "flash" in (snippet.get_attribute("class") or "")
+    browser.save_screenshot(str(tmp_path / "3-citation.png"))
+    permalink = browser.find_element(By.ID, "permalink").get_attribute("href")
+
+    # The judge item: each rubric with its verdict and the judge's reason; the hostile
+    # response is shown as the text it is, and none of it ran.
+    _filter(browser, item="j1")
+    _wait(browser, lambda d: list(_rows(d)) == ["j1"], "the judge item")
+    _open_first_item(browser)
+    table = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail table.rubrics"), "rubrics"
+    )
+    rubric_rows = [
+        [c.text for c in r.find_elements(By.TAG_NAME, "td")]
+        for r in table[0].find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+    assert [(r[0], r[2], r[4]) for r in rubric_rows] == [
+        ("States the height", "met", REASON),
+        ("invents a source", "absent", REASON),
+    ]
+    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "#detail pre.response").text
+    assert browser.execute_script("return window.__xss === undefined")
+    browser.save_screenshot(str(tmp_path / "4-judge.png"))
+
+    # The spec item: sub-rewards and the formula with its values.
+    _filter(browser, item="r1")
+    _wait(browser, lambda d: list(_rows(d)) == ["r1"], "the spec item")
+    _open_first_item(browser)
+    formula = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail .formula"), "formula"
+    )
+    assert formula[0].text == "reward = 10 × judge + 0.2 × citation"
+    browser.save_screenshot(str(tmp_path / "5-spec.png"))
+
+    # Groups: grp-1's rewards side by side and its two identical completions.
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-view=groups]").click()
+    _filter(browser)
+    groups_js = (
+        "return [...document.querySelectorAll('#groups tbody tr')].map((row) => ["
+        "row.cells[0].textContent, [...row.querySelectorAll('a.chip')].map((c) => c.textContent),"
+        "row.cells[4].textContent]);"
+    )
+    expected = [["grp-1", ["1", "0", "1"], "1"]]
+    _wait(browser, lambda d: d.execute_script(groups_js) == expected, "grp-1 side by side")
+    browser.save_screenshot(str(tmp_path / "6-groups.png"))
+
+    # Charts: one card per verifier or spec, with uPlot's canvases.
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-view=charts]").click()
+    cards_js = (
+        "return Object.fromEntries([...document.querySelectorAll('.card')].map((card) => "
+        "[card.dataset.scorer, [card.textContent, card.querySelectorAll('canvas').length]]));"
+    )
+    cards = _wait(
+        browser, lambda d: (c := d.execute_script(cards_js)).get("math", ["", 0])[1] and c, "charts"
+    )
+    assert "5 items, 4 with a reward" in cards["math"][0] and "bad_input" in cards["math"][0]
+    assert "States the height" in cards["judge"][0]  # its share of verdicts met
+    assert set(cards) >= {"math", "judge", "citation", "spec:refiner_rubric_citation"}
+    browser.save_screenshot(str(tmp_path / "7-charts.png"))
+
+    # A job through the gateway's queue and worker (the record written by the worker
+    # process, in Redis), found by its idempotency key.
+    job_items = [
+        {"id": f"q{i}", "spec": "rloo_math", "response": f"\\boxed{{{i}}}", "ground_truth": "1"}
+        for i in range(3)
+    ]
+    created = httpx.post(
+        f"{stack.gateway}/v1/jobs",
+        json={"verifier": "gateway", "items": job_items, "idempotency_key": "batch-7"},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=60,
+    )
+    assert created.status_code == 202, created.text
+    browser.find_element(By.CSS_SELECTOR, "#tabs button[data-view=items]").click()
+    browser.find_element(By.ID, "live").click()  # live again: the worker writes when it has
+    _filter(browser, key="batch-7")
+    _wait(browser, lambda d: list(_rows(d)) == ["q2", "q1", "q0"], "the job's items by key")
+    browser.find_element(By.ID, "live").click()
+    assert _rows(browser)["q1"] == {"verifier": "spec:rloo_math", "reward": "1", "error": ""}
+
+    # A teammate's link opens the item.
+    browser.get(permalink)
+    _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail mark.claim"), "the linked item"
+    )
+    assert browser.find_element(By.ID, "detail-id").text == "t1"
+    assert browser.execute_script("return window.__xss === undefined")
