@@ -36,8 +36,10 @@ subject of another) is not seen; hedges ("may", "suggests") are not compared.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from itertools import chain, filterfalse
 
 import snowballstemmer
 from text_to_num import alpha2digit
@@ -91,6 +93,7 @@ DIRECTIONS: dict[str, int] = {
     **{w: -1 for w in _DOWN.split()},
 }
 """Direction and comparison words: +1 (up, more, after) or -1 (down, less, before)."""
+_DIRECTION_WORDS = frozenset(DIRECTIONS)
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)([^\W_])")
@@ -119,6 +122,8 @@ _UNITS = _wordset(
 )
 
 
+# The first word of each sentence (as ``_WORD`` reads it; ``_SENTENCE_START``'s alternatives).
+_SENTENCE_FIRST = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)(" + _WORD.pattern + ")")
 _PARTS = re.compile(r"['-]")
 _ACRONYM = re.compile(r"\(([A-Z][A-Za-z0-9-]{1,9})\)")
 _NOT_CONTENT = STOPWORDS | _FILLER | _UNITS | _PERCENT
@@ -206,15 +211,17 @@ _TOKEN_STEMS_MAX = 1 << 18
 
 
 def _stems_of(tokens: list[str]) -> frozenset[str]:
-    out: set[str] = set()
-    for token in tokens:
-        found = _TOKEN_STEMS.get(token)
-        if found is None:
-            if len(_TOKEN_STEMS) >= _TOKEN_STEMS_MAX:  # bounds a long-lived worker's memory
-                _TOKEN_STEMS.clear()
-            found = _TOKEN_STEMS[token] = _token_stems(token)
-        out.update(found)
-    return frozenset(out)
+    # Each distinct token once, and the look-ups in C (set difference, map, chain): a 2 kB
+    # snippet repeats most of its words, and a Python loop per token was most of its cost.
+    unique = set(tokens)
+    missing = unique.difference(_TOKEN_STEMS)
+    if missing:
+        if len(_TOKEN_STEMS) + len(missing) > _TOKEN_STEMS_MAX:  # bounds a worker's memory
+            _TOKEN_STEMS.clear()
+            missing = unique
+        for token in missing:
+            _TOKEN_STEMS[token] = _token_stems(token)
+    return frozenset(chain.from_iterable(map(_TOKEN_STEMS.__getitem__, unique)))
 
 
 def _token_stems(token: str) -> tuple[str, ...]:
@@ -240,13 +247,11 @@ def numbers(text: str) -> tuple[Number, ...]:
         [(9.0, '%'), (1280.0, 'm'), (1200000.0, '')]
     """
     out = []
-    for match in _NUMBER.finditer(_digits(text)):
-        dec = match.group("dec") or ""
-        value = float(match.group("int").replace(",", "") + ("." + dec if dec else ""))
-        unit = re.sub(r"\s+", " ", (match.group("unit") or "").lower())
-        decimals = len(dec)
+    for whole, dec, unit in _NUMBER.findall(_digits(text)):
+        value = float(whole.replace(",", "") + ("." + dec if dec else ""))
+        unit = " ".join(unit.lower().split())  # "per  cent" is "per cent"
         unit = "%" if unit in _PERCENT else unit if unit in _UNITS else ""
-        out.append(Number(value, decimals, unit))
+        out.append(Number(value, len(dec), unit))
     return tuple(out)
 
 
@@ -260,7 +265,11 @@ def _digits(text: str) -> str:
         return text
 
 
-def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
+def entities(
+    text: str,
+    proper: frozenset[str] = frozenset(),
+    names: list[tuple[str, bool]] | None = None,
+) -> frozenset[str]:
     """Lower-cased named-entity words of ``text``.
 
     Args:
@@ -268,17 +277,16 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
         proper: Lower-cased words written capitalised inside a sentence somewhere in the
             evidence: a sentence's first word is an entity only when it is one of them (or
             all-caps, or mixes letters and digits).
+        names: ``_not_lower(text)`` when the caller has it already.
 
     Examples:
         >>> sorted(entities("Roughly 9% of patients on anti-PD-1 in France had HPD."))
         ['anti-pd-1', 'france', 'hpd']
     """
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
     defined = _defined_acronyms(text)
     out = set()
-    for match in _WORD.finditer(text):
-        token = match.group()
-        if token.islower() or token.isdigit():  # most words: no capital, or a plain number
+    for token, inside in _not_lower(text) if names is None else names:
+        if token.isdigit():  # a plain number
             continue
         lower = token.lower().replace("’", "'").removesuffix("'s")
         if lower in defined:
@@ -289,9 +297,18 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
             continue
         if lower in STOPWORDS or lower in _FILLER or lower in NEGATIONS:
             continue
-        if strong or match.start() not in starts or lower in proper:
+        if strong or inside or lower in proper:
             out.add(lower)
     return frozenset(out)
+
+
+def _not_lower(text: str) -> list[tuple[str, bool]]:
+    """The distinct words of ``text`` that are not all lower case (most words are: they are
+    filtered in C, not looped over), each with whether it occurs somewhere other than as a
+    sentence's first word."""
+    counts = Counter(_WORD.findall(text))
+    first = Counter(_SENTENCE_FIRST.findall(text))
+    return [(token, counts[token] > first[token]) for token in filterfalse(str.islower, counts)]
 
 
 def _defined_acronyms(text: str) -> set[str]:
@@ -316,14 +333,13 @@ def _subsequence(letters: list[str], text: str) -> bool:
     return all(letter in found for letter in letters)
 
 
-def proper_words(text: str) -> frozenset[str]:
+def proper_words(text: str, names: list[tuple[str, bool]] | None = None) -> frozenset[str]:
     """Lower-cased words written capitalised inside a sentence of ``text`` (see
-    :func:`entities`)."""
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    :func:`entities`; ``names``: ``_not_lower(text)`` when the caller has it already)."""
     return frozenset(
-        m.group().lower().removesuffix("'s")
-        for m in _WORD.finditer(text)
-        if m.group()[0].isupper() and m.start() not in starts
+        token.lower().removesuffix("'s")
+        for token, inside in (_not_lower(text) if names is None else names)
+        if inside and token[0].isupper()
     )
 
 
@@ -343,12 +359,11 @@ def clauses(
         found = numbers(part) if anchors else ()
         if not stems and not found:
             continue
-        negated = any(t in NEGATIONS for t in tokens)
-        moves = frozenset(t for t in tokens if t in DIRECTIONS)
+        moves = _DIRECTION_WORDS.intersection(tokens)
         out.append(
             Clause(
                 stems,
-                negated,
+                not NEGATIONS.isdisjoint(tokens),
                 frozenset(DIRECTIONS[t] for t in moves),
                 moves,
                 found,
@@ -358,9 +373,29 @@ def clauses(
     return tuple(out)
 
 
-def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = False) -> Facts:
+def read(
+    text: str,
+    proper: frozenset[str] = frozenset(),
+    *,
+    anchors: bool = False,
+    names: list[tuple[str, bool]] | None = None,
+) -> Facts:
     """Read the content of one text (linear in its length); ``anchors``: also the numbers
-    and entities of each clause (for a claim)."""
+    and entities of each clause (for a claim); ``names``: ``_not_lower(text)`` when the
+    caller has it already."""
+    parts = clauses(text, proper, anchors=anchors)
+    found = entities(text, proper, names)
+    return Facts(union_stems(parts), numbers(text), _words(text), found, parts, proper)
+
+
+def union_stems(parts: tuple[Clause, ...]) -> frozenset[str]:
+    """The stems of a text from its clauses': they cover the text but for the words it is
+    split on (stopwords), so the text is not read twice."""
+    return frozenset().union(*(c.stems for c in parts))
+
+
+def _words(text: str) -> frozenset[str]:
+    """Lower-cased words of ``text``, with every part of a hyphenated word (entity look-up)."""
     words = set(_tokens(text))
     for token in [t for t in words if "-" in t or "'" in t]:
         token = token.removesuffix("'s")
@@ -369,18 +404,46 @@ def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = Fal
         for i in range(1, len(pieces)):  # "anti-pd-1" also holds "pd-1", "anti-pd", "1"
             words.add("-".join(pieces[i:]))
             words.add("-".join(pieces[:i]))
-    parts = clauses(text, proper, anchors=anchors)
-    # Clauses cover the text but for the words they are split on (stopwords): their stems
-    # together are the text's, without reading it twice.
-    stems: frozenset[str] = frozenset().union(*(c.stems for c in parts))
-    return Facts(stems, numbers(text), frozenset(words), entities(text, proper), parts, proper)
+    return frozenset(words)
+
+
+class Snippet:
+    """What one snippet states, as :func:`read` reads it with the snippet's own proper
+    words; its numbers and entities are read on first use (a claim without a number does
+    not need the snippet's).
+
+    Attributes:
+        text: The snippet.
+        proper: Words it writes capitalised inside a sentence.
+        stems: Content stems.
+        words: Lower-cased words, with every part of a hyphenated word.
+        clauses: Its clauses (without numbers or entities).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._names = _not_lower(text)
+        self.proper = proper_words(text, self._names)
+        self.clauses = clauses(text, self.proper)
+        self.stems = union_stems(self.clauses)
+        self.words = _words(text)
+
+    @cached_property
+    def numbers(self) -> tuple[Number, ...]:
+        """Its numbers."""
+        return numbers(self.text)
+
+    @cached_property
+    def entities(self) -> frozenset[str]:
+        """Its named-entity words."""
+        return entities(self.text, self.proper, self._names)
 
 
 @lru_cache(maxsize=2048)
-def read_snippet(text: str) -> Facts:
-    """:func:`read` of one snippet with its own proper words, cached by its text: the
-    completions of a GRPO group, scored one after the other, cite the same snippets."""
-    return read(text, proper_words(text))
+def read_snippet(text: str) -> Snippet:
+    """The :class:`Snippet` of ``text``, cached by its text: the completions of a GRPO group,
+    scored one after the other, cite the same snippets."""
+    return Snippet(text)
 
 
 def number_agrees(claim: Number, snippet: tuple[Number, ...]) -> bool:
@@ -400,7 +463,7 @@ def coverage(claim: frozenset[str], text: frozenset[str]) -> float:
     return len(claim & text) / len(claim) if claim else 0.0
 
 
-def best_clause(claim: Clause, snippet: Facts) -> tuple[Clause | None, float]:
+def best_clause(claim: Clause, snippet: Snippet) -> tuple[Clause | None, float]:
     """The snippet clause whose stems best cover ``claim``'s, and that coverage (first of
     equals)."""
     best: Clause | None = None
