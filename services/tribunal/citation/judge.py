@@ -44,7 +44,7 @@ from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
-PROMPT_VERSION = "citation-2"
+PROMPT_VERSION = "citation-3"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
 
 LEVELS = (0, 1, 2)
@@ -60,6 +60,11 @@ SCALES: dict[str, dict[int, str]] = {
         2: "relevant: this snippet states at least one key point of the claim",
         1: "related: same topic, but it states none of the claim's key points",
         0: "unrelated: it has nothing to do with the claim",
+    },
+    "topic": {
+        2: "on topic: it helps answer the question",
+        1: "tangential: same subject, but it does not help answer the question",
+        0: "off topic: it has nothing to do with the question",
     },
     "need": {
         2: "needs a citation: a specific fact, figure or finding that a source must back",
@@ -80,6 +85,10 @@ RELEVANT_LEVEL = 2
 statement are supported by the snippet"); "related" and "unrelated" are its
 ``[[Unrelevant]]``."""
 NEEDS_CITATION_LEVEL = 2
+ON_TOPIC_LEVEL = 2
+"""Only "on topic" counts under the ``tribunal`` preset's ``count_once_on_topic``: a
+tangential or off-topic claim earns nothing (left out when supported), so padding an answer
+with true but useless claims cannot raise its reward, and an honest one loses nothing."""
 
 _SYSTEM = """You check the citations of an AI assistant's answer against the search results it \
 could cite. Judge only from the snippets given; use no outside knowledge. The question and \
@@ -102,6 +111,7 @@ def _scale_text() -> str:
     for kind, title in (
         ("support", "[cN] support: is claim N supported by its cited snippets taken together?"),
         ("relevance", "[cNrM] relevance: does snippet M of claim N hold a key point of it?"),
+        ("topic", "[cNq] topic: does claim N help answer the question?"),
         ("need", "[uN] need: does uncited sentence N need a citation?"),
     ):
         lines.append(title)
@@ -264,7 +274,9 @@ class LLMSupport:
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
             try:
-                judged = read_judgments(completion, [task for _, task in chunk])
+                judged = read_judgments(
+                    completion, [task for _, task in chunk], topic=bool(question)
+                )
             except ParseError as exc:
                 error = exc
                 continue
@@ -307,6 +319,9 @@ class LLMSupport:
                     f"[c{index}r{j}] relevance",
                     f"Claim {index}: {claim} Snippet: {_id(safe(sid))}.",
                 ]
+            if question:
+                keys.append(f"c{index}q")
+                items += [f"[c{index}q] topic", f"Topic of claim {index}: {claim}"]
         tag = fence_tag(shown_question, *lines, *items)
         user = "\n".join(
             [
@@ -341,14 +356,19 @@ def verdict_schema(keys: Sequence[str], max_reason_chars: int) -> dict[str, Any]
     return answers.verdict_schema(keys, max_reason_chars, LEVELS)
 
 
-def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[ClaimJudgment]:
-    """Read one judgment per task from a completion (keys as :meth:`build_request` wrote).
+def read_judgments(
+    completion: Completion, tasks: Sequence[ClaimTask], *, topic: bool = False
+) -> list[ClaimJudgment]:
+    """Read one judgment per task from a completion (keys as :meth:`build_request` wrote;
+    ``topic``: it asked whether each cited claim helps answer the question, as it does when
+    a question is given).
 
     Raises:
         Refusal: The model or its provider refused.
         ParseError: The answer is not one JSON object that ends it (cut by the token limit,
             a second object, trailing text, a duplicate key: ``tribunal.llm.answers``), or a
-            key lacks a verdict 0, 1 or 2.
+            key lacks a verdict 0, 1 or 2 (a missing topic verdict too: never read as on
+            topic).
     """
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the model refused: {completion.refusal or 'content filter'}"[:500])
@@ -367,7 +387,10 @@ def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[C
         for j, (sid, _) in enumerate(task.snippets):
             rel, _ = _verdict(answer, f"c{index}r{j}")
             relevance[sid] = Relevance.RELEVANT if rel == RELEVANT_LEVEL else Relevance.IRRELEVANT
-        out.append(ClaimJudgment(SUPPORT_BY_LEVEL[level], relevance, reason=reason))
+        on_topic = _verdict(answer, f"c{index}q")[0] == ON_TOPIC_LEVEL if topic else None
+        out.append(
+            ClaimJudgment(SUPPORT_BY_LEVEL[level], relevance, reason=reason, on_topic=on_topic)
+        )
     return out
 
 
