@@ -28,12 +28,13 @@ shows the whole response) so that its judgment can be cached per sentence.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,8 +45,16 @@ from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
+T = TypeVar("T")
+
 PROMPT_VERSION = "citation-3"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
+
+OFFLOAD_CHARS = 16_384
+"""Text of one answer (question, claims, their snippets) above which its cache keys, prompts
+and verdict reading run in a thread, off the event loop: they are linear in that text, and
+an answer at the limits (256 claims citing 32 snippets of 4 kB) hashes and escapes tens of
+megabytes, which on the loop would stop the worker's heartbeats and other items."""
 
 LEVELS = (0, 1, 2)
 VERDICT_TOKENS = tuple(str(level) for level in LEVELS)
@@ -223,7 +232,7 @@ class LLMSupport:
         Raises:
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
-        keys = [self.cache_key(question, task) for task in tasks]
+        keys = await _off_loop(_chars(question, tasks), self._keys, question, tasks)
         found: dict[str, ClaimJudgment] = {}
         todo: dict[str, ClaimTask] = {}  # identical claims are asked once
         for key, task in zip(keys, tasks, strict=True):
@@ -252,11 +261,16 @@ class LLMSupport:
         outcome.judgments = [found[key] for key in keys]
         return outcome
 
+    def _keys(self, question: str, tasks: Sequence[ClaimTask]) -> list[str]:
+        return [self.cache_key(question, task) for task in tasks]
+
     async def _judge_chunk(
         self, question: str, chunk: list[tuple[str, ClaimTask]]
     ) -> tuple[dict[str, ClaimJudgment], SupportOutcome]:
         usage = SupportOutcome()
-        request = self.build_request(question, [task for _, task in chunk])
+        tasks = [task for _, task in chunk]
+        size = _chars(question, tasks)
+        request = await _off_loop(size, self.build_request, question, tasks)
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
             if attempt:
@@ -274,8 +288,11 @@ class LLMSupport:
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
             try:
-                judged = read_judgments(
-                    completion, [task for _, task in chunk], topic=bool(question)
+                judged = await _off_loop(
+                    size + len(completion.text),
+                    functools.partial(read_judgments, topic=bool(question)),
+                    completion,
+                    tasks,
                 )
             except ParseError as exc:
                 error = exc
@@ -404,6 +421,21 @@ def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     assert isinstance(entry, dict)
     reason = entry.get("reason", "")
     return level, reason if isinstance(reason, str) else ""
+
+
+async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` here when ``size`` (characters) is at most :data:`OFFLOAD_CHARS`, else
+    in a thread (the loop keeps running: the GIL is handed over every few milliseconds)."""
+    if size <= OFFLOAD_CHARS:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
+
+
+def _chars(question: str, tasks: Sequence[ClaimTask]) -> int:
+    """Characters of text that keys and prompts of ``tasks`` are linear in."""
+    return len(question) + sum(
+        len(task.text) + sum(len(text) for _, text in task.snippets) for task in tasks
+    )
 
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_:-]{1,64}")
