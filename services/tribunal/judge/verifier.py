@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
@@ -166,7 +166,9 @@ class JudgeVerifier:
             BadInput: The item ends up with no rubric.
         """
         rubrics, refs = self.resolve_rubrics(item)
-        base = response_digest(self._context, item.question, item.response)
+        base = await _off_loop(
+            _chars(item, rubrics), response_digest, self._context, item.question, item.response
+        )
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
         slots: list[Slot] = [None] * len(rubrics)
         cached = [False] * len(rubrics)
@@ -243,7 +245,9 @@ class JudgeVerifier:
         self, item: JudgeItem, rubrics: list[Rubric], attempt: int, usage: JudgeUsage
     ) -> list[ParsedVerdict | TribunalError]:
         assert self.backend is not None
-        prompt = build_prompt(item.question, item.response, rubrics, self.control)
+        prompt = await _off_loop(
+            _chars(item, rubrics), build_prompt, item.question, item.response, rubrics, self.control
+        )
         budget = self.config.max_tokens_per_rubric * len(rubrics) + 32
         request = build_request(
             prompt,
@@ -335,3 +339,21 @@ def _item_error(errors: list[TribunalError], n_rubrics: int) -> TribunalError:
     first = next((e for e in errors if not e.retryable), errors[0])
     message = f"{len(errors)} of {n_rubrics} rubrics could not be judged; first: {first.message}"
     return type(first)(message, field=first.field, retry_after_s=first.retry_after_s)
+
+
+T = TypeVar("T")
+
+OFFLOAD_CHARS = 16_384
+"""Text of one item (question, response, rubrics) above which its digest and prompts are
+built in a thread, off the event loop (escaping and hashing are linear in that text)."""
+
+
+async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in a thread."""
+    if size <= OFFLOAD_CHARS:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
+
+
+def _chars(item: JudgeItem, rubrics: list[Rubric]) -> int:
+    return len(item.question or "") + len(item.response) + sum(len(r.text) for r in rubrics)
