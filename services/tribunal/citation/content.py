@@ -95,6 +95,13 @@ DIRECTIONS: dict[str, int] = {
 """Direction and comparison words: +1 (up, more, after) or -1 (down, less, before)."""
 _DIRECTION_WORDS = frozenset(DIRECTIONS)
 
+HEDGES = _wordset(
+    """may might could possibly perhaps potentially probably presumably putative suggest
+    suggests suggested suggesting hypothesise hypothesised hypothesize hypothesized"""
+)
+"""Words that make a clause tentative: a claim stating as certain what its snippet only
+hedges ("X may reduce Y" cited for "X reduces Y") is never fully supported."""
+
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)([^\W_])")
 _CLAUSE_SPLIT = re.compile(
@@ -114,6 +121,34 @@ _SCALED = re.compile(
     r"(?<![\d.,])(\d+(?:\.\d+)?)\s+(thousand|millions?|billions?)\b", re.IGNORECASE
 )
 _PERCENT = frozenset({"%", "percent", "per cent", "pct", "percentage"})
+
+
+def _scale(quantity: str, factors: str) -> dict[str, tuple[str, float]]:
+    return {
+        unit: (quantity, float(factor))
+        for unit, factor in (pair.split("=") for pair in factors.split())
+    }
+
+
+CONVERSIONS: dict[str, tuple[str, float]] = {
+    **_scale("length", "m=1 km=1e3 cm=1e-2 mm=1e-3 µm=1e-6 um=1e-6 nm=1e-9 mi=1609.344 ft=0.3048"),
+    **_scale("mass", "g=1 kg=1e3 mg=1e-3 µg=1e-6 ug=1e-6 mcg=1e-6 ng=1e-9 lb=453.59237"),
+    **_scale(
+        "time",
+        "s=1 ms=1e-3 min=60 mins=60 h=3600 hr=3600 hrs=3600 hour=3600 hours=3600 "
+        "day=86400 days=86400 week=604800 weeks=604800",
+    ),
+    **_scale("years", "year=1 years=1 yr=1 yrs=1 decade=10 decades=10 century=100 centuries=100"),
+    **_scale("volume", "l=1 dl=1e-1 ml=1e-3 µl=1e-6 ul=1e-6"),
+    **_scale("frequency", "hz=1 khz=1e3 mhz=1e6 ghz=1e9"),
+    **_scale("power", "w=1 kw=1e3 gw=1e9"),
+    **_scale("energy", "j=1 kj=1e3 kwh=3.6e6 kcal=4184"),
+}
+"""Units of one quantity a claim may restate a snippet's figure in: ``unit -> (quantity,
+factor to the quantity's base unit)``. Only exact factors of unambiguous unit words:
+months and years (calendar lengths), ``in`` (a word), ``t``, ``mw`` (milli or mega),
+``cal`` (small or food calorie), data sizes (1000 or 1024) and temperatures (affine) are
+left out, so they convert to nothing and differ."""
 _UNITS = _wordset(
     """m km cm mm nm µm um mi ft in kg g mg µg ug mcg ng lb t l ml dl µl ul s ms h hr hrs
     min mins hour hours day days week weeks month months year years yr yrs decade decades
@@ -155,6 +190,7 @@ class Clause:
         direction_words: Those words.
         numbers: Its numbers (claims only; () for a snippet's clauses).
         entities: Its entity words (claims only).
+        hedged: It holds a hedge word (:data:`HEDGES`).
     """
 
     stems: frozenset[str]
@@ -163,6 +199,7 @@ class Clause:
     direction_words: frozenset[str]
     numbers: tuple[Number, ...] = ()
     entities: frozenset[str] = frozenset()
+    hedged: bool = False
 
 
 @dataclass(frozen=True)
@@ -368,6 +405,7 @@ def clauses(
                 moves,
                 found,
                 entities(part, proper) if anchors else frozenset(),
+                not HEDGES.isdisjoint(tokens),
             )
         )
     return tuple(out)
@@ -448,11 +486,17 @@ def read_snippet(text: str) -> Snippet:
 
 def number_agrees(claim: Number, snippet: tuple[Number, ...]) -> bool:
     """Whether the snippet states the claim's number: the same value once rounded to the
-    claim's decimals (a relative 1e-9 for float noise), and no different unit."""
+    claim's decimals (a relative 1e-9 for float noise), in the same unit or one of
+    :data:`CONVERSIONS` of the same quantity ("1.28 km" states "1,280 m"; "1.5 km" does
+    not), and no other unit."""
     for other in snippet:
+        value = other.value
         if claim.unit and other.unit and claim.unit != other.unit:
-            continue
-        rounded = round(other.value, claim.decimals)
+            mine, theirs = CONVERSIONS.get(claim.unit), CONVERSIONS.get(other.unit)
+            if mine is None or theirs is None or mine[0] != theirs[0]:
+                continue
+            value = other.value * theirs[1] / mine[1]
+        rounded = round(value, claim.decimals)
         if abs(rounded - claim.value) <= 1e-9 * max(1.0, abs(claim.value)):
             return True
     return False

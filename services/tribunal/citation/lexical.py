@@ -227,6 +227,8 @@ def _clause_verdict(
         aligned, aligned_cover = best_clause(clause, snippet)
         if aligned is not None and aligned_cover >= thresholds.partial:
             clash = clash or aligned.negated != clause.negated
+            # Stating as certain what the snippet only hedges is more than it says.
+            undecided = undecided or (aligned.hedged and not clause.hedged)
             if clause.directions and aligned.directions:
                 clash = clash or not (clause.directions & aligned.directions)
             elif clause.directions and not (clause.direction_words & snippet.words):
