@@ -26,11 +26,14 @@ implementation of Porter's second stemmer, pure Python, where the previous suffi
 PyPI by spaCy itself, and a parser and NER per sentence would cost more than these rules
 while needing the same fallbacks (``docs/citation.md``).
 
+A figure may be restated in another unit of the same quantity (:data:`CONVERSIONS`, exact
+factors only), and a clause's hedge words (:data:`HEDGES`) are read, so that a claim cannot
+state as certain what its snippet hedges.
+
 Known limits (the judge mode is the recommendation for training): synonyms of opposite
-direction that mean the same ("reduced mortality" / "improved survival") read as a
-contradiction; a quantity restated in other units ("1.2 km" for "1,200 m") reads as a
-different number; a chimera inside one snippet (the figure of one sentence given to the
-subject of another) is not seen; hedges ("may", "suggests") are not compared.
+direction that mean the same ("reduced mortality" / "improved survival") share no word and
+are not seen as support; a chimera inside one snippet (the figure of one sentence given to
+the subject of another) is not seen; quantifiers ("all", "some") are not compared.
 """
 
 from __future__ import annotations

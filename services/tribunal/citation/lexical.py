@@ -8,8 +8,8 @@ claim is split into clauses; each clause is judged against **each** cited snippe
   or the snippet clause that best covers it (coverage ≥ ``partial``) differs in negation or
   in direction ("raises" / "lowers");
 - otherwise ``supported`` by it when the share of its content stems found in that snippet
-  (coverage) is ≥ ``full`` (and its direction words are decidable), ``partial`` when ≥
-  ``partial``.
+  (coverage) is ≥ ``full`` (and its direction words are decidable, and it hedges where that
+  snippet clause hedges), ``partial`` when ≥ ``partial``.
 
 A clause takes its best snippet. The claim is ``supported`` when every clause is,
 ``unsupported`` when a clause is contradicted and no cited snippet supports it even in part
