@@ -33,6 +33,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -196,6 +197,7 @@ class LLMSupport:
         self.cache = JudgmentCache(self.settings.cache_max_items)
         self.control = ControlTokens(backend.control_tokens)
         """The control tokens broken in every untrusted text (the backend's, once started)."""
+        self._cpu: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
         """Start the backend."""
@@ -203,8 +205,22 @@ class LLMSupport:
         self.control = ControlTokens(self.backend.control_tokens)
 
     async def aclose(self) -> None:
-        """Close the backend."""
+        """Close the backend (and the thread of large answers' work)."""
+        if self._cpu is not None:
+            self._cpu.shutdown(wait=False, cancel_futures=True)
+            self._cpu = None
         await self.backend.aclose()
+
+    async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here when ``size`` (characters) is at most :data:`OFFLOAD_CHARS`,
+        else in this mode's one thread: the loop keeps running (the GIL is handed over every
+        few milliseconds), and one thread, not one per chunk of a large answer, is all it
+        competes with for the GIL."""
+        if size <= OFFLOAD_CHARS:
+            return fn(*args)
+        if self._cpu is None:
+            self._cpu = ThreadPoolExecutor(1, thread_name_prefix="citation-judge")
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
 
     def cache_key(self, question: str, task: ClaimTask) -> str:
         """Key of one claim's judgment (``tribunal.llm.keys.judgment_key``): its kind (a cited
@@ -232,7 +248,7 @@ class LLMSupport:
         Raises:
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
-        keys = await _off_loop(_chars(question, tasks), self._keys, question, tasks)
+        keys = await self._off_loop(_chars(question, tasks), self._keys, question, tasks)
         found: dict[str, ClaimJudgment] = {}
         todo: dict[str, ClaimTask] = {}  # identical claims are asked once
         for key, task in zip(keys, tasks, strict=True):
@@ -270,7 +286,7 @@ class LLMSupport:
         usage = SupportOutcome()
         tasks = [task for _, task in chunk]
         size = _chars(question, tasks)
-        request = await _off_loop(size, self.build_request, question, tasks)
+        request = await self._off_loop(size, self.build_request, question, tasks)
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
             if attempt:
@@ -288,7 +304,7 @@ class LLMSupport:
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
             try:
-                judged = await _off_loop(
+                judged = await self._off_loop(
                     size + len(completion.text),
                     functools.partial(read_judgments, topic=bool(question)),
                     completion,
@@ -421,14 +437,6 @@ def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     assert isinstance(entry, dict)
     reason = entry.get("reason", "")
     return level, reason if isinstance(reason, str) else ""
-
-
-async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` here when ``size`` (characters) is at most :data:`OFFLOAD_CHARS`, else
-    in a thread (the loop keeps running: the GIL is handed over every few milliseconds)."""
-    if size <= OFFLOAD_CHARS:
-        return fn(*args)
-    return await asyncio.to_thread(fn, *args)
 
 
 def _chars(question: str, tasks: Sequence[ClaimTask]) -> int:
