@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
@@ -63,6 +64,7 @@ class JudgeVerifier:
         self.control = ControlTokens(backend.control_tokens if backend else ())
         """The control tokens broken in every untrusted text (the backend's, once started)."""
         self._inflight: dict[str, asyncio.Future[ParsedVerdict]] = {}
+        self._cpu: ThreadPoolExecutor | None = None  # large items' digests and prompts
         # Admission in front of prompt building: with 10,000 calls queued, only ~2x the
         # backend's concurrency have built prompts, so the first requests leave at once
         # instead of after every queued call has been prepared. 2x keeps the backend busy
@@ -121,7 +123,10 @@ class JudgeVerifier:
         )
 
     async def aclose(self) -> None:
-        """Close the backend."""
+        """Close the backend (and the thread of large items' prompt building)."""
+        if self._cpu is not None:
+            self._cpu.shutdown(wait=False, cancel_futures=True)
+            self._cpu = None
         if self.backend is not None:
             await self.backend.aclose()
 
@@ -166,7 +171,7 @@ class JudgeVerifier:
             BadInput: The item ends up with no rubric.
         """
         rubrics, refs = self.resolve_rubrics(item)
-        base = await _off_loop(
+        base = await self._off_loop(
             _chars(item, rubrics), response_digest, self._context, item.question, item.response
         )
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
@@ -197,6 +202,16 @@ class JudgeVerifier:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
         return self._outcome(rubrics, refs, slots, cached, usage)
+
+    async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in this
+        verifier's one thread (one thread, not one per call, competes with the loop for the
+        GIL)."""
+        if size <= OFFLOAD_CHARS:
+            return fn(*args)
+        if self._cpu is None:
+            self._cpu = ThreadPoolExecutor(1, thread_name_prefix="judge-prompts")
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
 
     def _settle(self, mine: list[int], keys: list[str], slots: list[Slot]) -> None:
         """Publish this item's verdicts to the cache and to items waiting on them."""
@@ -245,7 +260,7 @@ class JudgeVerifier:
         self, item: JudgeItem, rubrics: list[Rubric], attempt: int, usage: JudgeUsage
     ) -> list[ParsedVerdict | TribunalError]:
         assert self.backend is not None
-        prompt = await _off_loop(
+        prompt = await self._off_loop(
             _chars(item, rubrics), build_prompt, item.question, item.response, rubrics, self.control
         )
         budget = self.config.max_tokens_per_rubric * len(rubrics) + 32
@@ -346,13 +361,6 @@ T = TypeVar("T")
 OFFLOAD_CHARS = 16_384
 """Text of one item (question, response, rubrics) above which its digest and prompts are
 built in a thread, off the event loop (escaping and hashing are linear in that text)."""
-
-
-async def _off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in a thread."""
-    if size <= OFFLOAD_CHARS:
-        return fn(*args)
-    return await asyncio.to_thread(fn, *args)
 
 
 def _chars(item: JudgeItem, rubrics: list[Rubric]) -> int:
