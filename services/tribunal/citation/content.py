@@ -106,7 +106,6 @@ HEDGES = _wordset(
 hedges ("X may reduce Y" cited for "X reduces Y") is never fully supported."""
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)([^\W_])")
 _CLAUSE_SPLIT = re.compile(
     r"[.!?;]\s+|\n+|,\s*(?:and|but|while|whereas|although|though|which|yet)\s+"
     r"|\s+(?:and|but|whereas|while|although)\s+",
@@ -160,7 +159,8 @@ _UNITS = _wordset(
 )
 
 
-# The first word of each sentence (as ``_WORD`` reads it; ``_SENTENCE_START``'s alternatives).
+# The first word of each sentence, as ``_WORD`` reads it: after the text's start, an end of
+# sentence or a colon, or a new line (and a bullet).
 _SENTENCE_FIRST = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)(" + _WORD.pattern + ")")
 _PARTS = re.compile(r"['-]")
 _ACRONYM = re.compile(r"\(([A-Z][A-Za-z0-9-]{1,9})\)")
@@ -203,27 +203,6 @@ class Clause:
     numbers: tuple[Number, ...] = ()
     entities: frozenset[str] = frozenset()
     hedged: bool = False
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What :func:`read` found in one text (a claim or a snippet).
-
-    Attributes:
-        stems: Content stems (stopwords, filler words and numbers left out).
-        numbers: Its numbers.
-        words: Lower-cased words, with every part of a hyphenated word (entity look-up).
-        entities: Lower-cased named-entity words (see the module docstring).
-        clauses: Its clauses, in order.
-        proper: The proper words it was read with.
-    """
-
-    stems: frozenset[str]
-    numbers: tuple[Number, ...]
-    words: frozenset[str]
-    entities: frozenset[str]
-    clauses: tuple[Clause, ...]
-    proper: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=1 << 16)
@@ -414,21 +393,6 @@ def clauses(
     return tuple(out)
 
 
-def read(
-    text: str,
-    proper: frozenset[str] = frozenset(),
-    *,
-    anchors: bool = False,
-    names: list[tuple[str, bool]] | None = None,
-) -> Facts:
-    """Read the content of one text (linear in its length); ``anchors``: also the numbers
-    and entities of each clause (for a claim); ``names``: ``_not_lower(text)`` when the
-    caller has it already."""
-    parts = clauses(text, proper, anchors=anchors)
-    found = entities(text, proper, names)
-    return Facts(union_stems(parts), numbers(text), _words(text), found, parts, proper)
-
-
 def union_stems(parts: tuple[Clause, ...]) -> frozenset[str]:
     """The stems of a text from its clauses': they cover the text but for the words it is
     split on (stopwords), so the text is not read twice."""
@@ -449,9 +413,9 @@ def _words(text: str) -> frozenset[str]:
 
 
 class Snippet:
-    """What one snippet states, as :func:`read` reads it with the snippet's own proper
-    words; its numbers and entities are read on first use (a claim without a number does
-    not need the snippet's).
+    """What one snippet states, read with its own proper words (a claim is read with those of
+    its cited snippets); its numbers and entities are read on first use (a claim without a
+    number does not need the snippet's).
 
     Attributes:
         text: The snippet.
