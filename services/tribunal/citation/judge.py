@@ -8,6 +8,8 @@ carries up to ``claims_per_call`` claims of one answer and asks, under a JSON sc
 - ``c<i>``: is cited claim *i* supported by its cited snippets taken together? (recall)
 - ``c<i>r<j>``: does its *j*-th cited snippet hold a key point of it? (precision, one verdict
   per snippet, as ALCE's citation precision, arXiv 2305.14627)
+- ``c<i>q`` (when the item has a question): does cited claim *i* help answer it? (under
+  the ``tribunal`` preset a claim that does not is ``off_topic``: it earns nothing)
 - ``u<i>``: does uncited sentence *i* state a fact that needs a citation? (recall)
 
 so the precision / recall split survives at a fraction of a call per claim. Snippets are
