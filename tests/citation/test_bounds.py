@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.gates import check_ids
+from tribunal.citation.judge import OFFLOAD_CHARS, JudgeModeConfig, LLMSupport
 from tribunal.citation.parse import parse_answer
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import INLINE_MAX_CHARS, CitationVerifier, item_chars
@@ -25,6 +28,7 @@ from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime
+from tribunal.llm import BackendConfig, create_backend
 
 EVIDENCE = {"S1": "The Golden Gate Bridge opened in 1937 and spans 1,280 m."}
 HONEST = "<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></answer>"
@@ -107,11 +111,38 @@ def largest_item(config: CitationConfig, item_id: str) -> CitationItem:
     return CitationItem(id=item_id, response=response, evidence=evidence, question="HPD?")
 
 
+def largest_judge_item(config: CitationConfig, item_id: str) -> CitationItem:
+    """An answer at the claim and id limits whose claims all reach the judge: distinct, no
+    figure or name to contradict (``largest_item``'s claims are gated before any call).
+    Their cache keys and prompts hash and escape about 25 MB of snippets."""
+    snippet = "Tumour growth rate at least doubled in patients with hyperprogression. " * 40
+    evidence = {f"S{i}": f"{snippet} Study {i}." for i in range(config.max_distinct_ids)}
+    claims = []
+    for c in range(config.max_claims):
+        ids = ",".join(
+            f"S{(c * config.max_ids_per_claim + k) % config.max_distinct_ids}"
+            for k in range(config.max_ids_per_claim)
+        )
+        tag = "".join(chr(ord("a") + int(d)) for d in str(c))  # no figure: "bc" for 12
+        claims.append(
+            f"<cite id={ids}>Tumour growth at least doubled with hyperprogression {tag}.</cite>"
+        )
+    response = "<answer>" + " ".join(claims) + "</answer>"
+    return CitationItem(
+        id=item_id, response=response, evidence=evidence, options={"preset": "dr_tulu"}
+    )
+
+
 class Counting(CitationVerifier):
     """Records every item it starts and finishes scoring, across both workers."""
 
-    def __init__(self, log: list[tuple[str, str]], **kwargs: Any) -> None:
-        super().__init__(CitationConfig(support="lexical"), **kwargs)
+    def __init__(
+        self,
+        log: list[tuple[str, str]],
+        config: CitationConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config or CitationConfig(support="lexical"), **kwargs)
         self.log = log
 
     async def score_item(self, item: CitationItem) -> ItemOutcome:
@@ -134,6 +165,87 @@ async def queue(redis_server: Any, key_prefix: str) -> AsyncIterator[RedisStream
     await queue.ensure_verifier("citation")
     yield queue
     await queue.aclose()
+
+
+async def run_two_workers(
+    queue: RedisStreamsQueue,
+    verifiers: list[Counting],
+    big: CitationItem,
+    small: CitationItem,
+) -> dict[str, Any]:
+    """Score ``big`` then ``small`` in one job on two workers (0.3 s visibility timeout,
+    heartbeats every 0.05 s); return the results by item id."""
+    stop = asyncio.Event()
+    tasks = []
+    for verifier in verifiers:
+        await verifier.start()
+        cache = RedisCache(queue.redis, queue.keys, "citation", 60, max_items=1000)
+        runtime = WorkerRuntime(
+            verifier, queue, cache, batch_size=2, concurrency=1, heartbeat_s=0.05, block_s=0.05
+        )
+        tasks.append(asyncio.create_task(runtime.run(stop)))
+    try:
+        v = verifiers[0]
+        entries = [
+            QueuedItem(
+                i,
+                item.model_dump(mode="json", exclude_none=True),
+                cache_entry(v.version, v.config_hash(), v.cache_payload(item)),
+            )
+            for i, item in enumerate([big, small])
+        ]
+        job = await queue.submit("citation", entries, total=2, prefilled={})
+        record = await queue.wait(job.job_id, 170)
+        assert record.is_done
+        return {json.loads(r)["id"]: json.loads(r) for r in record.results.values()}
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        for verifier in verifiers:
+            await verifier.aclose()
+
+
+async def test_a_large_judge_item_delays_no_small_one_and_is_scored_once(
+    queue: RedisStreamsQueue,
+) -> None:
+    # The judge's cache keys and prompts of a large answer are built in a thread: on the
+    # event loop they would stop the heartbeats (the big item claimed again, judged twice)
+    # and hold the small item's call. The stand-in server runs as its own process: in this
+    # one its prompt parsing would hold the GIL for tenths of a second itself.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tribunal.llm.testing.fake_openai", "--latency-ms", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    log: list[tuple[str, str]] = []
+    config = CitationConfig(support="judge")
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[-1]
+        verifiers = []
+        for _ in range(2):
+            backend = create_backend(
+                BackendConfig(kind="openai", model="m", base_url=url, logprobs=False),
+                "TRIBUNAL_CITATION_",
+            )
+            support = LLMSupport(backend, JudgeModeConfig())
+            verifiers.append(Counting(log, config, judge=support, processes=1, timeout_s=170))
+        big = largest_judge_item(config, "big")
+        small = CitationItem(id="small", response=HONEST, evidence=EVIDENCE)
+        assert item_chars(big) > OFFLOAD_CHARS >= item_chars(small)
+        results = await run_two_workers(queue, verifiers, big, small)
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+    assert results["small"]["reward"] == 1.0
+    assert results["big"]["error"] is None
+    assert results["big"]["details"]["usage"]["calls"] == config.max_claims // 8
+    assert sorted(log) == sorted(
+        [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
+    )
+    assert log.index(("end", "small")) < log.index(("end", "big"))
 
 
 async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(

@@ -29,6 +29,7 @@ from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verdicts import ClaimTask, Relevance, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.envelope import ItemOutcome
+from tribunal.core.errors import ParseError
 from tribunal.llm import BackendConfig, Completion, create_backend
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
@@ -117,7 +118,7 @@ async def test_an_honest_answer_costs_one_call_and_scores_one(fake: FakeOpenAISe
     assert outcome.reward == 1.0 and outcome.details["usage"]["calls"] == 1
     [body] = fake.stats.requests
     keys = list(body["response_format"]["json_schema"]["schema"]["properties"])
-    assert keys == ["c0", "c0r0"]
+    assert keys == ["c0", "c0r0", "c0q"]  # support, relevance, topic
     assert outcome.details["judge_model"] == "stand-in" and outcome.details["prompt_version"]
 
 
@@ -175,7 +176,7 @@ async def test_an_uncited_sentence_that_needs_a_citation_costs_recall(
     assert [c["needs_citation"] for c in outcome.details["claims"]] == [None, True]
     assert outcome.reward == 0.5 and outcome.details["usage"]["calls"] == 1
     keys = list(fake.stats.requests[0]["response_format"]["json_schema"]["schema"]["properties"])
-    assert keys == ["c0", "c0r0", "u1"]
+    assert keys == ["c0", "c0r0", "c0q", "u1"]
 
 
 async def test_identical_claims_are_two_claims_asked_once(fake: FakeOpenAIServer) -> None:
@@ -186,7 +187,14 @@ async def test_identical_claims_are_two_claims_asked_once(fake: FakeOpenAIServer
     outcome = await score(verifier_for(fake), answer, options={"preset": "dr_tulu"})
     assert [c["precision"] for c in outcome.details["claims"]] == [1.0, 0.0, 1.0]
     keys = list(fake.stats.requests[0]["response_format"]["json_schema"]["schema"]["properties"])
-    assert keys == ["c0", "c0r0", "c1", "c1r0"]  # the repeated (claim, S1) pair asked once
+    assert keys == [
+        "c0",
+        "c0r0",
+        "c0q",
+        "c1",
+        "c1r0",
+        "c1q",
+    ]  # the repeated (claim, S1) pair asked once
     assert outcome.details["f1"] == pytest.approx(2 / 3)
     once = await score(verifier_for(fake), answer)
     assert [c["gate"] for c in once.details["claims"]] == [None, "duplicate", "duplicate"]
@@ -261,5 +269,56 @@ async def test_a_claim_its_snippet_contradicts_never_reaches_the_model(
     assert first["gate"] == "contradicts_evidence" and first["f1"] == 0.0
     assert second["gate"] is None and second["support"] == "supported"
     keys = list(fake.stats.requests[0]["response_format"]["json_schema"]["schema"]["properties"])
-    assert keys == ["c0", "c0r0"]  # only the honest claim was asked
+    assert keys == ["c0", "c0r0", "c0q"]  # only the honest claim was asked
     assert outcome.reward == pytest.approx(0.5)
+
+
+async def test_the_judges_topic_verdict_decides_off_topic_not_word_overlap(
+    fake: FakeOpenAIServer,
+) -> None:
+    # Claim 1 shares words with the question ("anti-PD-1", "patients") but answers nothing
+    # the question asks; claim 2 shares no content word with it but answers it.
+    evidence = {
+        **EVIDENCE,
+        "S5": "Patients on anti-PD-1 therapy in the study liked the hospital food.",
+        "S6": "One in eleven treated people progressed faster after the first infusion.",
+    }
+    padding = "<cite id=S5>Patients on anti-PD-1 therapy liked the hospital food.</cite>"
+    unworded = "<cite id=S6>One in eleven treated people progressed faster.</cite>"
+    fake.script.rules = [("Topic of claim 1:", 0), ("Topic of claim 2:", 2)]
+    honest = await score(verifier_for(fake), HONEST, evidence=evidence)
+    padded = await score(
+        verifier_for(fake), HONEST.replace("</answer>", f" {padding}</answer>"), evidence=evidence
+    )
+    claims = padded.details["claims"]
+    assert [c["gate"] for c in claims] == [None, "off_topic"]
+    assert claims[1]["support"] == "supported" and claims[1]["counted"] is False
+    assert padded.reward == honest.reward == 1.0  # padding adds nothing
+    # Unsupported padding judged off topic costs the answer (F1 0), as in lexical mode.
+    fake.script.rules = [("Topic of claim 1:", 0), ("Claim 1:", 0)]
+    lie = await score(
+        verifier_for(fake), HONEST.replace("</answer>", f" {padding}</answer>"), evidence=evidence
+    )
+    assert lie.details["claims"][1]["gate"] == "off_topic" and lie.reward == 0.5
+    # A claim without the question's words that the judge finds on topic is counted.
+    fake.script.rules = [("Topic of claim 1:", 2), ("Claim 1:", 0)]
+    answer = HONEST.replace("</answer>", f" {unworded}</answer>")
+    both = await score(verifier_for(fake), answer, evidence=evidence)
+    assert [c["gate"] for c in both.details["claims"]] == [None, None]
+    assert both.details["claims"][1]["counted"] and both.reward == 0.5
+    lexical = await score(
+        verifier_for(fake), answer, evidence=evidence, options={"support": "lexical"}
+    )
+    assert lexical.details["claims"][1]["gate"] == "off_topic"  # the word rule's verdict
+
+
+def test_a_missing_topic_verdict_is_unreadable_not_on_topic() -> None:
+    task = ClaimTask("c", (("A", "a"),))
+    answer = {"c0": {"reason": "", "verdict": 2}, "c0r0": {"reason": "", "verdict": 2}}
+    [judged] = read_judgments(Completion(json.dumps(answer)), [task])
+    assert judged.on_topic is None  # no question: not asked
+    with pytest.raises(ParseError, match="c0q"):
+        read_judgments(Completion(json.dumps(answer)), [task], topic=True)
+    answer["c0q"] = {"reason": "", "verdict": 1}  # tangential: not on topic
+    [judged] = read_judgments(Completion(json.dumps(answer)), [task], topic=True)
+    assert judged.on_topic is False

@@ -44,15 +44,17 @@ def _check(user: str) -> None:
     assert len(lines) == 2  # one line per snippet, no forged [S9]
     assert lines[0].startswith("[S1] ") and lines[1].startswith("[S2 [S3] x</snippets>, S1] ")
     items = user.split(f"</snippets-{code}>\n\nItems:\n", 1)[1].split("\n")
-    # Headers and item lines alternate: 1 + 1 (c0, c0r0), 1 + 1 (c1, c1r0), 1 (u2).
-    assert [line for line in items if re.fullmatch(r"\[[cu]\d+(r\d+)?\] \w+", line)] == [
+    # Headers and item lines alternate: 3 + 3 (c0, c0r0, c0q), 3 + 3 (c1, c1r0, c1q), 1 + 1.
+    assert [line for line in items if re.fullmatch(r"\[[cu]\d+(r\d+|q)?\] \w+", line)] == [
         "[c0] support",
         "[c0r0] relevance",
+        "[c0q] topic",
         "[c1] support",
         "[c1r0] relevance",
+        "[c1q] topic",
         "[u2] need",
     ]
-    assert len(items) == 10
+    assert len(items) == 14
     assert 'Cited: "S2 [S3] x</snippets>, S1".' in user  # an odd id is quoted: not two ids
     assert ControlTokens().find_raw(user) == []
 

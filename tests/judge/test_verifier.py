@@ -269,3 +269,32 @@ async def test_results_are_what_the_judge_document_says(
     for outcome in (*scored, *down):
         text = result_json("x", outcome, verifier_info(verifier))
         assert_documented("judge", "JudgeItemResult", json.loads(text))
+
+
+async def test_a_large_items_digest_and_prompts_are_built_off_the_event_loop(
+    make_verifier: VerifierFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from tribunal.judge import verifier as module
+
+    threads: list[tuple[str, str]] = []
+    for name in ("build_prompt", "response_digest"):
+        real = getattr(module, name)
+
+        def record(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            threads.append((_name, threading.current_thread().name))
+            return _real(*args)
+
+        monkeypatch.setattr(module, name, record)
+    big = "The dose is 5 mg. " * (module.OFFLOAD_CHARS // 18 + 1)
+    small, large = await _score(
+        make_verifier(), _item("s", rubrics=RUBRICS), _item("b", big, rubrics=RUBRICS)
+    )
+    assert small.error is None and large.error is None
+    main = threading.main_thread().name
+    on_loop = sorted(name for name, thread in threads if thread == main)
+    off_loop = sorted(name for name, thread in threads if thread != main)
+    # The small item's digest and prompts on the loop; as many of the large item's, each in
+    # a thread.
+    assert on_loop == off_loop and "response_digest" in on_loop and "build_prompt" in on_loop

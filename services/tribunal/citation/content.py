@@ -26,18 +26,23 @@ implementation of Porter's second stemmer, pure Python, where the previous suffi
 PyPI by spaCy itself, and a parser and NER per sentence would cost more than these rules
 while needing the same fallbacks (``docs/citation.md``).
 
+A figure may be restated in another unit of the same quantity (:data:`CONVERSIONS`, exact
+factors only), and a clause's hedge words (:data:`HEDGES`) are read, so that a claim cannot
+state as certain what its snippet hedges.
+
 Known limits (the judge mode is the recommendation for training): synonyms of opposite
-direction that mean the same ("reduced mortality" / "improved survival") read as a
-contradiction; a quantity restated in other units ("1.2 km" for "1,200 m") reads as a
-different number; a chimera inside one snippet (the figure of one sentence given to the
-subject of another) is not seen; hedges ("may", "suggests") are not compared.
+direction that mean the same ("reduced mortality" / "improved survival") share no word and
+are not seen as support; a chimera inside one snippet (the figure of one sentence given to
+the subject of another) is not seen; quantifiers ("all", "some") are not compared.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from itertools import chain, filterfalse
 
 import snowballstemmer
 from text_to_num import alpha2digit
@@ -91,9 +96,16 @@ DIRECTIONS: dict[str, int] = {
     **{w: -1 for w in _DOWN.split()},
 }
 """Direction and comparison words: +1 (up, more, after) or -1 (down, less, before)."""
+_DIRECTION_WORDS = frozenset(DIRECTIONS)
+
+HEDGES = _wordset(
+    """may might could possibly perhaps potentially probably presumably putative suggest
+    suggests suggested suggesting hypothesise hypothesised hypothesize hypothesized"""
+)
+"""Words that make a clause tentative: a claim stating as certain what its snippet only
+hedges ("X may reduce Y" cited for "X reduces Y") is never fully supported."""
 
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)([^\W_])")
 _CLAUSE_SPLIT = re.compile(
     r"[.!?;]\s+|\n+|,\s*(?:and|but|while|whereas|although|though|which|yet)\s+"
     r"|\s+(?:and|but|whereas|while|although)\s+",
@@ -111,6 +123,34 @@ _SCALED = re.compile(
     r"(?<![\d.,])(\d+(?:\.\d+)?)\s+(thousand|millions?|billions?)\b", re.IGNORECASE
 )
 _PERCENT = frozenset({"%", "percent", "per cent", "pct", "percentage"})
+
+
+def _scale(quantity: str, factors: str) -> dict[str, tuple[str, float]]:
+    return {
+        unit: (quantity, float(factor))
+        for unit, factor in (pair.split("=") for pair in factors.split())
+    }
+
+
+CONVERSIONS: dict[str, tuple[str, float]] = {
+    **_scale("length", "m=1 km=1e3 cm=1e-2 mm=1e-3 µm=1e-6 um=1e-6 nm=1e-9 mi=1609.344 ft=0.3048"),
+    **_scale("mass", "g=1 kg=1e3 mg=1e-3 µg=1e-6 ug=1e-6 mcg=1e-6 ng=1e-9 lb=453.59237"),
+    **_scale(
+        "time",
+        "s=1 ms=1e-3 min=60 mins=60 h=3600 hr=3600 hrs=3600 hour=3600 hours=3600 "
+        "day=86400 days=86400 week=604800 weeks=604800",
+    ),
+    **_scale("years", "year=1 years=1 yr=1 yrs=1 decade=10 decades=10 century=100 centuries=100"),
+    **_scale("volume", "l=1 dl=1e-1 ml=1e-3 µl=1e-6 ul=1e-6"),
+    **_scale("frequency", "hz=1 khz=1e3 mhz=1e6 ghz=1e9"),
+    **_scale("power", "w=1 kw=1e3 gw=1e9"),
+    **_scale("energy", "j=1 kj=1e3 kwh=3.6e6 kcal=4184"),
+}
+"""Units of one quantity a claim may restate a snippet's figure in: ``unit -> (quantity,
+factor to the quantity's base unit)``. Only exact factors of unambiguous unit words:
+months and years (calendar lengths), ``in`` (a word), ``t``, ``mw`` (milli or mega),
+``cal`` (small or food calorie), data sizes (1000 or 1024) and temperatures (affine) are
+left out, so they convert to nothing and differ."""
 _UNITS = _wordset(
     """m km cm mm nm µm um mi ft in kg g mg µg ug mcg ng lb t l ml dl µl ul s ms h hr hrs
     min mins hour hours day days week weeks month months year years yr yrs decade decades
@@ -119,6 +159,9 @@ _UNITS = _wordset(
 )
 
 
+# The first word of each sentence, as ``_WORD`` reads it: after the text's start, an end of
+# sentence or a colon, or a new line (and a bullet).
+_SENTENCE_FIRST = re.compile(r"(?:^|[.!?:;]\s+|\n\s*[-*•]?\s*)(" + _WORD.pattern + ")")
 _PARTS = re.compile(r"['-]")
 _ACRONYM = re.compile(r"\(([A-Z][A-Za-z0-9-]{1,9})\)")
 _NOT_CONTENT = STOPWORDS | _FILLER | _UNITS | _PERCENT
@@ -150,6 +193,7 @@ class Clause:
         direction_words: Those words.
         numbers: Its numbers (claims only; () for a snippet's clauses).
         entities: Its entity words (claims only).
+        hedged: It holds a hedge word (:data:`HEDGES`).
     """
 
     stems: frozenset[str]
@@ -158,27 +202,7 @@ class Clause:
     direction_words: frozenset[str]
     numbers: tuple[Number, ...] = ()
     entities: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What :func:`read` found in one text (a claim or a snippet).
-
-    Attributes:
-        stems: Content stems (stopwords, filler words and numbers left out).
-        numbers: Its numbers.
-        words: Lower-cased words, with every part of a hyphenated word (entity look-up).
-        entities: Lower-cased named-entity words (see the module docstring).
-        clauses: Its clauses, in order.
-        proper: The proper words it was read with.
-    """
-
-    stems: frozenset[str]
-    numbers: tuple[Number, ...]
-    words: frozenset[str]
-    entities: frozenset[str]
-    clauses: tuple[Clause, ...]
-    proper: frozenset[str] = frozenset()
+    hedged: bool = False
 
 
 @lru_cache(maxsize=1 << 16)
@@ -206,15 +230,17 @@ _TOKEN_STEMS_MAX = 1 << 18
 
 
 def _stems_of(tokens: list[str]) -> frozenset[str]:
-    out: set[str] = set()
-    for token in tokens:
-        found = _TOKEN_STEMS.get(token)
-        if found is None:
-            if len(_TOKEN_STEMS) >= _TOKEN_STEMS_MAX:  # bounds a long-lived worker's memory
-                _TOKEN_STEMS.clear()
-            found = _TOKEN_STEMS[token] = _token_stems(token)
-        out.update(found)
-    return frozenset(out)
+    # Each distinct token once, and the look-ups in C (set difference, map, chain): a 2 kB
+    # snippet repeats most of its words, and a Python loop per token was most of its cost.
+    unique = set(tokens)
+    missing = unique.difference(_TOKEN_STEMS)
+    if missing:
+        if len(_TOKEN_STEMS) + len(missing) > _TOKEN_STEMS_MAX:  # bounds a worker's memory
+            _TOKEN_STEMS.clear()
+            missing = unique
+        for token in missing:
+            _TOKEN_STEMS[token] = _token_stems(token)
+    return frozenset(chain.from_iterable(map(_TOKEN_STEMS.__getitem__, unique)))
 
 
 def _token_stems(token: str) -> tuple[str, ...]:
@@ -240,13 +266,11 @@ def numbers(text: str) -> tuple[Number, ...]:
         [(9.0, '%'), (1280.0, 'm'), (1200000.0, '')]
     """
     out = []
-    for match in _NUMBER.finditer(_digits(text)):
-        dec = match.group("dec") or ""
-        value = float(match.group("int").replace(",", "") + ("." + dec if dec else ""))
-        unit = re.sub(r"\s+", " ", (match.group("unit") or "").lower())
-        decimals = len(dec)
+    for whole, dec, unit in _NUMBER.findall(_digits(text)):
+        value = float(whole.replace(",", "") + ("." + dec if dec else ""))
+        unit = " ".join(unit.lower().split())  # "per  cent" is "per cent"
         unit = "%" if unit in _PERCENT else unit if unit in _UNITS else ""
-        out.append(Number(value, decimals, unit))
+        out.append(Number(value, len(dec), unit))
     return tuple(out)
 
 
@@ -260,7 +284,11 @@ def _digits(text: str) -> str:
         return text
 
 
-def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
+def entities(
+    text: str,
+    proper: frozenset[str] = frozenset(),
+    names: list[tuple[str, bool]] | None = None,
+) -> frozenset[str]:
     """Lower-cased named-entity words of ``text``.
 
     Args:
@@ -268,17 +296,16 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
         proper: Lower-cased words written capitalised inside a sentence somewhere in the
             evidence: a sentence's first word is an entity only when it is one of them (or
             all-caps, or mixes letters and digits).
+        names: ``_not_lower(text)`` when the caller has it already.
 
     Examples:
         >>> sorted(entities("Roughly 9% of patients on anti-PD-1 in France had HPD."))
         ['anti-pd-1', 'france', 'hpd']
     """
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
     defined = _defined_acronyms(text)
     out = set()
-    for match in _WORD.finditer(text):
-        token = match.group()
-        if token.islower() or token.isdigit():  # most words: no capital, or a plain number
+    for token, inside in _not_lower(text) if names is None else names:
+        if token.isdigit():  # a plain number
             continue
         lower = token.lower().replace("’", "'").removesuffix("'s")
         if lower in defined:
@@ -289,9 +316,18 @@ def entities(text: str, proper: frozenset[str] = frozenset()) -> frozenset[str]:
             continue
         if lower in STOPWORDS or lower in _FILLER or lower in NEGATIONS:
             continue
-        if strong or match.start() not in starts or lower in proper:
+        if strong or inside or lower in proper:
             out.add(lower)
     return frozenset(out)
+
+
+def _not_lower(text: str) -> list[tuple[str, bool]]:
+    """The distinct words of ``text`` that are not all lower case (most words are: they are
+    filtered in C, not looped over), each with whether it occurs somewhere other than as a
+    sentence's first word."""
+    counts = Counter(_WORD.findall(text))
+    first = Counter(_SENTENCE_FIRST.findall(text))
+    return [(token, counts[token] > first[token]) for token in filterfalse(str.islower, counts)]
 
 
 def _defined_acronyms(text: str) -> set[str]:
@@ -316,14 +352,13 @@ def _subsequence(letters: list[str], text: str) -> bool:
     return all(letter in found for letter in letters)
 
 
-def proper_words(text: str) -> frozenset[str]:
+def proper_words(text: str, names: list[tuple[str, bool]] | None = None) -> frozenset[str]:
     """Lower-cased words written capitalised inside a sentence of ``text`` (see
-    :func:`entities`)."""
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    :func:`entities`; ``names``: ``_not_lower(text)`` when the caller has it already)."""
     return frozenset(
-        m.group().lower().removesuffix("'s")
-        for m in _WORD.finditer(text)
-        if m.group()[0].isupper() and m.start() not in starts
+        token.lower().removesuffix("'s")
+        for token, inside in (_not_lower(text) if names is None else names)
+        if inside and token[0].isupper()
     )
 
 
@@ -343,24 +378,29 @@ def clauses(
         found = numbers(part) if anchors else ()
         if not stems and not found:
             continue
-        negated = any(t in NEGATIONS for t in tokens)
-        moves = frozenset(t for t in tokens if t in DIRECTIONS)
+        moves = _DIRECTION_WORDS.intersection(tokens)
         out.append(
             Clause(
                 stems,
-                negated,
+                not NEGATIONS.isdisjoint(tokens),
                 frozenset(DIRECTIONS[t] for t in moves),
                 moves,
                 found,
                 entities(part, proper) if anchors else frozenset(),
+                not HEDGES.isdisjoint(tokens),
             )
         )
     return tuple(out)
 
 
-def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = False) -> Facts:
-    """Read the content of one text (linear in its length); ``anchors``: also the numbers
-    and entities of each clause (for a claim)."""
+def union_stems(parts: tuple[Clause, ...]) -> frozenset[str]:
+    """The stems of a text from its clauses': they cover the text but for the words it is
+    split on (stopwords), so the text is not read twice."""
+    return frozenset().union(*(c.stems for c in parts))
+
+
+def _words(text: str) -> frozenset[str]:
+    """Lower-cased words of ``text``, with every part of a hyphenated word (entity look-up)."""
     words = set(_tokens(text))
     for token in [t for t in words if "-" in t or "'" in t]:
         token = token.removesuffix("'s")
@@ -369,27 +409,61 @@ def read(text: str, proper: frozenset[str] = frozenset(), *, anchors: bool = Fal
         for i in range(1, len(pieces)):  # "anti-pd-1" also holds "pd-1", "anti-pd", "1"
             words.add("-".join(pieces[i:]))
             words.add("-".join(pieces[:i]))
-    parts = clauses(text, proper, anchors=anchors)
-    # Clauses cover the text but for the words they are split on (stopwords): their stems
-    # together are the text's, without reading it twice.
-    stems: frozenset[str] = frozenset().union(*(c.stems for c in parts))
-    return Facts(stems, numbers(text), frozenset(words), entities(text, proper), parts, proper)
+    return frozenset(words)
+
+
+class Snippet:
+    """What one snippet states, read with its own proper words (a claim is read with those of
+    its cited snippets); its numbers and entities are read on first use (a claim without a
+    number does not need the snippet's).
+
+    Attributes:
+        text: The snippet.
+        proper: Words it writes capitalised inside a sentence.
+        stems: Content stems.
+        words: Lower-cased words, with every part of a hyphenated word.
+        clauses: Its clauses (without numbers or entities).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._names = _not_lower(text)
+        self.proper = proper_words(text, self._names)
+        self.clauses = clauses(text, self.proper)
+        self.stems = union_stems(self.clauses)
+        self.words = _words(text)
+
+    @cached_property
+    def numbers(self) -> tuple[Number, ...]:
+        """Its numbers."""
+        return numbers(self.text)
+
+    @cached_property
+    def entities(self) -> frozenset[str]:
+        """Its named-entity words."""
+        return entities(self.text, self.proper, self._names)
 
 
 @lru_cache(maxsize=2048)
-def read_snippet(text: str) -> Facts:
-    """:func:`read` of one snippet with its own proper words, cached by its text: the
-    completions of a GRPO group, scored one after the other, cite the same snippets."""
-    return read(text, proper_words(text))
+def read_snippet(text: str) -> Snippet:
+    """The :class:`Snippet` of ``text``, cached by its text: the completions of a GRPO group,
+    scored one after the other, cite the same snippets."""
+    return Snippet(text)
 
 
 def number_agrees(claim: Number, snippet: tuple[Number, ...]) -> bool:
     """Whether the snippet states the claim's number: the same value once rounded to the
-    claim's decimals (a relative 1e-9 for float noise), and no different unit."""
+    claim's decimals (a relative 1e-9 for float noise), in the same unit or one of
+    :data:`CONVERSIONS` of the same quantity ("1.28 km" states "1,280 m"; "1.5 km" does
+    not), and no other unit."""
     for other in snippet:
+        value = other.value
         if claim.unit and other.unit and claim.unit != other.unit:
-            continue
-        rounded = round(other.value, claim.decimals)
+            mine, theirs = CONVERSIONS.get(claim.unit), CONVERSIONS.get(other.unit)
+            if mine is None or theirs is None or mine[0] != theirs[0]:
+                continue
+            value = other.value * theirs[1] / mine[1]
+        rounded = round(value, claim.decimals)
         if abs(rounded - claim.value) <= 1e-9 * max(1.0, abs(claim.value)):
             return True
     return False
@@ -400,7 +474,7 @@ def coverage(claim: frozenset[str], text: frozenset[str]) -> float:
     return len(claim & text) / len(claim) if claim else 0.0
 
 
-def best_clause(claim: Clause, snippet: Facts) -> tuple[Clause | None, float]:
+def best_clause(claim: Clause, snippet: Snippet) -> tuple[Clause | None, float]:
     """The snippet clause whose stems best cover ``claim``'s, and that coverage (first of
     equals)."""
     best: Clause | None = None

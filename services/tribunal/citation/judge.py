@@ -8,6 +8,8 @@ carries up to ``claims_per_call`` claims of one answer and asks, under a JSON sc
 - ``c<i>``: is cited claim *i* supported by its cited snippets taken together? (recall)
 - ``c<i>r<j>``: does its *j*-th cited snippet hold a key point of it? (precision, one verdict
   per snippet, as ALCE's citation precision, arXiv 2305.14627)
+- ``c<i>q`` (when the item has a question): does cited claim *i* help answer it? (under
+  the ``tribunal`` preset a claim that does not is ``off_topic``: it earns nothing)
 - ``u<i>``: does uncited sentence *i* state a fact that needs a citation? (recall)
 
 so the precision / recall split survives at a fraction of a call per claim. Snippets are
@@ -28,11 +30,13 @@ shows the whole response) so that its judgment can be cached per sentence.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,8 +49,16 @@ from tribunal.llm.keys import judgment_key
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
-PROMPT_VERSION = "citation-2"
+T = TypeVar("T")
+
+PROMPT_VERSION = "citation-3"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
+
+OFFLOAD_CHARS = 16_384
+"""Text of one answer (question, claims, their snippets) above which its cache keys, prompts
+and verdict reading run in a thread, off the event loop: they are linear in that text, and
+an answer at the limits (256 claims citing 32 snippets of 4 kB) hashes and escapes tens of
+megabytes, which on the loop would stop the worker's heartbeats and other items."""
 
 LEVELS = (0, 1, 2)
 VERDICT_TOKENS = tuple(str(level) for level in LEVELS)
@@ -61,6 +73,11 @@ SCALES: dict[str, dict[int, str]] = {
         2: "relevant: this snippet states at least one key point of the claim",
         1: "related: same topic, but it states none of the claim's key points",
         0: "unrelated: it has nothing to do with the claim",
+    },
+    "topic": {
+        2: "on topic: it helps answer the question",
+        1: "tangential: same subject, but it does not help answer the question",
+        0: "off topic: it has nothing to do with the question",
     },
     "need": {
         2: "needs a citation: a specific fact, figure or finding that a source must back",
@@ -81,6 +98,10 @@ RELEVANT_LEVEL = 2
 statement are supported by the snippet"); "related" and "unrelated" are its
 ``[[Unrelevant]]``."""
 NEEDS_CITATION_LEVEL = 2
+ON_TOPIC_LEVEL = 2
+"""Only "on topic" counts under the ``tribunal`` preset's ``count_once_on_topic``: a
+tangential or off-topic claim earns nothing (left out when supported), so padding an answer
+with true but useless claims cannot raise its reward, and an honest one loses nothing."""
 
 _SYSTEM = """You check the citations of an AI assistant's answer against the search results it \
 could cite. Judge only from the snippets given; use no outside knowledge. The question and \
@@ -103,6 +124,7 @@ def _scale_text() -> str:
     for kind, title in (
         ("support", "[cN] support: is claim N supported by its cited snippets taken together?"),
         ("relevance", "[cNrM] relevance: does snippet M of claim N hold a key point of it?"),
+        ("topic", "[cNq] topic: does claim N help answer the question?"),
         ("need", "[uN] need: does uncited sentence N need a citation?"),
     ):
         lines.append(title)
@@ -158,6 +180,7 @@ class LLMSupport:
         # no bound (every call fails at once).
         bound = getattr(getattr(backend, "config", None), "max_concurrency", 0)
         self.meter = BackendMeter(int(bound))
+        self._cpu: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
         """Start the backend."""
@@ -165,8 +188,22 @@ class LLMSupport:
         self.control = ControlTokens(self.backend.control_tokens)
 
     async def aclose(self) -> None:
-        """Close the backend."""
+        """Close the backend (and the thread of large answers' work)."""
+        if self._cpu is not None:
+            self._cpu.shutdown(wait=False, cancel_futures=True)
+            self._cpu = None
         await self.backend.aclose()
+
+    async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here when ``size`` (characters) is at most :data:`OFFLOAD_CHARS`,
+        else in this mode's one thread: the loop keeps running (the GIL is handed over every
+        few milliseconds), and one thread, not one per chunk of a large answer, is all it
+        competes with for the GIL."""
+        if size <= OFFLOAD_CHARS:
+            return fn(*args)
+        if self._cpu is None:
+            self._cpu = ThreadPoolExecutor(1, thread_name_prefix="citation-judge")
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
 
     def cache_key(self, question: str, task: ClaimTask) -> str:
         """Key of one claim's judgment (``tribunal.llm.keys.judgment_key``): its kind (a cited
@@ -194,7 +231,7 @@ class LLMSupport:
         Raises:
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
-        keys = [self.cache_key(question, task) for task in tasks]
+        keys = await self._off_loop(_chars(question, tasks), self._keys, question, tasks)
         found: dict[str, ClaimJudgment] = {}
         todo: dict[str, ClaimTask] = {}  # identical claims are asked once
         for key, task in zip(keys, tasks, strict=True):
@@ -223,11 +260,16 @@ class LLMSupport:
         outcome.judgments = [found[key] for key in keys]
         return outcome
 
+    def _keys(self, question: str, tasks: Sequence[ClaimTask]) -> list[str]:
+        return [self.cache_key(question, task) for task in tasks]
+
     async def _judge_chunk(
         self, question: str, chunk: list[tuple[str, ClaimTask]]
     ) -> tuple[dict[str, ClaimJudgment], SupportOutcome]:
         usage = SupportOutcome()
-        request = self.build_request(question, [task for _, task in chunk])
+        tasks = [task for _, task in chunk]
+        size = _chars(question, tasks)
+        request = await self._off_loop(size, self.build_request, question, tasks)
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
             if attempt:
@@ -245,7 +287,12 @@ class LLMSupport:
             usage.prompt_tokens += completion.prompt_tokens
             usage.completion_tokens += completion.completion_tokens
             try:
-                judged = read_judgments(completion, [task for _, task in chunk])
+                judged = await self._off_loop(
+                    size + len(completion.text),
+                    functools.partial(read_judgments, topic=bool(question)),
+                    completion,
+                    tasks,
+                )
             except ParseError as exc:
                 error = exc
                 continue
@@ -288,6 +335,9 @@ class LLMSupport:
                     f"[c{index}r{j}] relevance",
                     f"Claim {index}: {claim} Snippet: {_id(safe(sid))}.",
                 ]
+            if question:
+                keys.append(f"c{index}q")
+                items += [f"[c{index}q] topic", f"Topic of claim {index}: {claim}"]
         tag = fence_tag(shown_question, *lines, *items)
         user = "\n".join(
             [
@@ -322,14 +372,19 @@ def verdict_schema(keys: Sequence[str], max_reason_chars: int) -> dict[str, Any]
     return answers.verdict_schema(keys, max_reason_chars, LEVELS)
 
 
-def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[ClaimJudgment]:
-    """Read one judgment per task from a completion (keys as :meth:`build_request` wrote).
+def read_judgments(
+    completion: Completion, tasks: Sequence[ClaimTask], *, topic: bool = False
+) -> list[ClaimJudgment]:
+    """Read one judgment per task from a completion (keys as :meth:`build_request` wrote;
+    ``topic``: it asked whether each cited claim helps answer the question, as it does when
+    a question is given).
 
     Raises:
         Refusal: The model or its provider refused.
         ParseError: The answer is not one JSON object that ends it (cut by the token limit,
             a second object, trailing text, a duplicate key: ``tribunal.llm.answers``), or a
-            key lacks a verdict 0, 1 or 2.
+            key lacks a verdict 0, 1 or 2 (a missing topic verdict too: never read as on
+            topic).
     """
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the model refused: {completion.refusal or 'content filter'}"[:500])
@@ -348,7 +403,10 @@ def read_judgments(completion: Completion, tasks: Sequence[ClaimTask]) -> list[C
         for j, (sid, _) in enumerate(task.snippets):
             rel, _ = _verdict(answer, f"c{index}r{j}")
             relevance[sid] = Relevance.RELEVANT if rel == RELEVANT_LEVEL else Relevance.IRRELEVANT
-        out.append(ClaimJudgment(SUPPORT_BY_LEVEL[level], relevance, reason=reason))
+        on_topic = _verdict(answer, f"c{index}q")[0] == ON_TOPIC_LEVEL if topic else None
+        out.append(
+            ClaimJudgment(SUPPORT_BY_LEVEL[level], relevance, reason=reason, on_topic=on_topic)
+        )
     return out
 
 
@@ -362,6 +420,13 @@ def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     assert isinstance(entry, dict)
     reason = entry.get("reason", "")
     return level, reason if isinstance(reason, str) else ""
+
+
+def _chars(question: str, tasks: Sequence[ClaimTask]) -> int:
+    """Characters of text that keys and prompts of ``tasks`` are linear in."""
+    return len(question) + sum(
+        len(task.text) + sum(len(text) for _, text in task.snippets) for task in tasks
+    )
 
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_:-]{1,64}")

@@ -8,8 +8,8 @@ claim is split into clauses; each clause is judged against **each** cited snippe
   or the snippet clause that best covers it (coverage ≥ ``partial``) differs in negation or
   in direction ("raises" / "lowers");
 - otherwise ``supported`` by it when the share of its content stems found in that snippet
-  (coverage) is ≥ ``full`` (and its direction words are decidable), ``partial`` when ≥
-  ``partial``.
+  (coverage) is ≥ ``full`` (and its direction words are decidable, and it hedges where that
+  snippet clause hedges), ``partial`` when ≥ ``partial``.
 
 A clause takes its best snippet. The claim is ``supported`` when every clause is,
 ``unsupported`` when a clause is contradicted and no cited snippet supports it even in part
@@ -29,18 +29,22 @@ for training rewards.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.citation.content import (
     Clause,
-    Facts,
+    Snippet,
     best_clause,
+    clauses,
     content_stems,
     coverage,
+    entities,
     number_agrees,
-    read,
+    numbers,
     read_snippet,
+    union_stems,
 )
 from tribunal.citation.gates import MIN_NOVEL_SHARE
 from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -85,10 +89,16 @@ class EvidenceFacts:
         self._stems: list[frozenset[str]] | None = None
         ids = [sid for sid in dict.fromkeys(cited) if sid in evidence]
         read = [self.facts(sid) for sid in ids]
+        self._cited = read
         self.proper: frozenset[str] = frozenset().union(*(f.proper for f in read))
-        self.known: frozenset[str] = frozenset().union(*(f.entities for f in read))
 
-    def facts(self, sid: str) -> Facts:
+    @cached_property
+    def known(self) -> frozenset[str]:
+        """Entity words of the cited snippets (read on first use: only a claim naming an
+        entity that its snippet lacks needs them)."""
+        return frozenset().union(*(f.entities for f in self._cited))
+
+    def facts(self, sid: str) -> Snippet:
         """The facts of snippet ``sid`` (``read_snippet``: read once per text and process)."""
         return read_snippet(self._texts[sid])
 
@@ -145,20 +155,21 @@ def judge_lexically(
     Returns:
         Support and per-snippet relevance for a cited claim; ``needs_citation`` otherwise.
     """
-    claim = read(task.text, evidence.proper, anchors=True)
     if not task.is_cited:
-        needs = needs_citation(claim, evidence.all_stems(), thresholds, asked)
+        needs = needs_citation(task.text, evidence, thresholds, asked)
         return ClaimJudgment(needs_citation=needs)
+    # A cited claim is judged clause by clause: its whole-text numbers and entities are not
+    # needed (``read`` would find them too).
+    parts = clauses(task.text, evidence.proper, anchors=True)
+    stems = union_stems(parts)
     cited = {sid: evidence.facts(sid) for sid, _ in task.snippets}
     relevance = {
         sid: Relevance.RELEVANT
-        if coverage(claim.stems, snippet.stems) >= thresholds.relevant
+        if coverage(stems, snippet.stems) >= thresholds.relevant
         else Relevance.IRRELEVANT
         for sid, snippet in cited.items()
     }
-    verdicts = [
-        _clause_verdict(c, cited.values(), evidence.known, thresholds) for c in claim.clauses
-    ]
+    verdicts = [_clause_verdict(c, cited.values(), evidence, thresholds) for c in parts]
     return ClaimJudgment(support=_combine(verdicts), relevance=relevance)
 
 
@@ -166,41 +177,43 @@ def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalTh
     """Whether a cited claim has a clause its cited snippets contradict and none supports
     even in part: a number, a known entity, a negation or a direction differs (the judge
     mode's gate before any model call; the lexical mode calls such a claim unsupported)."""
-    claim = read(task.text, evidence.proper, anchors=True)
     cited = [evidence.facts(sid) for sid, _ in task.snippets]
     return any(
         verdict is SupportVerdict.UNSUPPORTED and clash
         for verdict, clash in (
-            _clause_verdict(c, cited, evidence.known, thresholds) for c in claim.clauses
+            _clause_verdict(c, cited, evidence, thresholds)
+            for c in clauses(task.text, evidence.proper, anchors=True)
         )
     )
 
 
 def needs_citation(
-    claim: Facts,
-    snippets: Sequence[frozenset[str]],
+    text: str,
+    evidence: EvidenceFacts,
     thresholds: LexicalThresholds,
     asked: frozenset[str],
 ) -> bool:
     """Whether an uncited sentence states a fact: it holds a number or a named entity, or
-    some snippet (``snippets``: their content stems) covers it at least ``partial``; unless
-    it only restates the question."""
-    if asked and claim.stems and coverage(claim.stems, asked) >= 1 - MIN_NOVEL_SHARE:
+    some snippet covers it at least ``partial``; unless it only restates the question
+    (``asked``: the question's content stems). Each part is read only when the ones before
+    it did not decide (most sentences of an answer are uncited)."""
+    stems = union_stems(clauses(text))
+    if asked and stems and coverage(stems, asked) >= 1 - MIN_NOVEL_SHARE:
         return False
-    if claim.numbers or claim.entities:
+    if numbers(text) or entities(text, evidence.proper):
         return True
-    return any(coverage(claim.stems, stems) >= thresholds.partial for stems in snippets)
+    return any(coverage(stems, snippet) >= thresholds.partial for snippet in evidence.all_stems())
 
 
 def _clause_verdict(
     clause: Clause,
-    snippets: Iterable[Facts],
-    known: frozenset[str],
+    snippets: Iterable[Snippet],
+    evidence: EvidenceFacts,
     thresholds: LexicalThresholds,
 ) -> tuple[SupportVerdict, bool]:
     """The best verdict of one snippet for ``clause``, and whether a snippet that covers it
     at least ``partial`` contradicts it (a number differs, an entity of the evidence
-    (``known``) is not in it, or negation or direction differs)."""
+    (``evidence.known``) is not in it, or negation or direction differs)."""
     best = SupportVerdict.UNSUPPORTED
     contradicted = False
     for snippet in snippets:
@@ -209,11 +222,13 @@ def _clause_verdict(
         # A name missing here but present elsewhere in the evidence was swapped in; one found
         # nowhere may be an alias the rules cannot see: undecided, never full.
         missing = [e for e in clause.entities if e not in snippet.words]
-        clash = clash or any(e in known for e in missing)
+        clash = clash or any(e in evidence.known for e in missing)
         undecided = bool(missing)
         aligned, aligned_cover = best_clause(clause, snippet)
         if aligned is not None and aligned_cover >= thresholds.partial:
             clash = clash or aligned.negated != clause.negated
+            # Stating as certain what the snippet only hedges is more than it says.
+            undecided = undecided or (aligned.hedged and not clause.hedged)
             if clause.directions and aligned.directions:
                 clash = clash or not (clause.directions & aligned.directions)
             elif clause.directions and not (clause.direction_words & snippet.words):

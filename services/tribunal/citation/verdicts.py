@@ -66,6 +66,9 @@ class ClaimJudgment:
             citation (DR Tulu's ``[[Yes]]``); None for a cited claim.
         reason: The model's short reason ('' for the lexical mode).
         cached: Served from the support cache (no model call).
+        on_topic: For a cited claim in the judge mode, when a question is given: whether the
+            judge found it helps answer the question; None otherwise (the lexical mode
+            decides on-topic by the claim's content stems).
     """
 
     support: SupportVerdict | None = None
@@ -73,3 +76,4 @@ class ClaimJudgment:
     needs_citation: bool | None = None
     reason: str = ""
     cached: bool = False
+    on_topic: bool | None = None

@@ -151,7 +151,8 @@ def finish(
         judge_model: The judge's model, for the details of a ``judge`` item.
         prompt_version: The judge's prompt version, likewise.
     """
-    scores = [_score(plan, outcome.judgments) for plan in prepared.plans]
+    topic = prepared.preset.count_once_on_topic
+    scores = [_score(plan, outcome.judgments, topic) for plan in prepared.plans]
     answer = aggregate(scores, prepared.fmt, prepared.ids, prepared.preset, judged=prepared.judged)
     details = _details(prepared, scores, answer, outcome, judge_model, prompt_version)
     return ItemOutcome(reward=answer.reward, details=details.to_dict())
@@ -361,7 +362,10 @@ def _plan(
         elif facts is not None and contradicted(ClaimTask(claim.text, snippets), facts, thresholds):
             gate = "contradicts_evidence"
         seen.add(key)
-        if gate is None and count_once and claim.is_cited and asked and not (stems & asked):
+        # The judge mode asks the judge whether a cited claim helps answer the question
+        # (``_score``); the lexical mode decides it by the claim's content stems.
+        lexical_topic = mode != "judge" and asked and not (stems & asked)
+        if gate is None and count_once and claim.is_cited and lexical_topic:
             gate = "off_topic"  # judged: it earns nothing either way (see the scorer)
         elif gate is not None:
             plans.append(_Plan(claim, invalid, gate, None))
@@ -394,9 +398,14 @@ def _repeats(key: _Key, seen: set[_Key]) -> bool:
     return False
 
 
-def _score(plan: _Plan, judgments: list[ClaimJudgment]) -> ClaimScore:
+def _score(plan: _Plan, judgments: list[ClaimJudgment], on_topic_only: bool) -> ClaimScore:
+    """Score one planned claim; with ``on_topic_only`` (the preset's ``count_once_on_topic``)
+    a claim the judge found not to help answer the question is ``off_topic``."""
     judgment = judgments[plan.task] if plan.task is not None and judgments else None
-    return score_claim(plan.claim, plan.invalid_ids, plan.gate, judgment)
+    gate = plan.gate
+    if gate is None and on_topic_only and judgment is not None and judgment.on_topic is False:
+        gate = "off_topic"
+    return score_claim(plan.claim, plan.invalid_ids, gate, judgment)
 
 
 def _claim_result(index: int, score: ClaimScore) -> ClaimResult:

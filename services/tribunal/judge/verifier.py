@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
 from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
@@ -65,6 +66,7 @@ class JudgeVerifier:
         self.control = ControlTokens(backend.control_tokens if backend else ())
         """The control tokens broken in every untrusted text (the backend's, once started)."""
         self._inflight: dict[str, asyncio.Future[ParsedVerdict]] = {}
+        self._cpu: ThreadPoolExecutor | None = None  # large items' digests and prompts
         # Admission in front of prompt building: with 10,000 calls queued, only ~2x the
         # backend's concurrency have built prompts, so the first requests leave at once
         # instead of after every queued call has been prepared. 2x keeps the backend busy
@@ -132,7 +134,10 @@ class JudgeVerifier:
         )
 
     async def aclose(self) -> None:
-        """Close the backend."""
+        """Close the backend (and the thread of large items' prompt building)."""
+        if self._cpu is not None:
+            self._cpu.shutdown(wait=False, cancel_futures=True)
+            self._cpu = None
         if self.backend is not None:
             await self.backend.aclose()
 
@@ -177,7 +182,9 @@ class JudgeVerifier:
             BadInput: The item ends up with no rubric.
         """
         rubrics, refs = self.resolve_rubrics(item)
-        base = response_digest(self._context, item.question, item.response)
+        base = await self._off_loop(
+            _chars(item, rubrics), response_digest, self._context, item.question, item.response
+        )
         keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
         slots: list[Slot] = [None] * len(rubrics)
         cached = [False] * len(rubrics)
@@ -206,6 +213,16 @@ class JudgeVerifier:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
         return self._outcome(rubrics, refs, slots, cached, usage)
+
+    async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in this
+        verifier's one thread (one thread, not one per call, competes with the loop for the
+        GIL)."""
+        if size <= OFFLOAD_CHARS:
+            return fn(*args)
+        if self._cpu is None:
+            self._cpu = ThreadPoolExecutor(1, thread_name_prefix="judge-prompts")
+        return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
 
     def _settle(self, mine: list[int], keys: list[str], slots: list[Slot]) -> None:
         """Publish this item's verdicts to the cache and to items waiting on them."""
@@ -254,7 +271,9 @@ class JudgeVerifier:
         self, item: JudgeItem, rubrics: list[Rubric], attempt: int, usage: JudgeUsage
     ) -> list[ParsedVerdict | TribunalError]:
         assert self.backend is not None
-        prompt = build_prompt(item.question, item.response, rubrics, self.control)
+        prompt = await self._off_loop(
+            _chars(item, rubrics), build_prompt, item.question, item.response, rubrics, self.control
+        )
         budget = self.config.max_tokens_per_rubric * len(rubrics) + 32
         request = build_request(
             prompt,
@@ -346,3 +365,14 @@ def _item_error(errors: list[TribunalError], n_rubrics: int) -> TribunalError:
     first = next((e for e in errors if not e.retryable), errors[0])
     message = f"{len(errors)} of {n_rubrics} rubrics could not be judged; first: {first.message}"
     return type(first)(message, field=first.field, retry_after_s=first.retry_after_s)
+
+
+T = TypeVar("T")
+
+OFFLOAD_CHARS = 16_384
+"""Text of one item (question, response, rubrics) above which its digest and prompts are
+built in a thread, off the event loop (escaping and hashing are linear in that text)."""
+
+
+def _chars(item: JudgeItem, rubrics: list[Rubric]) -> int:
+    return len(item.question or "") + len(item.response) + sum(len(r.text) for r in rubrics)
