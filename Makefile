@@ -26,9 +26,12 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
-# Every extra the suite exercises (torch is the CPU build, pinned in the lock).
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) | $(BIN)/python
+# Every extra the suite exercises (torch is the CPU build, pinned in the lock), then the
+# trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand).
+LOCK_NODEPS := requirements/trainers-nodeps.txt
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_NODEPS) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
+	$(PIP) --require-hashes --no-deps -r $(LOCK_NODEPS)
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 

@@ -30,6 +30,9 @@ LOCKED_EXTRAS = {
     "base": (),
     "all": ("dev", "judge-local", "trainer", "trl", "compose", "docs", "protocols"),
 }
+# Installed over a lock with --no-deps (the Makefile's .venv/.all), kept by hand with hashes:
+# the trainers whose own dependencies pull CUDA builds; their venv holds these pins too.
+NO_DEPS = {"all": ("trainers-nodeps",)}
 # Installed in every venv but not part of any lock: the project itself and pip.
 UNLOCKED = {"tribunal", "pip"}
 
@@ -92,8 +95,12 @@ def lock_problems(root: Path = ROOT) -> list[str]:
 
 
 def venv_problems(lock: Path) -> list[str]:
-    """Every package the running interpreter holds at another version than ``lock`` pins."""
+    """Every package the running interpreter holds at another version than ``lock`` pins (with
+    the no-deps files installed over it, ``NO_DEPS``)."""
     pins = read_lock(lock)
+    for extra in NO_DEPS.get(lock.stem, ()):
+        if (lock.parent / f"{extra}.txt").exists():
+            pins |= read_lock(lock.parent / f"{extra}.txt")
     installed = {
         canonicalize_name(dist.metadata["Name"]): Version(dist.version)
         for dist in metadata.distributions()
