@@ -27,11 +27,16 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	touch $@
 
 # Every extra the suite exercises (torch is the CPU build, pinned in the lock), then the
-# trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand).
+# trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand),
+# and verl's Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the math
+# verifier's math-verify cannot share).
 LOCK_NODEPS := requirements/trainers-nodeps.txt
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_NODEPS) | $(BIN)/python
+LOCK_VERL_HYDRA := requirements/verl-hydra.txt
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
 	$(PIP) --require-hashes --no-deps -r $(LOCK_NODEPS)
+	rm -rf $(VENV)/verl-hydra
+	$(PIP) --require-hashes --no-deps --target $(VENV)/verl-hydra -r $(LOCK_VERL_HYDRA)
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 

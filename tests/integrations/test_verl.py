@@ -1,52 +1,70 @@
 """verl 0.9.1's own code against Tribunal: its Hydra config, its reward-function loader, its
 reward-loop worker with the ``naive`` and ``dapo`` managers over a ``DataProto`` of rollouts
-(GSM8K, MATH-500, stdio code), and its ``sandbox_fusion`` utilities against the code service.
+(GSM8K, MATH-500, stdio code), and its ``sandbox_fusion`` scorer against the code service.
 
 verl is installed without its dependencies (requirements/trainers-nodeps.txt) plus what these
-modules import. Not run here: Ray's actor pool (``RewardLoopManager`` spreads batches over
-``RewardLoopWorker`` actors; the worker itself runs here in-process, the manager's merge of
-the workers' outputs is repeated below as verl writes it) and vLLM (the rollouts are token ids
-built by the test with a byte-level tokenizer trained on the spot, no hub download).
+modules import; its Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the
+math verifier's math-verify cannot share), so verl runs in a process of its own
+(tests/integrations/verl_driver.py). Not run here: Ray's actor pool (``RewardLoopManager``
+spreads batches over ``RewardLoopWorker`` actors; the worker itself runs, and the manager's
+merge of the workers' outputs is repeated as verl writes it) and vLLM (the rollouts are token
+ids built with a byte-level tokenizer trained on the spot, no hub download).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import math
+import os
 import re
 import shlex
 import shutil
-import warnings
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from tests.conftest import DATA, ROOT, RedisServer, RunningService, need_data, redis_env
+from tests.conftest import (
+    DATA,
+    ROOT,
+    RedisServer,
+    RunningService,
+    free_port,
+    need_data,
+    redis_env,
+)
 from tribunal.client import ClientError
-from tribunal.integrations import verl as tribunal_verl
 from tribunal.integrations.verl import RewardUnavailable, compute_score, compute_score_sync
-
-verl = pytest.importorskip("verl", reason="verl is installed from requirements/trainers-nodeps.txt")
-hydra = pytest.importorskip("hydra")
-torch = pytest.importorskip("torch")
-
-from hydra import compose, initialize_config_dir  # noqa: E402
-from verl import DataProto  # noqa: E402
-
-with warnings.catch_warnings():
-    # verl 0.9.1 imports Ray's state API from its old place (a DeprecationWarning in Ray 2.60).
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from verl.experimental.reward_loop import RewardLoopWorker, migrate_legacy_reward_impl
-from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
-VERL_CONFIG = Path(verl.__file__).parent / "trainer" / "config"
-ASYNC_CONFIG = Path(verl.__file__).parent / "experimental" / "fully_async_policy" / "config"
+VERL_HYDRA = ROOT / ".venv" / "verl-hydra"
+DRIVER = Path(__file__).with_name("verl_driver.py")
+
+
+def run_verl(request: dict[str, Any]) -> dict[str, Any]:
+    """verl_driver.py's answer to ``request``, run with verl's Hydra first on the path."""
+    if importlib.util.find_spec("verl") is None:
+        pytest.skip("verl is not installed (requirements/trainers-nodeps.txt)")
+    if not VERL_HYDRA.is_dir():
+        pytest.skip(f"verl's Hydra is not installed in {VERL_HYDRA} (requirements/verl-hydra.txt)")
+    path = os.pathsep.join(p for p in (str(VERL_HYDRA), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def documented_overrides() -> list[str]:
@@ -62,13 +80,6 @@ def overrides(url: str, *extra: str) -> list[str]:
         re.sub(r"url=.*", f"url={url}", arg) if "reward_kwargs.url=" in arg else arg
         for arg in documented_overrides()
     ] + list(extra)
-
-
-def ppo_config(args: list[str], tokenizer_dir: Path | None = None) -> Any:
-    """verl's ``ppo_trainer.yaml`` composed with ``args`` as ``main_ppo`` composes it."""
-    model = [f"actor_rollout_ref.model.path={tokenizer_dir}"] if tokenizer_dir else []
-    with initialize_config_dir(config_dir=str(VERL_CONFIG), version_base=None):
-        return compose("ppo_trainer", overrides=args + model)
 
 
 @pytest.fixture(scope="module")
@@ -133,65 +144,24 @@ def code_rollouts() -> list[Rollout]:
     ]
 
 
-def data_proto(tokenizer: Any, rollouts: list[Rollout], num_turns: int | None = None) -> Any:
-    """A ``DataProto`` as verl's agent loop hands it to the reward loop: left-padded prompt
-    ids, right-padded response ids ending in the EOS token, one attention mask over both."""
-    prompts = [tokenizer.encode(r[1], add_special_tokens=False) for r in rollouts]
-    responses = [
-        [*tokenizer.encode(r[2], add_special_tokens=False), tokenizer.eos_token_id]
-        for r in rollouts
-    ]
-    p_len, r_len = max(map(len, prompts)), max(map(len, responses))
-    pad = tokenizer.pad_token_id
-    prompt_ids = torch.tensor([[pad] * (p_len - len(p)) + p for p in prompts])
-    response_ids = torch.tensor([r + [pad] * (r_len - len(r)) for r in responses])
-    mask = torch.tensor(
-        [
-            [0] * (p_len - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (r_len - len(r))
-            for p, r in zip(prompts, responses, strict=True)
-        ]
+def reward_loop(
+    url: str,
+    tokenizer_dir: Path,
+    rollouts: list[Rollout],
+    *extra: str,
+    num_turns: int | None = None,
+) -> dict[str, Any]:
+    """verl's reward loop (driver ``reward_loop``) over ``rollouts`` with the documented config
+    plus ``extra`` overrides."""
+    return run_verl(
+        {
+            "op": "reward_loop",
+            "overrides": overrides(url, *extra),
+            "tokenizer": str(tokenizer_dir),
+            "rollouts": rollouts,
+            "num_turns": num_turns,
+        }
     )
-    non_tensors: dict[str, Any] = {
-        "data_source": np.array([r[0] for r in rollouts], dtype=object),
-        "reward_model": np.array([{"ground_truth": r[3]} for r in rollouts], dtype=object),
-        "extra_info": np.array([dict(r[4]) for r in rollouts], dtype=object),
-    }
-    if num_turns is not None:
-        non_tensors["__num_turns__"] = np.array([num_turns] * len(rollouts), dtype=np.int32)
-    return DataProto.from_dict(
-        tensors={
-            "prompts": prompt_ids,
-            "responses": response_ids,
-            "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
-            "attention_mask": mask,
-        },
-        non_tensors=non_tensors,
-    )
-
-
-def close_thread_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close the event loop verl set for this thread."""
-    asyncio.set_event_loop(None)
-    loop.close()
-
-
-def reward_loop(config: Any, proto: Any) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
-    """verl's ``RewardLoopWorker`` over ``proto``, then ``RewardLoopManager.compute_rm_score``'s
-    merge as verl 0.9.1 writes it (the first sample's keys for all; the scores assembled by
-    the manager class): (outputs, rm_scores, extra infos by key)."""
-    worker = RewardLoopWorker(config)
-    # The worker and its manager take the thread's event loop when built (as in a Ray actor)
-    # and schedule on it: run on that one.
-    try:
-        outputs = worker.loop.run_until_complete(worker.compute_score_batch(proto))
-    finally:
-        close_thread_loop(worker.loop)
-    rm_scores = worker.reward_manager.assemble_rm_scores(
-        proto, [out["reward_score"] for out in outputs]
-    )
-    infos = [out.get("reward_extra_info", {}) for out in outputs]
-    merged = {key: np.array([info[key] for info in infos]) for key in infos[0]}
-    return outputs, rm_scores, merged
 
 
 @pytest.fixture
@@ -215,24 +185,18 @@ def stack(
     return gateway.base_url
 
 
-def test_the_documented_config_is_what_verl_loads(tokenizer_dir: Path) -> None:
-    config = ppo_config(overrides("http://127.0.0.1:8100"), tokenizer_dir)
-    loaded = get_custom_reward_fn(config)
-    assert loaded is not None
-    # verl wraps the function in a partial with reward_kwargs; it awaits a coroutine function.
-    assert loaded.args[0] is tribunal_verl.compute_score
-    assert loaded.args[1] == {"url": "http://127.0.0.1:8100"}
-    manager = load_reward_manager(config, tokenizer=None)
-    close_thread_loop(manager.loop)
-    assert type(manager).__name__ == "NaiveRewardManager" and manager.is_async_reward_score
+def test_the_documented_config_is_what_verl_loads() -> None:
+    url = "http://127.0.0.1:8100"
+    ours = {
+        "function": "tribunal.integrations.verl.compute_score",
+        "reward_kwargs": {"url": url},
+        "manager": "NaiveRewardManager",
+        "awaited": True,
+    }
+    assert run_verl({"op": "load", "config": "ppo_trainer", "overrides": overrides(url)}) == ours
     # The fully-async entry point composes its own yaml over ppo_trainer and migrates.
-    with initialize_config_dir(config_dir=str(ASYNC_CONFIG), version_base=None):
-        async_config = compose(
-            "fully_async_ppo_trainer", overrides=overrides("http://127.0.0.1:8100")
-        )
-    assert get_custom_reward_fn(migrate_legacy_reward_impl(async_config)).args[0] is (
-        tribunal_verl.compute_score
-    )
+    fully_async = {"op": "load", "config": "fully_async_ppo_trainer", "overrides": overrides(url)}
+    assert run_verl(fully_async) == ours
 
 
 def test_the_old_top_level_key_composes_but_main_ppo_ignores_it() -> None:
@@ -242,71 +206,53 @@ def test_the_old_top_level_key_composes_but_main_ppo_ignores_it() -> None:
         "custom_reward_function.path=pkg://tribunal.integrations.verl",
         "custom_reward_function.name=compute_score",
     ]
-    assert get_custom_reward_fn(ppo_config(old)) is None
+    assert run_verl({"op": "load", "config": "ppo_trainer", "overrides": old}) == {"function": None}
 
 
 def test_naive_manager_routes_by_data_source(stack: str, tokenizer_dir: Path) -> None:
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
-    rollouts = math_rollouts() + code_rollouts()
-    config = ppo_config(overrides(stack), tokenizer_dir)
-    outputs, rm_scores, merged = reward_loop(config, data_proto(tokenizer, rollouts))
-    scores = [out["reward_score"] for out in outputs]
+    answer = reward_loop(stack, tokenizer_dir, math_rollouts() + code_rollouts())
+    scores = answer["scores"]
     # GSM8K gold, GSM8K wrong (x3), MATH-500 solutions, right and wrong program.
     assert scores == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
     # The reward sits on each response's last real token (its EOS), as verl places it.
-    assert rm_scores.sum(dim=1).tolist() == scores
-    assert set(merged) == {"score", "math", "code"}
-    assert np.isnan(merged["code"][:8]).all() and merged["math"][:8].tolist() == scores[:8]
-    assert np.isnan(merged["math"][8:]).all() and merged["code"][8:].tolist() == [1.0, 0.0]
+    assert answer["rm_scores"] == scores
+    extra = answer["extra"]
+    assert set(extra) == {"score", "math", "code"}
+    assert all(math.isnan(v) for v in extra["code"][:8]) and extra["math"][:8] == scores[:8]
+    assert all(math.isnan(v) for v in extra["math"][8:]) and extra["code"][8:] == [1.0, 0.0]
 
 
 def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> None:
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
     rollouts = math_rollouts()[:2] + code_rollouts()
-    config = ppo_config(
-        overrides(
-            stack,
-            "reward.reward_manager.name=dapo",
-            "+reward.custom_reward_function.reward_kwargs.spec=tcr_agent",
-        ),
-        tokenizer_dir,
+    spec = "+reward.custom_reward_function.reward_kwargs.spec=tcr_agent"
+    dapo = reward_loop(
+        stack, tokenizer_dir, rollouts, "reward.reward_manager.name=dapo", spec, num_turns=6
     )
-    outputs, _, merged = reward_loop(config, data_proto(tokenizer, rollouts, num_turns=6))
     # dapo's manager passes no num_turns (naive's does): tcr_agent counts none, 2 turns.
-    assert [out["reward_score"] for out in outputs] == [1.0, -1.0, 1.0, -1.0]
-    assert set(merged) == {"score", "correct", "num_turns", "overlong"}
-    naive = ppo_config(
-        overrides(stack, "+reward.custom_reward_function.reward_kwargs.spec=tcr_agent"),
-        tokenizer_dir,
-    )
-    outputs, _, merged = reward_loop(naive, data_proto(tokenizer, rollouts, num_turns=6))
+    assert dapo["scores"] == [1.0, -1.0, 1.0, -1.0]
+    assert set(dapo["extra"]) == {"score", "correct", "num_turns", "overlong"}
+    naive = reward_loop(stack, tokenizer_dir, rollouts, spec, num_turns=6)
     # naive's passes the agent loop's 6 turns: a wrong answer is punished less.
-    assert [out["reward_score"] for out in outputs] == pytest.approx([1.0, -0.8, 1.0, -0.8])
-    assert merged["num_turns"].tolist() == [6.0] * 4
+    assert naive["scores"] == pytest.approx([1.0, -0.8, 1.0, -0.8])
+    assert naive["extra"]["num_turns"] == [6.0] * 4
 
 
 def test_what_a_verl_user_sees_on_errors(stack: str, tokenizer_dir: Path) -> None:
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = ppo_config(overrides(stack), tokenizer_dir)
     # A refused item (no ground truth): the reward loop raises with the gateway's reason.
-    refused = [("openai/gsm8k", "q", "#### 18", None, {})]
-    with pytest.raises(RewardUnavailable, match=r"bad_input \(ground_truth\)"):
-        reward_loop(config, data_proto(tokenizer, refused))
+    refused = reward_loop(stack, tokenizer_dir, [("openai/gsm8k", "q", "#### 18", None, {})])
+    assert refused["error"]["type"] == "RewardUnavailable"
+    assert refused["error"]["message"].startswith("item 0: bad_input (ground_truth): ")
     # An item nothing can score: a data_source with no verifier and no spec.
-    unscorable = [("searchR1_nq", "q", "Paris", "Paris", {})]
-    with pytest.raises(ValueError, match="data_source 'searchR1_nq' names no verifier"):
-        reward_loop(config, data_proto(tokenizer, unscorable))
+    unscorable = reward_loop(stack, tokenizer_dir, [("searchR1_nq", "q", "Paris", "Paris", {})])
+    assert unscorable["error"]["type"] == "ValueError"
+    assert "data_source 'searchR1_nq' names no verifier" in unscorable["error"]["message"]
     call_based = {"inputs": [[1, 2]], "outputs": [3], "fn_name": "add"}
     with pytest.raises(ValueError, match="fn_name='add'"):
         asyncio.run(compute_score("apps", RIGHT_PROGRAM, call_based, {}, url=stack))
     with pytest.raises(TypeError, match="unknown reward_kwargs spek"):
         asyncio.run(compute_score("openai/gsm8k", "#### 1", "1", {}, url=stack, spek="x"))
+    with pytest.raises(RewardUnavailable, match=r"bad_input \(ground_truth\)"):
+        asyncio.run(compute_score("openai/gsm8k", "#### 1", None, {}, url=stack))
     # The sync twin (older verl, legacy managers) answers the same.
     assert compute_score_sync("openai/gsm8k", "#### 18", "18", {}, url=stack) == {
         "score": 1.0,
@@ -316,14 +262,11 @@ def test_what_a_verl_user_sees_on_errors(stack: str, tokenizer_dir: Path) -> Non
 
 
 def test_a_gateway_that_is_down(tokenizer_dir: Path) -> None:
-    import transformers
-
-    from tests.conftest import free_port
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = ppo_config(overrides(f"http://127.0.0.1:{free_port()}"), tokenizer_dir)
+    url = f"http://127.0.0.1:{free_port()}"
+    answer = reward_loop(url, tokenizer_dir, [("openai/gsm8k", "q", "#### 1", "1", {})])
+    assert answer["error"]["type"] == "TransportError"
     with pytest.raises(ClientError):
-        reward_loop(config, data_proto(tokenizer, [("openai/gsm8k", "q", "#### 1", "1", {})]))
+        compute_score_sync("openai/gsm8k", "#### 1", "1", {}, url=url)
 
 
 def test_verls_sandbox_fusion_scorer_on_the_code_service(
@@ -331,18 +274,14 @@ def test_verls_sandbox_fusion_scorer_on_the_code_service(
 ) -> None:
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed (the code sandbox)")
-    from verl.utils.reward_score import default_compute_score
-
     code = service("code", env=redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="2"))
-    # What reward.sandbox_fusion.url=<code service>/run_code makes main_ppo call.
-    import multiprocessing
-
-    semaphore = multiprocessing.Manager().Semaphore(2)
-    kwargs = {
-        "sandbox_fusion_url": f"{code.base_url}/run_code",
-        "concurrent_semaphore": semaphore,
-        "memory_limit_mb": 1024,
-    }
-    right = default_compute_score("codecontests", RIGHT_PROGRAM, json.dumps(SUM_TESTS), **kwargs)
-    wrong = default_compute_score("codecontests", WRONG_PROGRAM, json.dumps(SUM_TESTS), **kwargs)
-    assert (right, wrong) == (1.0, 0.0)
+    # What reward.sandbox_fusion.url=<code service>/run_code makes verl's scorer call.
+    answer = run_verl(
+        {
+            "op": "sandbox_fusion",
+            "url": f"{code.base_url}/run_code",
+            "ground_truth": json.dumps(SUM_TESTS),
+            "responses": [RIGHT_PROGRAM, WRONG_PROGRAM],
+        }
+    )
+    assert answer == {"scores": [1.0, 0.0]}
