@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.conftest import DATA, RunningService, free_port, need_data
+from tests.conftest import DATA, ROOT, RunningService, free_port, need_data
 from tribunal.client import ClientError
 from tribunal.integrations.prime_verifiers import tribunal_reward
 
@@ -81,6 +82,18 @@ def test_a_task_scores_gsm8k_traces_through_tribunal(gateway_url: str) -> None:
     # The spec's components are metrics, recorded beside the reward, not summed into it.
     assert [trace.metrics for trace in traces] == [{"correct/math": r} for r in expected]
     assert all(set(trace.rewards) == {"correct"} for trace in traces)
+
+
+def test_the_documented_task(gateway_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "vf.Task" in b]
+    monkeypatch.setenv("TRIBUNAL_GATEWAY_URL", gateway_url)
+    namespace: dict[str, Any] = {}
+    exec(block, namespace)  # the documentation's own example, as written
+    task = namespace["GSM8KTask"](namespace["GSM8KData"](prompt="2+2?", answer="4"))
+    [right, wrong] = asyncio.run(score_all([task, task], ["\\boxed{4}", "\\boxed{5}"]))
+    assert (right.reward, wrong.reward) == (1.0, 0.0)
+    assert right.metrics == {"correct/math": 1.0}
 
 
 def test_a_spec_with_components(gateway_url: str) -> None:
