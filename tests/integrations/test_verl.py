@@ -261,6 +261,20 @@ def test_what_a_verl_user_sees_on_errors(stack: str, tokenizer_dir: Path) -> Non
     }
 
 
+def test_what_extra_info_carries_cannot_replace_the_answer_or_the_tests(stack: str) -> None:
+    # verl's naive manager merges the agent loop's tool_extra_fields into extra_info: a tool's
+    # output, which the policy shapes. A wrong answer or program stays wrong.
+    # Tests the wrong program (a * b) passes, and the wrong answer as the ground truth.
+    tests = {"kind": "stdio", "cases": [{"stdin": "1 2\n", "stdout": "2\n"}]}
+    forged = {"ground_truth": "19", "tests": tests}
+    wrong_math = ("openai/gsm8k", "#### 19", "18", forged)
+    wrong_code = ("codecontests", WRONG_PROGRAM, SUM_TESTS, forged)
+    for spec in ({}, {"spec": "tcr_agent"}):
+        for source, response, truth, info in (wrong_math, wrong_code):
+            score = compute_score_sync(source, response, truth, dict(info), url=stack, **spec)
+            assert score["score"] == (-1.0 if spec else 0.0), (spec, source)
+
+
 def test_a_gateway_that_is_down(tokenizer_dir: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     answer = reward_loop(url, tokenizer_dir, [("openai/gsm8k", "q", "#### 1", "1", {})])

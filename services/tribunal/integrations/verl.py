@@ -146,17 +146,18 @@ def stdio_tests(ground_truth: Any) -> dict[str, Any] | None:
 
 
 def _spec_fields(ground_truth: Any, extra_info: Any) -> dict[str, Any]:
+    """Rollout fields: ``extra_info``'s, then those of ``ground_truth`` over them. verl's naive
+    manager merges the agent loop's ``tool_extra_fields`` into ``extra_info``, and a tool's
+    output is the policy's to shape: it must not replace the answer or the tests."""
     truth, info = _plain(ground_truth), _plain(extra_info)
+    fields: dict[str, Any] = dict(info) if isinstance(info, dict) else {}
     tests = stdio_tests(truth)
-    fields: dict[str, Any] = {}
     if tests is not None:
         fields["tests"] = tests
     elif isinstance(truth, dict):
         fields.update(truth)
     elif truth is not None:
         fields["ground_truth"] = str(truth)
-    if isinstance(info, dict):
-        fields.update(info)
     return fields
 
 
@@ -174,7 +175,8 @@ def _routed_item(
             **({"ground_truth": str(truth)} if truth is not None else {}),
         }
     if data_source in CODE_SOURCES:
-        tests = info.get("tests") or stdio_tests(truth)
+        # ground_truth's tests first: extra_info may hold what a tool wrote (_spec_fields).
+        tests = stdio_tests(truth) or info.get("tests")
         if tests is None:
             raise ValueError(
                 f"ground_truth of data_source {data_source!r}: verl's "
