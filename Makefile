@@ -28,14 +28,22 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
-# Every extra the suite exercises (torch is the CPU build, pinned in the lock).
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) | $(BIN)/python
+# Every extra the suite exercises (torch is the CPU build, pinned in the lock), then the
+# trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand),
+# and verl's Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the math
+# verifier's math-verify cannot share).
+LOCK_VERL_HYDRA := requirements/verl-hydra.txt
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
 	$(PIP) --require-hashes --no-deps -r $(NODEPS)
 	@# openrlhf's wheel installs a top-level package named `tests`, which shadows this
 	@# repository's tests/ in the process pools' forkserver children (No module named
 	@# 'tests.core'): nothing of OpenRLHF's imports it.
 	rm -rf $(VENV)/lib/python3*/site-packages/tests
+	rm -rf $(VENV)/verl-hydra
+	@# antlr4 4.9.3 is an sdist: built with the locked setuptools, not one fetched at install.
+	$(PIP) --require-hashes --no-deps --no-build-isolation --target $(VENV)/verl-hydra \
+		-r $(LOCK_VERL_HYDRA)
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@ $(VENV)/.base
 

@@ -4,6 +4,7 @@ drift apart, and the command that needs an extra names it."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,15 @@ def test_every_pin_has_a_hash() -> None:
         assert len(pins) == len(check_lock.read_lock(ROOT / f"requirements/{lock}.txt")) > 40
         for n in pins:
             assert lines[n + 1].strip().startswith("--hash=sha256:"), lines[n]
+
+
+def test_the_no_deps_pins_are_sorted_and_hashed() -> None:
+    for name in ("trainers-nodeps", "verl-hydra"):
+        lines = (ROOT / f"requirements/{name}.txt").read_text().splitlines()
+        pins = [line for line in lines if line and not line.startswith("#")]
+        assert pins and pins == sorted(pins)
+        for line in pins:
+            assert re.fullmatch(r"[A-Za-z0-9._-]+==\S+ --hash=sha256:[0-9a-f]{64}", line), line
 
 
 def test_a_dependency_added_without_locking_is_caught(project: Path) -> None:

@@ -1,39 +1,301 @@
-"""verl's compute_score and its batched form against a real gateway and math service."""
+"""verl 0.9.1's own code against Tribunal: its Hydra config, its reward-function loader, its
+reward-loop worker with the ``naive`` and ``dapo`` managers over a ``DataProto`` of rollouts
+(GSM8K, MATH-500, stdio code), and its ``sandbox_fusion`` scorer against the code service.
+
+verl is installed without its dependencies (requirements/trainers-nodeps.txt) plus what these
+modules import; its Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the
+math verifier's math-verify cannot share), so verl runs in a process of its own
+(tests/integrations/verl_driver.py). Not run here: Ray's actor pool (``RewardLoopManager``
+spreads batches over ``RewardLoopWorker`` actors; the worker itself runs, and the manager's
+merge of the workers' outputs is repeated as verl writes it) and vLLM (the rollouts are token
+ids built with a byte-level tokenizer trained on the spot, no hub download).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
+import json
 import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 
-from tests.conftest import RunningService
-from tribunal.integrations.verl import RewardUnavailable, compute_score, compute_score_batch
+from tests.conftest import (
+    DATA,
+    ROOT,
+    RedisServer,
+    RunningService,
+    free_port,
+    need_data,
+    redis_env,
+)
+from tribunal.client import ClientError
+from tribunal.integrations.verl import RewardUnavailable, compute_score, compute_score_sync
 
 pytestmark = pytest.mark.e2e
 
+VERL_HYDRA = ROOT / ".venv" / "verl-hydra"
+DRIVER = Path(__file__).with_name("verl_driver.py")
 
-def test_compute_score_single_and_batched(service: Callable[..., RunningService]) -> None:
-    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
-    math_service = service("math", env=memory)
-    gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math_service.base_url})
-    url = gateway.base_url
-    right = compute_score("gsm8k", "so #### 18", "18", {"index": 3}, spec="rloo_math", url=url)
-    assert right == {"score": 1.0, "math": 1.0}
-    # tcr_agent: num_turns from extra_info (verl's agent loop puts it there), as numpy
-    # values, which is how verl's non-tensor batch hands them over.
-    scores = compute_score_batch(
-        np.array(["aime", "aime"], dtype=object),
-        ["\\boxed{4}", "\\boxed{5}"],
-        np.array(["4", "4"], dtype=object),
-        [{"num_turns": np.int64(2)}, {"num_turns": np.int64(6)}],
-        spec="tcr_agent",
-        url=url,
+
+def run_verl(request: dict[str, Any]) -> dict[str, Any]:
+    """verl_driver.py's answer to ``request``, run with verl's Hydra first on the path."""
+    if importlib.util.find_spec("verl") is None:
+        pytest.skip("verl is not installed (requirements/trainers-nodeps.txt)")
+    if not VERL_HYDRA.is_dir():
+        pytest.skip(f"verl's Hydra is not installed in {VERL_HYDRA} (requirements/verl-hydra.txt)")
+    path = os.pathsep.join(p for p in (str(VERL_HYDRA), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=600,
     )
-    assert [s["score"] for s in scores] == [1.0, pytest.approx(-0.8)]
-    assert scores[1]["num_turns"] == 6.0 and scores[1]["overlong"] == 0.0
-    assert not math.isnan(scores[0]["correct"])
-    # No value stands for "missing" in verl: an unscorable item raises.
-    with pytest.raises(RewardUnavailable, match="bad_input"):
-        compute_score("gsm8k", "18", None, None, spec="rloo_math", url=url)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def documented_overrides() -> list[str]:
+    """The ``key=value`` arguments of docs/integrations.md's ``main_ppo`` command."""
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "main_ppo" in b]
+    return [arg for arg in shlex.split(block.replace("\\\n", " ")) if "=" in arg]
+
+
+def overrides(url: str, *extra: str) -> list[str]:
+    """The documented overrides, the gateway's URL swapped in."""
+    return [
+        re.sub(r"url=.*", f"url={url}", arg) if "reward_kwargs.url=" in arg else arg
+        for arg in documented_overrides()
+    ] + list(extra)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE trained on the spot, Qwen's end and padding tokens, saved as verl's
+    worker loads a tokenizer (``hf_tokenizer`` of a local path)."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE(unk_token=None))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(["Janet sells 16 - 3 - 4 = 9 duck eggs. #### 18 \\boxed{}"], trainer)
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
+    out = tmp_path_factory.mktemp("tokenizer")
+    tokenizer.save_pretrained(out)
+    return out
+
+
+# Rollouts: (data_source, prompt, response, ground_truth, extra_info).
+Rollout = tuple[str, str, str, Any, dict[str, Any]]
+
+
+def math_rollouts() -> list[Rollout]:
+    """GSM8K gold solutions and the same with the final answer changed (verl's gsm8k
+    preprocessing keeps the text after ``####`` as ground_truth), and MATH-500 solutions."""
+    rows: list[Rollout] = []
+    lines = need_data(DATA / "math" / "gsm8k_test.jsonl").read_text().splitlines()[:3]
+    for line in lines:
+        row = json.loads(line)
+        answer = row["answer"].split("####")[-1].strip()
+        rows.append(("openai/gsm8k", row["question"], row["answer"], answer, {"split": "test"}))
+        wrong = row["answer"].rsplit("####", 1)[0] + f"#### {int(answer) + 1}"
+        rows.append(("openai/gsm8k", row["question"], wrong, answer, {"split": "test"}))
+    lines = need_data(DATA / "math" / "math500_test.jsonl").read_text().splitlines()[:2]
+    for line in lines:
+        row = json.loads(line)
+        rows.append(("HuggingFaceH4/MATH-500", row["problem"], row["solution"], row["answer"], {}))
+    return rows
+
+
+# A codecontests-style stdio problem (verl's code datasets carry such cases as
+# ``{"inputs", "outputs"}``): the shared data's code sets are function and assert tests.
+SUM_TESTS = {"inputs": ["1 2\n", "40 2\n", "-5 5\n"], "outputs": ["3\n", "42\n", "0\n"]}
+RIGHT_PROGRAM = "Read two integers:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+WRONG_PROGRAM = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
+
+
+def code_rollouts() -> list[Rollout]:
+    """One right and one wrong program; the tests as a dict and as its JSON string."""
+    prompt = "Print the sum of the two integers on stdin."
+    return [
+        ("codecontests", prompt, RIGHT_PROGRAM, SUM_TESTS, {}),
+        ("taco", prompt, WRONG_PROGRAM, json.dumps(SUM_TESTS), {}),
+    ]
+
+
+def reward_loop(
+    url: str,
+    tokenizer_dir: Path,
+    rollouts: list[Rollout],
+    *extra: str,
+    num_turns: int | None = None,
+) -> dict[str, Any]:
+    """verl's reward loop (driver ``reward_loop``) over ``rollouts`` with the documented config
+    plus ``extra`` overrides."""
+    return run_verl(
+        {
+            "op": "reward_loop",
+            "overrides": overrides(url, *extra),
+            "tokenizer": str(tokenizer_dir),
+            "rollouts": rollouts,
+            "num_turns": num_turns,
+        }
+    )
+
+
+@pytest.fixture
+def stack(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> str:
+    """A gateway with the math and code services; its URL."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed (the code sandbox)")
+    env = redis_env(redis_server, key_prefix, TRIBUNAL_MATH_PROCESSES="1", TRIBUNAL_CODE_SLOTS="2")
+    math_service = service("math", env=env)
+    code = service("code", env=env)
+    gateway = service(
+        "gateway",
+        env={
+            **env,
+            "TRIBUNAL_GATEWAY_MATH_URL": math_service.base_url,
+            "TRIBUNAL_GATEWAY_CODE_URL": code.base_url,
+        },
+    )
+    return gateway.base_url
+
+
+def test_the_documented_config_is_what_verl_loads() -> None:
+    url = "http://127.0.0.1:8100"
+    ours = {
+        "function": "tribunal.integrations.verl.compute_score",
+        "reward_kwargs": {"url": url},
+        "manager": "NaiveRewardManager",
+        "awaited": True,
+    }
+    assert run_verl({"op": "load", "config": "ppo_trainer", "overrides": overrides(url)}) == ours
+    # The fully-async entry point composes its own yaml over ppo_trainer and migrates.
+    fully_async = {"op": "load", "config": "fully_async_ppo_trainer", "overrides": overrides(url)}
+    assert run_verl(fully_async) == ours
+
+
+def test_the_old_top_level_key_composes_but_main_ppo_ignores_it() -> None:
+    # What the README said before verl 0.9: it composes without a word, and main_ppo's
+    # reward loop finds no custom function (verl's own default_compute_score would run).
+    old = [
+        "custom_reward_function.path=pkg://tribunal.integrations.verl",
+        "custom_reward_function.name=compute_score",
+    ]
+    assert run_verl({"op": "load", "config": "ppo_trainer", "overrides": old}) == {"function": None}
+
+
+def test_naive_manager_routes_by_data_source(stack: str, tokenizer_dir: Path) -> None:
+    answer = reward_loop(stack, tokenizer_dir, math_rollouts() + code_rollouts())
+    scores = answer["scores"]
+    # GSM8K gold, GSM8K wrong (x3), MATH-500 solutions, right and wrong program.
+    assert scores == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
+    # The reward sits on each response's last real token (its EOS), as verl places it.
+    assert answer["rm_scores"] == scores
+    extra = answer["extra"]
+    assert set(extra) == {"score", "math", "code"}
+    assert all(math.isnan(v) for v in extra["code"][:8]) and extra["math"][:8] == scores[:8]
+    assert all(math.isnan(v) for v in extra["math"][8:]) and extra["code"][8:] == [1.0, 0.0]
+
+
+def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> None:
+    rollouts = math_rollouts()[:2] + code_rollouts()
+    spec = "+reward.custom_reward_function.reward_kwargs.spec=tcr_agent"
+    dapo = reward_loop(
+        stack, tokenizer_dir, rollouts, "reward.reward_manager.name=dapo", spec, num_turns=6
+    )
+    # dapo's manager passes no num_turns (naive's does): tcr_agent counts none, 2 turns.
+    assert dapo["scores"] == [1.0, -1.0, 1.0, -1.0]
+    assert set(dapo["extra"]) == {"score", "correct", "num_turns", "overlong"}
+    naive = reward_loop(stack, tokenizer_dir, rollouts, spec, num_turns=6)
+    # naive's passes the agent loop's 6 turns: a wrong answer is punished less.
+    assert naive["scores"] == pytest.approx([1.0, -0.8, 1.0, -0.8])
+    assert naive["extra"]["num_turns"] == [6.0] * 4
+
+
+def test_what_a_verl_user_sees_on_errors(stack: str, tokenizer_dir: Path) -> None:
+    # A refused item (no ground truth): the reward loop raises with the gateway's reason.
+    refused = reward_loop(stack, tokenizer_dir, [("openai/gsm8k", "q", "#### 18", None, {})])
+    assert refused["error"]["type"] == "RewardUnavailable"
+    assert refused["error"]["message"].startswith("item 0: bad_input (ground_truth): ")
+    # An item nothing can score: a data_source with no verifier and no spec.
+    unscorable = reward_loop(stack, tokenizer_dir, [("searchR1_nq", "q", "Paris", "Paris", {})])
+    assert unscorable["error"]["type"] == "ValueError"
+    assert "data_source 'searchR1_nq' names no verifier" in unscorable["error"]["message"]
+    call_based = {"inputs": [[1, 2]], "outputs": [3], "fn_name": "add"}
+    with pytest.raises(ValueError, match="fn_name='add'"):
+        asyncio.run(compute_score("apps", RIGHT_PROGRAM, call_based, {}, url=stack))
+    with pytest.raises(TypeError, match="unknown reward_kwargs spek"):
+        asyncio.run(compute_score("openai/gsm8k", "#### 1", "1", {}, url=stack, spek="x"))
+    with pytest.raises(RewardUnavailable, match=r"bad_input \(ground_truth\)"):
+        asyncio.run(compute_score("openai/gsm8k", "#### 1", None, {}, url=stack))
+    # The sync twin (older verl, legacy managers) answers the same.
+    assert compute_score_sync("openai/gsm8k", "#### 18", "18", {}, url=stack) == {
+        "score": 1.0,
+        "math": 1.0,
+        "code": pytest.approx(math.nan, nan_ok=True),
+    }
+
+
+def test_what_extra_info_carries_cannot_replace_the_answer_or_the_tests(stack: str) -> None:
+    # verl's naive manager merges the agent loop's tool_extra_fields into extra_info: a tool's
+    # output, which the policy shapes. A wrong answer or program stays wrong.
+    # Tests the wrong program (a * b) passes, and the wrong answer as the ground truth.
+    tests = {"kind": "stdio", "cases": [{"stdin": "1 2\n", "stdout": "2\n"}]}
+    forged = {"ground_truth": "19", "tests": tests}
+    wrong_math = ("openai/gsm8k", "#### 19", "18", forged)
+    wrong_code = ("codecontests", WRONG_PROGRAM, SUM_TESTS, forged)
+    for spec in ({}, {"spec": "tcr_agent"}):
+        for source, response, truth, info in (wrong_math, wrong_code):
+            score = compute_score_sync(source, response, truth, dict(info), url=stack, **spec)
+            assert score["score"] == (-1.0 if spec else 0.0), (spec, source)
+
+
+def test_a_gateway_that_is_down(tokenizer_dir: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    answer = reward_loop(url, tokenizer_dir, [("openai/gsm8k", "q", "#### 1", "1", {})])
+    assert answer["error"]["type"] == "TransportError"
+    with pytest.raises(ClientError):
+        compute_score_sync("openai/gsm8k", "#### 1", "1", {}, url=url)
+
+
+def test_verls_sandbox_fusion_scorer_on_the_code_service(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed (the code sandbox)")
+    code = service("code", env=redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="2"))
+    # What reward.sandbox_fusion.url=<code service>/run_code makes verl's scorer call.
+    answer = run_verl(
+        {
+            "op": "sandbox_fusion",
+            "url": f"{code.base_url}/run_code",
+            "ground_truth": json.dumps(SUM_TESTS),
+            "responses": [RIGHT_PROGRAM, WRONG_PROGRAM],
+        }
+    )
+    assert answer == {"scores": [1.0, 0.0]}

@@ -30,6 +30,25 @@ def message_text(value: Any, role: str | None = None) -> str:
     return str(value)
 
 
+class RewardUnavailable(RuntimeError):
+    """The gateway could not score an item (its error class and message are in the text)."""
+
+
+def require_reward(result: ItemResult) -> float:
+    """``result``'s reward, for trainers that have no value for "missing".
+
+    Raises:
+        RewardUnavailable: The item was refused or could not be scored (``item <id>: <code>
+            (<field>): <message>``).
+    """
+    if result.error is not None or result.reward is None:
+        code = result.error.code if result.error else "internal_error"
+        message = result.error.message if result.error else "no reward"
+        field = f" ({result.error.field})" if result.error and result.error.field else ""
+        raise RewardUnavailable(f"item {result.id}: {code}{field}: {message}")
+    return result.reward
+
+
 _RESERVED = frozenset({"id", "spec", "verifier", "response"})
 """Fields a dataset column may not override."""
 

@@ -1,39 +1,95 @@
 """verl's custom reward function, scored on the gateway.
 
-In a verl config::
+verl ≥ 0.9 reads the function from ``reward.custom_reward_function`` (the top-level
+``custom_reward_function`` of older configs is ignored by ``main_ppo``; only the fully-async
+entry point still moves it under ``reward``), and ``reward_kwargs`` is not in verl's schema, so
+it is added with ``+``::
 
-    custom_reward_function:
-      path: /path/to/site-packages/tribunal/integrations/verl.py   # or a copy of this file
-      name: compute_score            # naive reward manager: one sample per call
-      reward_kwargs: {spec: tcr_agent, url: "http://127.0.0.1:8100"}
+    reward.custom_reward_function.path=/path/to/site-packages/tribunal/integrations/verl.py
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.url=http://127.0.0.1:8100
 
-or ``name: compute_score_batch`` with ``reward_model.reward_manager=batch`` (one request per
-batch). ``solution_str`` is the rollout's ``response``; ``ground_truth`` its ``ground_truth``
-(a dict is merged into the rollout instead); ``extra_info`` (a dict: ``num_turns``,
-``tests``, ``positive_rubrics`` ...) is merged into the rollout. The result is verl's dict
-form: ``{"score": reward, <component>: sub-reward, ...}``, sub-rewards NaN where a component
-was not computed (verl logs them; ``score`` alone is the reward).
+``compute_score`` is ``async def``: verl 0.9's reward loop awaits it, one request per sample,
+the samples of a worker concurrently. ``compute_score_sync`` is the same for older verl and its
+legacy ``workers/reward_manager`` (which call it from threads), and ``compute_score_batch``
+for the legacy ``batch`` manager (one request per batch).
 
-verl has no value for "missing": an item the gateway could not score raises
-:class:`RewardUnavailable` (training stops with the reason) rather than returning a number.
-Some verl reward managers catch exceptions and substitute 0.0; prefer those that do not.
+What is scored:
+
+- without a spec (no ``spec`` in ``reward_kwargs``, no ``TRIBUNAL_SPEC``), verl's
+  ``data_source`` picks the verifier as verl's own ``default_compute_score`` does: GSM8K, MATH,
+  DAPO-math, AIME and NuminaMath sources go to the math verifier with ``ground_truth``;
+  ``codecontests``, ``apps``, ``codeforces`` and ``taco`` to the code verifier, the program being
+  the response's last fenced block, the tests its ``ground_truth`` (below). Any other source
+  is refused by name (``ValueError``), not scored by a guess.
+- with a spec, every sample is a rollout for it: the response, ``ground_truth`` (a dict is
+  merged into the rollout) and ``extra_info``'s entries (``num_turns`` ...) as rollout fields.
+
+A code ``ground_truth`` is verl's ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``, as a
+dict or its JSON string; it becomes stdio tests (``tests`` of the rollout). Call-based tests
+(``fn_name``) are refused: a program's return value is not its stdout.
+
+The result is verl's dict form, the same keys for every sample of a run (verl's reward loop
+takes the keys of a batch's first sample for all): ``{"score": reward, <component>: ...}``
+with a spec's components, or ``{"score", "math", "code"}`` without one; NaN where a component
+or verifier did not score the sample (verl logs them; ``score`` alone is the reward).
+
+verl has no value for "missing": a sample the gateway refused or could not score raises
+:class:`RewardUnavailable` (verl's reward loop stops training with the reason) rather than
+returning a number; a gateway that cannot be reached raises ``tribunal.client.ClientError``
+after the client's retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tribunal.core.envelope import ItemResult
 from tribunal.integrations._gateway import gateway_access, score_on_gateway
-from tribunal.integrations.rollouts import rollout_item
+from tribunal.integrations.rollouts import RewardUnavailable, require_reward, rollout_item
 
+__all__ = [
+    "RewardUnavailable",
+    "compute_score",
+    "compute_score_batch",
+    "compute_score_batch_async",
+    "compute_score_sync",
+    "stdio_tests",
+]
 
-class RewardUnavailable(RuntimeError):
-    """The gateway could not score an item (its error class and message are in the text)."""
+MATH_SOURCES = frozenset(
+    {
+        "openai/gsm8k",
+        "lighteval/MATH",
+        "DigitalLearningGmbH/MATH-lighteval",
+        "HuggingFaceH4/MATH-500",
+        "math_dapo",
+        "math",
+        "math_dapo_reasoning",
+        "numina_aops_forum",
+        "numina_synthetic_math",
+        "numina_amc_aime",
+        "numina_synthetic_amc",
+        "numina_cn_k12",
+        "numina_olympiads",
+    }
+)
+"""verl 0.9.1's math ``data_source`` names (``verl.utils.reward_score.default_compute_score``;
+there also every name starting with ``aime``)."""
+
+CODE_SOURCES = frozenset({"codecontests", "apps", "codeforces", "taco"})
+"""verl 0.9.1's code ``data_source`` names (stdio tests in ``ground_truth``)."""
+
+ROUTED_KEYS = ("math", "code")
+"""The component keys of a result without a spec: the verifier that scored it."""
+
+_VERL_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
+"""Keywords verl itself adds when a reward model is enabled; not Tribunal's to read."""
 
 
 def _plain(value: Any) -> Any:
@@ -48,29 +104,146 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _fields(ground_truth: Any, extra_info: Any) -> dict[str, Any]:
+def stdio_tests(ground_truth: Any) -> dict[str, Any] | None:
+    """verl's code ``ground_truth`` as the code verifier's stdio tests, or None when it is not
+    one (``{"inputs": [...], "outputs": [...]}``, a dict or its JSON string).
+
+    Raises:
+        ValueError: It has verl's code shape but cannot be run as stdio cases (call-based
+            ``fn_name``, lists of different lengths, a case that is not a string), naming
+            the field.
+    """
+    truth = _plain(ground_truth)
+    if isinstance(truth, str) and truth.lstrip().startswith("{"):
+        try:
+            truth = json.loads(truth)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(truth, dict) or not {"inputs", "outputs"} <= truth.keys():
+        return None
+    if truth.get("fn_name"):
+        raise ValueError(
+            f"ground_truth.fn_name={truth['fn_name']!r}: call-based tests are not run "
+            "(stdio only); give Tribunal's function tests as extra_info.tests instead"
+        )
+    inputs, outputs = truth["inputs"], truth["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
+        raise ValueError("ground_truth.inputs and .outputs: non-empty lists expected")
+    if len(inputs) != len(outputs):
+        raise ValueError(
+            f"ground_truth: {len(inputs)} inputs but {len(outputs)} outputs (one each per case)"
+        )
+    for name, values in (("inputs", inputs), ("outputs", outputs)):
+        for index, value in enumerate(values):
+            if not isinstance(value, str):
+                raise ValueError(
+                    f"ground_truth.{name}.{index}: a string expected, got {type(value).__name__}"
+                )
+    return {
+        "kind": "stdio",
+        "cases": [{"stdin": i, "stdout": o} for i, o in zip(inputs, outputs, strict=True)],
+    }
+
+
+def _spec_fields(ground_truth: Any, extra_info: Any) -> dict[str, Any]:
+    """Rollout fields: ``extra_info``'s, then those of ``ground_truth`` over them. verl's naive
+    manager merges the agent loop's ``tool_extra_fields`` into ``extra_info``, and a tool's
+    output is the policy's to shape: it must not replace the answer or the tests."""
     truth, info = _plain(ground_truth), _plain(extra_info)
-    fields: dict[str, Any] = dict(truth) if isinstance(truth, dict) else {}
-    if truth is not None and not isinstance(truth, dict):
+    fields: dict[str, Any] = dict(info) if isinstance(info, dict) else {}
+    tests = stdio_tests(truth)
+    if tests is not None:
+        fields["tests"] = tests
+    elif isinstance(truth, dict):
+        fields.update(truth)
+    elif truth is not None:
         fields["ground_truth"] = str(truth)
-    if isinstance(info, dict):
-        fields.update(info)
     return fields
 
 
-def _verl_score(result: ItemResult) -> dict[str, Any]:
-    if result.error is not None or result.reward is None:
-        code = result.error.code if result.error else "internal_error"
-        message = result.error.message if result.error else "no reward"
-        raise RewardUnavailable(f"item {result.id}: {code}: {message}")
-    out: dict[str, Any] = {"score": result.reward}
+def _routed_item(
+    index: int, data_source: str, solution: str, truth: Any, info: Any
+) -> dict[str, Any]:
+    """A verifier item chosen by ``data_source``, with only that verifier's fields."""
+    info = _plain(info) if isinstance(_plain(info), dict) else {}
+    if data_source in MATH_SOURCES or data_source.startswith("aime"):
+        truth = _plain(truth)
+        return {
+            "id": str(index),
+            "verifier": "math",
+            "response": solution,
+            **({"ground_truth": str(truth)} if truth is not None else {}),
+        }
+    if data_source in CODE_SOURCES:
+        # ground_truth's tests first: extra_info may hold what a tool wrote (_spec_fields).
+        tests = stdio_tests(truth) or info.get("tests")
+        if tests is None:
+            raise ValueError(
+                f"ground_truth of data_source {data_source!r}: verl's "
+                '{"inputs": [...], "outputs": [...]} (or its JSON string) expected'
+            )
+        return {
+            "id": str(index),
+            "verifier": "code",
+            "response": solution,
+            "language": info.get("language", "python"),
+            "tests": tests,
+        }
+    raise ValueError(
+        f"data_source {data_source!r} names no verifier: math sources are "
+        f"{', '.join(sorted(MATH_SOURCES))} and aime*, code sources "
+        f"{', '.join(sorted(CODE_SOURCES))}; for another, set reward_kwargs.spec (or TRIBUNAL_SPEC)"
+    )
+
+
+def _verl_score(result: ItemResult, routed: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"score": require_reward(result)}
+    if routed:
+        for key in ROUTED_KEYS:
+            out[key] = result.reward if result.verifier.name == key else math.nan
+        return out
     for name, sub in result.details.get("sub_rewards", {}).items():
         reward = sub.get("reward")
         out[name] = float(reward) if isinstance(reward, int | float) else math.nan
     return out
 
 
-def compute_score_batch(
+def _items(
+    spec: str | None,
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None,
+) -> list[dict[str, Any]]:
+    infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    rows = zip(data_sources, solution_strs, ground_truths, infos, strict=True)
+    if spec is None:
+        return [
+            _routed_item(index, str(_plain(source)), solution, truth, info)
+            for index, (source, solution, truth, info) in enumerate(rows)
+        ]
+    return [
+        rollout_item(
+            index,
+            {"spec": spec},
+            solution,
+            None,
+            {"data_source": str(_plain(source)), **_spec_fields(truth, info)},
+        )
+        for index, (source, solution, truth, info) in enumerate(rows)
+    ]
+
+
+def _check_kwargs(extra: Mapping[str, Any]) -> None:
+    unknown = sorted(set(extra) - _VERL_KWARGS)
+    if unknown:
+        raise TypeError(
+            f"unknown reward_kwargs {', '.join(unknown)}: Tribunal's are spec, url, api_key, "
+            "timeout_s"
+        )
+
+
+async def compute_score_batch_async(
     data_sources: Sequence[Any],
     solution_strs: Sequence[str],
     ground_truths: Sequence[Any],
@@ -80,56 +253,78 @@ def compute_score_batch(
     url: str | None = None,
     api_key: str | None = None,
     timeout_s: float = 600.0,
-    **_: Any,
+    **verl_kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """Score a batch in one request; verl's batched signature.
+    """Score a batch in one request to the gateway.
 
     Args:
-        data_sources: verl's ``data_source`` per sample (kept in the rollout as ``data_source``).
+        data_sources: verl's ``data_source`` per sample (routes a sample without a spec; kept in
+            a spec's rollout as ``data_source``).
         solution_strs: The decoded responses.
         ground_truths: ``reward_model.ground_truth`` per sample.
         extra_infos: ``extra_info`` per sample (dicts or None).
-        spec: Reward spec (default ``TRIBUNAL_SPEC`` or ``rloo_math``).
+        spec: Reward spec for every sample (default ``TRIBUNAL_SPEC``; neither: route by
+            ``data_source``).
         url: The gateway (default ``TRIBUNAL_GATEWAY_URL`` or http://127.0.0.1:8100).
         api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
         timeout_s: Deadline of the request.
+        verl_kwargs: What verl adds with a reward model (``reward_router_address``,
+            ``reward_model_tokenizer``), ignored.
 
     Returns:
-        One ``{"score": reward, <component>: sub-reward}`` per sample.
+        One ``{"score": reward, <component>: sub-reward}`` per sample (module docstring).
 
     Raises:
-        RewardUnavailable: Some item could not be scored.
+        ValueError: A sample's ``data_source`` or ``ground_truth`` cannot be scored (named).
+        TypeError: An unknown keyword (a misspelt ``reward_kwargs`` entry).
+        RewardUnavailable: Some item was refused or could not be scored.
         tribunal.client.ClientError: The gateway cannot be reached or refused the batch.
     """
-    name = spec or os.environ.get("TRIBUNAL_SPEC", "rloo_math")
-    infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
-    items = [
-        rollout_item(
-            index,
-            {"spec": name},
-            solution,
-            None,
-            {"data_source": str(source), **_fields(truth, info)},
-        )
-        for index, (source, solution, truth, info) in enumerate(
-            zip(data_sources, solution_strs, ground_truths, infos, strict=True)
-        )
-    ]
+    _check_kwargs(verl_kwargs)
+    name = spec or os.environ.get("TRIBUNAL_SPEC") or None
+    items = _items(name, data_sources, solution_strs, ground_truths, extra_infos)
     base_url, key = gateway_access(url, api_key)
-    results = asyncio.run(score_on_gateway(base_url, items, key, timeout_s))
-    return [_verl_score(result) for result in results]
+    results = await score_on_gateway(base_url, items, key, timeout_s)
+    return [_verl_score(result, routed=name is None) for result in results]
 
 
-def compute_score(
+def compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """:func:`compute_score_batch_async` for verl's legacy ``batch`` reward manager, which calls
+    it from a thread without an event loop."""
+    return asyncio.run(
+        compute_score_batch_async(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+    )
+
+
+async def compute_score(
     data_source: Any,
     solution_str: str,
     ground_truth: Any,
     extra_info: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Score one sample; verl's ``compute_score(data_source, solution_str, ground_truth,
-    extra_info)``. Keyword arguments are those of :func:`compute_score_batch`."""
-    [score] = compute_score_batch(
+    """Score one sample; verl ≥ 0.9's awaited ``compute_score(data_source, solution_str,
+    ground_truth, extra_info)``. Keyword arguments and errors are those of
+    :func:`compute_score_batch_async`."""
+    [score] = await compute_score_batch_async(
         [data_source], [solution_str], [ground_truth], [extra_info], **kwargs
     )
     return score
+
+
+def compute_score_sync(
+    data_source: Any,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """:func:`compute_score` for older verl and its legacy reward managers, which call it
+    synchronously from threads (an event loop per call)."""
+    return asyncio.run(compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs))

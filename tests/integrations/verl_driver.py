@@ -1,0 +1,163 @@
+"""verl 0.9.1's own code, run for tests/integrations/test_verl.py in a process of its own.
+
+verl's Hydra (hydra-core 1.3) needs the ANTLR 4.9 runtime and the venv holds 4.13 (the math
+verifier's math-verify): the test runs this file with ``.venv/verl-hydra`` first on
+``PYTHONPATH``. One JSON request on stdin, one JSON answer on stdout; an exception verl raises
+is the answer ``{"error": {"type", "message"}}`` (what a verl user would see in the log).
+
+Requests (``op``):
+
+- ``load``: compose ``config`` (``ppo_trainer`` or ``fully_async_ppo_trainer``, the latter
+  migrated as its entry point does) with ``overrides``; verl's ``get_custom_reward_fn`` and
+  ``load_reward_manager``: what they loaded.
+- ``reward_loop``: verl's ``RewardLoopWorker`` over a ``DataProto`` of ``rollouts``, then
+  ``RewardLoopManager.compute_rm_score``'s merge of the outputs as verl writes it.
+- ``sandbox_fusion``: verl's ``default_compute_score`` with ``sandbox_fusion_url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import verl
+from hydra import compose, initialize_config_dir
+from verl import DataProto
+from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager
+
+with warnings.catch_warnings():
+    # verl 0.9.1 imports Ray's state API from its old place (a DeprecationWarning in Ray 2.60).
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from verl.experimental.reward_loop import RewardLoopWorker, migrate_legacy_reward_impl
+
+CONFIGS = {
+    "ppo_trainer": Path(verl.__file__).parent / "trainer" / "config",
+    "fully_async_ppo_trainer": Path(verl.__file__).parent
+    / "experimental"
+    / "fully_async_policy"
+    / "config",
+}
+
+
+def config_of(name: str, overrides: list[str]) -> Any:
+    """verl's ``name`` yaml composed with ``overrides`` as its entry point composes it."""
+    with initialize_config_dir(config_dir=str(CONFIGS[name]), version_base=None):
+        config = compose(name, overrides=overrides)
+    return migrate_legacy_reward_impl(config) if name == "fully_async_ppo_trainer" else config
+
+
+def close_thread_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the event loop verl set for this thread."""
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+def load(request: dict[str, Any]) -> dict[str, Any]:
+    config = config_of(request["config"], request["overrides"])
+    loaded = get_custom_reward_fn(config)
+    if loaded is None:
+        return {"function": None}
+    function = loaded.args[0]
+    manager = load_reward_manager(config, tokenizer=None)
+    close_thread_loop(manager.loop)
+    return {
+        "function": f"{function.__module__}.{function.__qualname__}",
+        "reward_kwargs": loaded.args[1],
+        "manager": type(manager).__name__,
+        "awaited": manager.is_async_reward_score,
+    }
+
+
+def data_proto(tokenizer: Any, rollouts: list[list[Any]], num_turns: int | None) -> DataProto:
+    """A ``DataProto`` as verl's agent loop hands it to the reward loop: left-padded prompt
+    ids, right-padded response ids ending in the EOS token, one attention mask over both."""
+    prompts = [tokenizer.encode(r[1], add_special_tokens=False) for r in rollouts]
+    responses = [
+        [*tokenizer.encode(r[2], add_special_tokens=False), tokenizer.eos_token_id]
+        for r in rollouts
+    ]
+    p_len, r_len = max(map(len, prompts)), max(map(len, responses))
+    pad = tokenizer.pad_token_id
+    prompt_ids = torch.tensor([[pad] * (p_len - len(p)) + p for p in prompts])
+    response_ids = torch.tensor([r + [pad] * (r_len - len(r)) for r in responses])
+    mask = torch.tensor(
+        [
+            [0] * (p_len - len(p)) + [1] * (len(p) + len(r)) + [0] * (r_len - len(r))
+            for p, r in zip(prompts, responses, strict=True)
+        ]
+    )
+    non_tensors: dict[str, Any] = {
+        "data_source": np.array([r[0] for r in rollouts], dtype=object),
+        "reward_model": np.array([{"ground_truth": r[3]} for r in rollouts], dtype=object),
+        "extra_info": np.array([dict(r[4]) for r in rollouts], dtype=object),
+    }
+    if num_turns is not None:
+        non_tensors["__num_turns__"] = np.array([num_turns] * len(rollouts), dtype=np.int32)
+    return DataProto.from_dict(
+        tensors={
+            "prompts": prompt_ids,
+            "responses": response_ids,
+            "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
+            "attention_mask": mask,
+        },
+        non_tensors=non_tensors,
+    )
+
+
+def reward_loop(request: dict[str, Any]) -> dict[str, Any]:
+    overrides = [*request["overrides"], f"actor_rollout_ref.model.path={request['tokenizer']}"]
+    worker = RewardLoopWorker(config_of("ppo_trainer", overrides))
+    proto = data_proto(worker.input_tokenizer, request["rollouts"], request.get("num_turns"))
+    # The worker and its manager take the thread's event loop when built (as in a Ray actor)
+    # and schedule on it: run on that one.
+    try:
+        outputs = worker.loop.run_until_complete(worker.compute_score_batch(proto))
+    finally:
+        close_thread_loop(worker.loop)
+    scores = [out["reward_score"] for out in outputs]
+    rm_scores = worker.reward_manager.assemble_rm_scores(proto, scores)
+    infos = [out.get("reward_extra_info", {}) for out in outputs]
+    merged = {key: np.array([info[key] for info in infos]).tolist() for key in infos[0]}
+    return {"scores": scores, "rm_scores": rm_scores.sum(dim=1).tolist(), "extra": merged}
+
+
+def sandbox_fusion(request: dict[str, Any]) -> dict[str, Any]:
+    import multiprocessing
+
+    from verl.utils.reward_score import default_compute_score
+
+    semaphore = multiprocessing.Manager().Semaphore(2)
+    return {
+        "scores": [
+            default_compute_score(
+                "codecontests",
+                response,
+                request["ground_truth"],
+                sandbox_fusion_url=request["url"],
+                concurrent_semaphore=semaphore,
+                memory_limit_mb=1024,
+            )
+            for response in request["responses"]
+        ]
+    }
+
+
+def main() -> None:
+    request = json.loads(sys.stdin.read())
+    try:
+        answer = {"load": load, "reward_loop": reward_loop, "sandbox_fusion": sandbox_fusion}[
+            request["op"]
+        ](request)
+    except Exception as exc:
+        answer = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+    print(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    main()
