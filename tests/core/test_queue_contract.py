@@ -156,6 +156,15 @@ async def test_idempotency_key_returns_the_same_job_or_conflicts(queue: JobQueue
         )
 
 
+async def test_an_idempotency_key_names_its_job_on_its_verifier_only(queue: JobQueue) -> None:
+    first = await queue.submit(
+        "v", items(1), total=1, prefilled={}, idempotency_key="k", request_hash="h1"
+    )
+    assert await queue.job_of_key("v", "k") == first.job_id
+    assert await queue.job_of_key("w", "k") is None
+    assert await queue.job_of_key("v", "other") is None
+
+
 async def test_unknown_job_is_not_found(queue: JobQueue) -> None:
     with pytest.raises(JobNotFound):
         await queue.job("no-such-job")

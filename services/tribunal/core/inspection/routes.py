@@ -26,8 +26,6 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.errors import BadInput
 from tribunal.core.inspection.store import rid_order
-from tribunal.core.queue.memory import MemoryQueue
-from tribunal.core.queue.redis_streams import RedisStreamsQueue
 
 STATIC = {
     "inspect.js": "text/javascript",
@@ -93,17 +91,10 @@ def _text(value: str | None) -> str | None:
 
 async def _job_of_key(runtime: AppRuntime, key: str) -> str:
     """The job an idempotency key names on any of the app's verifiers ('' when none)."""
-    queue = runtime.queue
     for verifier in runtime.services:
-        if isinstance(queue, RedisStreamsQueue):
-            value = await queue.redis.get(queue.keys.idempotency(verifier, key))
-            if value:
-                return str(value).partition("|")[0]
-        elif isinstance(queue, MemoryQueue):
-            # The embedded queue keeps its keys in this process (job id, request hash, expiry).
-            found = queue._idempotency.get((verifier, key))
-            if found is not None:
-                return found[0]
+        job = await runtime.queue.job_of_key(verifier, key)
+        if job is not None:
+            return job
     return ""
 
 
@@ -288,7 +279,7 @@ async def meta(runtime: RuntimeDep) -> Response:
         "max_items": settings.inspect_max_items,
         "ttl_s": settings.inspect_ttl_s,
         "kept": {v: await runtime.inspect.size(v) for v in runtime.services},
-        "queue": runtime.queue.kind,
+        "queue": runtime.queue.name,
     }
     return Response(orjson.dumps(body), media_type="application/json")
 

@@ -137,6 +137,11 @@ class JobStore(Protocol):
         """
         ...
 
+    async def job_of_key(self, verifier: str, idempotency_key: str) -> str | None:
+        """The id of the job submitted to ``verifier`` with ``idempotency_key``, while the key
+        is kept (``result_ttl_s``); None for a key never used or expired."""
+        ...
+
     async def job(self, job_id: str) -> JobRecord:
         """Return the job as stored. Raises ``JobNotFound``."""
         ...

@@ -154,6 +154,12 @@ class MemoryQueue:
             self._idempotency[(verifier, idempotency_key)] = (job_id, request_hash, expires_at)
         return Submitted(job_id=job_id, created=True)
 
+    async def job_of_key(self, verifier: str, idempotency_key: str) -> str | None:
+        """The job the key names, while it is kept."""
+        self._expire()
+        found = self._idempotency.get((verifier, idempotency_key))
+        return found[0] if found is not None else None
+
     async def job(self, job_id: str) -> JobRecord:
         """Return a copy of the job; raise ``JobNotFound`` when unknown or expired."""
         self._expire()

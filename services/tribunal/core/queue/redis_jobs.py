@@ -168,6 +168,12 @@ class RedisJobStore(RedisConnection):
             return Submitted(job_id=existing_job, created=False)
         return Submitted(job_id=job_id, created=True)
 
+    async def job_of_key(self, verifier: str, idempotency_key: str) -> str | None:
+        """GET of the idempotency key (``<job id>|<request hash>``)."""
+        async with self.unavailable_as_503():
+            value = await self.redis.get(self.keys.idempotency(verifier, idempotency_key))
+        return str(value).partition("|")[0] if value else None
+
     async def job(self, job_id: str) -> JobRecord:
         """Return the stored job; raise ``JobNotFound`` when it never existed or expired."""
         async with self.unavailable_as_503(), self.redis.pipeline(transaction=False) as pipe:
