@@ -99,6 +99,25 @@ async def test_pass_rate_and_options(code_verifier: CodeVerifier) -> None:
     assert early.reward == 0.4
 
 
+async def test_a_failed_stdio_case_shows_the_start_of_its_output(
+    code_verifier: CodeVerifier,
+) -> None:
+    # What a program printed instead of the answer (the reward inspector shows it): only on
+    # failed cases, capped, and made safe for JSON like every program-written text.
+    noisy = (
+        "import sys\nk = int(input())\nsys.stderr.write('note\\ud800' * 1000)\n"
+        "print(k * k if k != 2 else 'PASSED ' * 1000)"
+    )
+    [outcome] = await code_verifier.score([_item(noisy)])
+    tests = outcome.details["tests"]
+    assert [t["verdict"] for t in tests] == ["accepted"] * 2 + ["wrong_answer"] + ["accepted"] * 2
+    assert all("stdout" not in t and "stderr" not in t for k, t in enumerate(tests) if k != 2)
+    failed = tests[2]
+    assert failed["stdout"].startswith("PASSED PASSED") and len(failed["stdout"]) <= 256
+    assert failed["stderr"].startswith("note") and len(failed["stderr"]) <= 256
+    json.loads(result_json("x", outcome, verifier_info(code_verifier)))
+
+
 async def test_float_tolerance(code_verifier: CodeVerifier) -> None:
     tests = {"kind": "stdio", "cases": [{"stdin": "", "stdout": "0.333333"}]}
     code = "print(1 / 3)"

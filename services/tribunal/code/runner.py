@@ -91,11 +91,15 @@ def effective_limits(limits: Limits | None, config: CodeConfig) -> CaseLimits:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """The verdict of one case, its time and why it failed."""
+    """The verdict of one case, its time and why it failed; for a failed stdio case, the
+    start of what the program wrote (``stdout``, ``stderr``: at most ``OUTPUT_EXCERPT_CHARS``
+    characters each, escaped; None where nothing was written or the case passed)."""
 
     verdict: TestVerdict
     time_ms: float | None = None
     message: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
 
 
 @dataclass
@@ -117,6 +121,20 @@ class ItemRun:
 
 def _cap(text: str | None) -> str | None:
     return None if text is None else escape_text(text, _MESSAGE_CHARS)
+
+
+OUTPUT_EXCERPT_CHARS = 256
+"""What a failed stdio case's result keeps of each output stream: enough to see what a
+program printed instead of the answer (the reward inspector shows it), small enough that an
+item of a hundred failed cases stays a few tens of kilobytes."""
+
+
+def _excerpt(data: bytes) -> str | None:
+    if not data:
+        return None
+    return escape_text(
+        data[: OUTPUT_EXCERPT_CHARS * 4].decode("utf-8", "replace"), OUTPUT_EXCERPT_CHARS
+    )
 
 
 def _stderr_tail(data: bytes) -> str:
@@ -434,7 +452,18 @@ class Runner:
                 if verdict is None:
                     matched = stdout_matches(case.stdout, execution.stdout, tolerance)
                     verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
-                results.append(CaseResult(verdict, execution.time_ms, message))
+                if verdict is TestVerdict.ACCEPTED:
+                    results.append(CaseResult(verdict, execution.time_ms, message))
+                else:
+                    results.append(
+                        CaseResult(
+                            verdict,
+                            execution.time_ms,
+                            message,
+                            _excerpt(execution.stdout),
+                            _excerpt(execution.stderr),
+                        )
+                    )
         return ItemRun(results)
 
     async def _score_function(

@@ -189,6 +189,16 @@ class TestDetail(BaseModel):
     verdict: TestVerdict
     time_ms: float | None = Field(default=None, description="Wall-clock time of the case.")
     message: str | None = Field(default=None, description="Why it failed (capped).")
+    stdout: str | None = Field(
+        default=None,
+        description="A failed stdin/stdout case: the start of what the program printed "
+        "(256 characters at most); absent when it passed or printed nothing.",
+    )
+    stderr: str | None = Field(
+        default=None,
+        description="A failed stdin/stdout case: the start of its stderr (256 characters at "
+        "most); absent when it passed or wrote nothing.",
+    )
 
 
 class CodeDetails(BaseModel):

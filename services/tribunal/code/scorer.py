@@ -41,7 +41,14 @@ def score_cases(
     reward = (1.0 if all_passed else 0.0) if all_or_nothing else pass_rate(cases)
     details = CodeDetails(
         tests=[
-            TestDetail(index=k, verdict=case.verdict, time_ms=case.time_ms, message=case.message)
+            TestDetail(
+                index=k,
+                verdict=case.verdict,
+                time_ms=case.time_ms,
+                message=case.message,
+                stdout=case.stdout,
+                stderr=case.stderr,
+            )
             for k, case in enumerate(cases)
         ],
         passed=passed,

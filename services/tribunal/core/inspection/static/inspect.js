@@ -248,7 +248,8 @@ function codeView(details) {
     el("thead", {}, el("tr", {}, ...["case", "verdict", "time ms", "output / message"].map((h) => el("th", {}, h)))),
     el("tbody", {}, ...details.tests.map((t) => el("tr", { class: t.verdict === "accepted" ? "pass" : "failed" },
       el("td", {}, t.index), el("td", {}, t.verdict), el("td", {}, num(t.time_ms, 1)),
-      el("td", {}, t.message ? el("pre", { class: "output" }, t.message) : ""))))));
+      el("td", {}, ...[t.message, t.stdout && `stdout: ${t.stdout}`, t.stderr && `stderr: ${t.stderr}`]
+        .filter(Boolean).map((text) => el("pre", { class: "output" }, text))))))));
   if (details.extracted_code) parts.push(el("h4", {}, "program"), el("pre", { class: "output" }, details.extracted_code));
   return el("div", {}, ...parts);
 }
