@@ -143,19 +143,23 @@ def test_each_threads_loop_has_its_own_client_closed_with_the_loop(
 
 
 def test_the_sync_twin_keeps_a_loop_per_thread(proxy: CountingProxy) -> None:
-    scores: list[float] = []
+    scores: list[dict[str, Any]] = []
+    both = threading.Barrier(2)
 
-    def three_calls() -> None:
+    def three_calls(then: Callable[[], object] = lambda: None) -> None:
         for _ in range(3):
             scores.append(compute_score_sync("openai/gsm8k", "#### 18", "18", {}, url=proxy.url))
+        then()
 
-    threads = [threading.Thread(target=three_calls) for _ in range(2)]
+    # Neither thread ends before both have made their calls: a call closes the loops of the
+    # threads that have ended.
+    threads = [threading.Thread(target=three_calls, args=(both.wait,)) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert [s["score"] for s in scores] == [1.0] * 6  # type: ignore[index]
-    assert proxy.counts == {"opened": 2, "closed": 0}  # kept while their threads live
+    assert [s["score"] for s in scores] == [1.0] * 6
+    assert proxy.counts == {"opened": 2, "closed": 0}  # kept while their threads lived
     # The next sync call closes the loops of threads that have ended, with their clients.
     three_calls()
     assert proxy.wait_closed(2) == 2
@@ -163,7 +167,20 @@ def test_the_sync_twin_keeps_a_loop_per_thread(proxy: CountingProxy) -> None:
 
 
 TRL_PROCESS = """
-import asyncio, atexit, json, pickle, sys
+import asyncio, atexit, json, os, pickle, sys
+import psutil
+
+def open_to_the_gateway():
+    # Registered first, so it runs last at exit: the process's sockets still open to the
+    # gateway (the proxy) once every other exit handler has run.
+    port = int(sys.argv[3])
+    mine = psutil.Process().net_connections("tcp")
+    left = [c.status for c in mine if c.raddr and c.raddr.port == port]
+    print(json.dumps({"open_at_exit": left}), file=sys.stderr)
+
+atexit.register(open_to_the_gateway)
+if sys.argv[4] == "tribunal first":  # the user's script imports it before building the trainer
+    import tribunal.integrations.trl
 from trl.trainer.utils import shutdown_event_loop_in_daemon, start_event_loop_in_daemon
 
 # As GRPOTrainer.__init__ does: a daemon thread runs a loop forever; exit stops it.
@@ -177,20 +194,29 @@ print(json.dumps(answers))
 """
 
 
-def test_an_unpickled_copy_in_trls_daemon_loop_closes_at_exit(proxy: CountingProxy) -> None:
+@pytest.mark.parametrize("order", ["tribunal first", "trl first"])
+def test_an_unpickled_copy_in_trls_daemon_loop_closes_at_exit(
+    proxy: CountingProxy, order: str
+) -> None:
+    """Either order of exit handlers: TRL's stops its loop before Tribunal's closes the
+    clients on it ("tribunal first", as in a training script), or after (on the running
+    loop)."""
     pytest.importorskip("trl")
     reward = remote_reward("rloo_math", url=proxy.url)
     argv = [sys.executable, "-X", "dev", "-W", "error", "-c", TRL_PROCESS]
+    port = proxy.server_address[1]
     run = subprocess.run(
-        [*argv, pickle.dumps(reward).hex(), json.dumps(ROWS)],
+        [*argv, pickle.dumps(reward).hex(), json.dumps(ROWS), str(port), order],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-4000:]
     assert json.loads(run.stdout) == [[1.0, 0.0]] * 4
+    last = run.stderr.strip().splitlines()[-1]
+    assert json.loads(last) == {"open_at_exit": []}, run.stderr
     # -X dev shows every ResourceWarning (an unclosed socket or transport) and every
     # exception ignored in a finaliser.
     assert "Warning" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr
     assert proxy.counts["opened"] == 1
-    assert proxy.wait_closed(1) == 1  # closed at exit, not dropped with the process
+    assert proxy.wait_closed(1) == 1
