@@ -30,6 +30,20 @@ from typing import Any, TypeVar
 from tribunal.client import ItemResult, TribunalClient
 from tribunal.core.registry import local_url
 
+
+def gateway_access(url: str | None, api_key: str | None) -> tuple[str, str | None]:
+    """The gateway's URL and bearer token: those given, else ``TRIBUNAL_GATEWAY_URL`` (default
+    the gateway of ``make up``, ``http://127.0.0.1:8100``) and ``TRIBUNAL_API_KEY``.
+
+    The adapters run inside another project's trainer, configured by that project's config
+    files: these two variables are the only way to point them elsewhere without code.
+    """
+    return (
+        url or os.environ.get("TRIBUNAL_GATEWAY_URL") or local_url("gateway"),
+        api_key or os.environ.get("TRIBUNAL_API_KEY") or None,
+    )
+
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -208,16 +222,3 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-
-
-def gateway_access(url: str | None, api_key: str | None) -> tuple[str, str | None]:
-    """The gateway's URL and bearer token: those given, else ``TRIBUNAL_GATEWAY_URL`` (default
-    the gateway of ``make up``, ``http://127.0.0.1:8100``) and ``TRIBUNAL_API_KEY``.
-
-    The adapters run inside another project's trainer, configured by that project's config
-    files: these two variables are the only way to point them elsewhere without code.
-    """
-    return (
-        url or os.environ.get("TRIBUNAL_GATEWAY_URL") or local_url("gateway"),
-        api_key or os.environ.get("TRIBUNAL_API_KEY") or None,
-    )

@@ -14,14 +14,14 @@ Example::
 
 Each call sends the whole batch (every completion of the step on this process) in **one**
 request to ``POST /v1/score``, concurrently with TRL's other async reward functions, on a
-client kept for the event loop TRL calls it on (one connection reused from step to step, closed
-with the loop or at exit). The
-completion is the rollout's ``response``, the prompt its ``question``, and every dataset
-column (``ground_truth``, ``tests``, ``positive_rubrics``, ``evidence``, ``num_turns`` ...) a
-rollout field of the same name (``columns`` renames them). An item the gateway could not
-score is ``None``, which TRL treats as missing (NaN, left out of the group baseline), never 0;
-if the gateway cannot be reached at all, every reward of the batch is ``None`` and the error
-is logged. Each spec component's mean is logged as the metric ``<name>/<component>``.
+client kept for the event loop TRL calls it on (one connection reused from step to step,
+closed with the loop or at exit). The completion is the rollout's ``response``, the prompt
+its ``question``, and every dataset column (``ground_truth``, ``tests``,
+``positive_rubrics``, ``evidence``, ``num_turns`` ...) a rollout field of the same name
+(``columns`` renames them). An item the gateway could not score is ``None``, which TRL treats
+as missing (NaN, left out of the group baseline), never 0; if the gateway cannot be reached at
+all, every reward of the batch is ``None`` and the error is logged. Each spec component's
+mean is logged as the metric ``<name>/<component>``.
 
 TRL's reward functions are described in its docs ("Using a custom reward function",
 GRPOTrainer): ``f(prompts, completions, completion_ids, **columns) -> list[float | None]``;
