@@ -13,13 +13,15 @@ Example::
     )
 
 Each call sends the whole batch (every completion of the step on this process) in **one**
-request to ``POST /v1/score``, concurrently with TRL's other async reward functions. The
-completion is the rollout's ``response``, the prompt its ``question``, and every dataset
-column (``ground_truth``, ``tests``, ``positive_rubrics``, ``evidence``, ``num_turns`` ...) a
-rollout field of the same name (``columns`` renames them). An item the gateway could not
-score is ``None``, which TRL treats as missing (NaN, left out of the group baseline), never 0;
-if the gateway cannot be reached at all, every reward of the batch is ``None`` and the error
-is logged. Each spec component's mean is logged as the metric ``<name>/<component>``.
+request to ``POST /v1/score``, concurrently with TRL's other async reward functions, on a
+client kept for the event loop TRL calls it on (one connection reused from step to step,
+closed with the loop or at exit). The completion is the rollout's ``response``, the prompt
+its ``question``, and every dataset column (``ground_truth``, ``tests``,
+``positive_rubrics``, ``evidence``, ``num_turns`` ...) a rollout field of the same name
+(``columns`` renames them). An item the gateway could not score is ``None``, which TRL treats
+as missing (NaN, left out of the group baseline), never 0; if the gateway cannot be reached at
+all, every reward of the batch is ``None`` and the error is logged. Each spec component's
+mean is logged as the metric ``<name>/<component>``.
 
 TRL's reward functions are described in its docs ("Using a custom reward function",
 GRPOTrainer): ``f(prompts, completions, completion_ids, **columns) -> list[float | None]``;
@@ -94,8 +96,9 @@ class RemoteReward:
     """The reward function :func:`remote_reward` returns: an instance of a module-level class
     with an async ``__call__`` (TRL's ``is_async_callable`` form) and plain attributes, so
     that it pickles: ``AsyncGRPOTrainer`` pickles its reward functions into the rollout
-    worker it spawns, which a closure cannot survive. ``__name__`` is its name in TRL's
-    logs."""
+    worker it spawns, which a closure cannot survive. It holds no client: each call uses the
+    running loop's (``tribunal.integrations._gateway.gateway_client``), so a copy unpickled in
+    another process builds its own on first use. ``__name__`` is its name in TRL's logs."""
 
     def __init__(
         self,

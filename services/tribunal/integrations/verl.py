@@ -10,9 +10,10 @@ it is added with ``+``::
     +reward.custom_reward_function.reward_kwargs.url=http://127.0.0.1:8100
 
 ``compute_score`` is ``async def``: verl 0.9's reward loop awaits it, one request per sample,
-the samples of a worker concurrently. ``compute_score_sync`` is the same for older verl and its
-legacy ``workers/reward_manager`` (which call it from threads), and ``compute_score_batch``
-for the legacy ``batch`` manager (one request per batch).
+the samples of a worker concurrently, on one connection pool per event loop (up to 64 requests
+in flight, ``tribunal.integrations._gateway``). ``compute_score_sync`` is the same for older
+verl and its legacy ``workers/reward_manager`` (which call it from threads), and
+``compute_score_batch`` for the legacy ``batch`` manager (one request per batch).
 
 What is scored:
 
@@ -42,7 +43,6 @@ after the client's retries.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tribunal.core.envelope import ItemResult
-from tribunal.integrations._gateway import gateway_access, score_on_gateway
+from tribunal.integrations._gateway import gateway_access, run_sync, score_on_gateway
 from tribunal.integrations.rollouts import RewardUnavailable, require_reward, rollout_item
 
 __all__ = [
@@ -296,8 +296,9 @@ def compute_score_batch(
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
     """:func:`compute_score_batch_async` for verl's legacy ``batch`` reward manager, which calls
-    it from a thread without an event loop."""
-    return asyncio.run(
+    it from a thread without an event loop (run on that thread's own loop, kept between calls
+    with its gateway client)."""
+    return run_sync(
         compute_score_batch_async(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
     )
 
@@ -326,5 +327,6 @@ def compute_score_sync(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """:func:`compute_score` for older verl and its legacy reward managers, which call it
-    synchronously from threads (an event loop per call)."""
-    return asyncio.run(compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs))
+    synchronously from threads (on the thread's own event loop, kept between calls with its
+    gateway client)."""
+    return run_sync(compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs))
