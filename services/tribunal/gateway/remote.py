@@ -60,6 +60,55 @@ class LoadShed:
         )
 
 
+class InFlightItems:
+    """A bound on the items that one API process's synchronous routes score at once.
+
+    A synchronous request holds its connection, its parsed body and its fan-out's tasks in
+    the API process until its verifiers answer; without a bound, requests offered faster than
+    the verifiers answer wait in the process and its memory grows with the line (measured by
+    bench/load.py). Beyond the bound a request is refused at once with 429 and
+    ``Retry-After``, as a verifier refuses items beyond its queue bound.
+
+    Single event loop: the count needs no lock (no ``await`` between check and update).
+
+    Args:
+        bound: Items in flight at most (``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS``); a batch
+            larger than the bound is still taken when nothing else is in flight, so that
+            every batch ``TRIBUNAL_MAX_BATCH_ITEMS`` admits can be scored.
+        retry_after_s: ``Retry-After`` of a refusal (s).
+    """
+
+    def __init__(self, bound: int, retry_after_s: float = _SHED_RETRY_AFTER_S) -> None:
+        if bound < 1:
+            raise ValueError(f"bound must be >= 1, not {bound}")
+        self.bound = bound
+        self.retry_after_s = retry_after_s
+        self.items = 0
+        self.refused = 0
+
+    @contextlib.contextmanager
+    def admit(self, count: int) -> Iterator[None]:
+        """Hold ``count`` items in flight for the block.
+
+        Raises:
+            QueueFull: The items in flight and ``count`` together exceed the bound (429,
+                ``Retry-After``); nothing of the request was started.
+        """
+        if self.items and self.items + count > self.bound:
+            self.refused += 1
+            raise QueueFull(
+                f"the gateway is scoring {self.items} items in this process, and {count} more "
+                f"would pass its bound (TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS={self.bound}); "
+                f"retry after {self.retry_after_s:g} s (Retry-After)",
+                retry_after_s=self.retry_after_s,
+            )
+        self.items += count
+        try:
+            yield
+        finally:
+            self.items -= count
+
+
 _SHED: ContextVar[LoadShed | None] = ContextVar("tribunal_gateway_shed", default=None)
 
 
