@@ -44,7 +44,7 @@ class GatewayConfig(BaseModel):
         "429 with Retry-After instead of waiting.",
     )
     max_inflight_items: int = Field(
-        default=1024,
+        default=256,
         ge=1,
         description="Items the synchronous routes (POST /v1/score, /get_reward, /slime) of one "
         "gateway API process score at once; a request beyond answers 429 with Retry-After, so "
