@@ -239,6 +239,8 @@ async def test_the_gateway_sheds_requests_beyond_its_items_in_flight_and_loses_n
         for answer in (openrlhf, slime):
             assert answer.status_code == 429, answer.text
             assert "Retry-After" in answer.headers
+        # Every refusal is counted where an operator sees load shedding.
+        assert _refusals((await http.get("/metrics")).text) == 5
         bounded.drain()
         admitted = [await task for task in pending]
         assert [a.status_code for a in admitted] == [200, 200]

@@ -24,7 +24,6 @@ def test_items_beyond_the_bound_are_refused_with_retry_after_and_released_after(
         with bound.admit(1):
             assert bound.items == 3
     assert bound.items == 0
-    assert bound.refused == 2
 
 
 def test_a_batch_larger_than_the_bound_is_taken_alone_and_a_failure_releases_it() -> None:

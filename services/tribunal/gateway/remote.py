@@ -86,7 +86,6 @@ class InFlightItems:
         self.bound = bound
         self.retry_after_s = retry_after_s
         self.items = 0
-        self.refused = 0
 
     @contextlib.contextmanager
     def admit(self, count: int) -> Iterator[None]:
@@ -97,7 +96,6 @@ class InFlightItems:
                 ``Retry-After``); nothing of the request was started.
         """
         if self.items and self.items + count > self.bound:
-            self.refused += 1
             raise QueueFull(
                 f"the gateway is scoring {self.items} items in this process, and {count} more "
                 f"would pass its bound (TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS={self.bound}); "

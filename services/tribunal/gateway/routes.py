@@ -62,11 +62,11 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     answered from the verifiers' caches).
 
     Raises:
-        QueueFull: This process already scores ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items
-            (429, ``Retry-After``): nothing of the batch was started.
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
         BadInput: No item of the batch is valid.
-        QueueFull: A verifier shed this batch's items (429, ``Retry-After``).
+        QueueFull: A verifier shed this batch's items, or this process already scores
+            ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items and nothing of the batch was
+            started (429, ``Retry-After``; counted in ``tribunal_request_errors_total``).
         ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
     """
     service = runtime.services["gateway"]
