@@ -102,12 +102,14 @@ def run_load(urls: dict[str, str], users: int, duration_s: float, warmup_s: floa
     counting = {"on": False}
 
     @events.request.add_listener
-    def _count(response: Any, exception: Any, **_: Any) -> None:
+    def _count(response: Any, exception: Any, name: str = "", **_: Any) -> None:
         if not counting["on"]:
             return
         status = getattr(response, "status_code", 0) or 0
         if exception is not None and status in (0, None):
             statuses["connection_error"] += 1
+            # Which endpoint, and what the load tool saw (a timeout, a reset, a refusal).
+            statuses[f"connection_error {name}: {type(exception).__name__}"] += 1
         elif status == 429 and not response.headers.get("Retry-After"):
             statuses["429_without_retry_after"] += 1
         else:
@@ -207,7 +209,11 @@ def measure(
         for label, start in rss_start.items()
         if start > 0 and rss_end.get(label)
     }
-    errors = sum(v for k, v in statuses.items() if k not in ("200", "429"))
+    errors = sum(
+        v
+        for k, v in statuses.items()
+        if k not in ("200", "429") and not k.startswith("connection_error ")
+    )
     return {
         "users": users,
         "duration_s": round(elapsed, 1),

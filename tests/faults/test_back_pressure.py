@@ -170,3 +170,88 @@ def _refusals(metrics: str) -> float:
         if line.startswith("tribunal_request_errors_total{") and 'code="queue_full"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+@pytest.fixture
+def bounded(
+    service: Callable[..., RunningService], own_redis: RedisServer, key_prefix: str
+) -> Iterator[Shedding]:
+    """A gateway that scores at most 2 items at once in front of a math service whose worker
+    is stopped (its queue unbounded here: math itself never sheds)."""
+    math = service("math", env=redis_env(own_redis, f"{key_prefix}m", TRIBUNAL_MATH_PROCESSES="1"))
+    gateway = service(
+        "gateway",
+        env=redis_env(
+            own_redis,
+            f"{key_prefix}g",
+            TRIBUNAL_GATEWAY_MATH_URL=math.base_url,
+            TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS="2",
+        ),
+    )
+    running = Shedding(math, gateway)
+    try:
+        yield running
+    finally:
+        running.drain()
+
+
+def _math_item(n: int) -> dict[str, object]:
+    return {"id": f"i{n}", "verifier": "math", "response": f"#### {n}", "ground_truth": str(n)}
+
+
+async def test_the_gateway_sheds_requests_beyond_its_items_in_flight_and_loses_none(
+    bounded: Shedding,
+) -> None:
+    # A slow verifier: math's worker stopped, so the requests the gateway takes stay in it.
+    bounded.math.signal_group("worker0", signal.SIGSTOP)
+    async with httpx.AsyncClient(base_url=bounded.gateway.base_url, timeout=300) as http:
+        sent = {
+            asyncio.create_task(http.post("/v1/score", json={"items": [_math_item(n)]})): n
+            for n in range(5)
+        }
+        pending = set(sent)
+        refused: list[int] = []
+        # Two one-item requests fit the bound of 2 and wait for math; the other three are
+        # answered at once, whichever order they arrived in.
+        while len(refused) < 3:
+            done, pending = await asyncio.wait(
+                pending, timeout=120, return_when=asyncio.FIRST_COMPLETED
+            )
+            assert done, f"no refusal: {len(refused)} of 5 requests refused, the rest wait"
+            for task in done:
+                answer = task.result()
+                assert answer.status_code == 429, answer.text
+                assert int(answer.headers["Retry-After"]) >= 1
+                error = answer.json()["error"]
+                assert error["code"] == "queue_full"
+                assert error["retryable"] is True
+                assert "TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS=2" in error["message"]
+                refused.append(sent[task])
+        assert len(pending) == 2
+        # The trainers' routes share the bound and say the same, so that their clients retry:
+        # OpenRLHF tries 5 times 1 s apart, slime 10 times with backoff.
+        openrlhf = await http.post(
+            "/get_reward", json={"query": ["x #### 7"], "prompts": ["x"], "labels": ["7"]}
+        )
+        slime = await http.post(
+            "/slime/rloo_math", json={"prompt": "x", "response": "#### 7", "label": "7"}
+        )
+        for answer in (openrlhf, slime):
+            assert answer.status_code == 429, answer.text
+            assert "Retry-After" in answer.headers
+        # Every refusal is counted where an operator sees load shedding.
+        assert _refusals((await http.get("/metrics")).text) == 5
+        bounded.drain()
+        admitted = [await task for task in pending]
+        assert [a.status_code for a in admitted] == [200, 200]
+        # The refused requests, sent again once the line is gone, are scored: none lost.
+        again = [await http.post("/v1/score", json={"items": [_math_item(n)]}) for n in refused]
+        assert [a.status_code for a in again] == [200, 200, 200]
+        rewards = [r["reward"] for a in admitted + again for r in a.json()["results"]]
+        assert rewards == [1.0] * 5
+        openrlhf = await http.post(
+            "/get_reward", json={"query": ["x #### 7"], "prompts": ["x"], "labels": ["7"]}
+        )
+        assert openrlhf.status_code == 200, openrlhf.text
+    log = bounded.gateway.log("api")
+    assert "Traceback" not in log, log

@@ -98,6 +98,7 @@ def api(
         "port": port or _port(spec, settings),
         "log_level": settings.log_level.lower(),
         "access_log": False,
+        "timeout_keep_alive": settings.keep_alive_s,
     }
     if settings.api_processes > 1:
         from tribunal.core.supervisor import uses_redis

@@ -50,6 +50,14 @@ class CoreSettings(BaseSettings):
         description="HTTP API processes `tribunal api` runs on its one port (default: one per "
         "8 cores); with Redis only (the embedded queue lives in one process).",
     )
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        description="How long the HTTP API keeps an idle client connection open (uvicorn's "
+        "keep-alive timeout, 5 s by default). Longer than the clients' own idle expiry (httpx "
+        "5 s, aiohttp 15 s), so that a client closes an idle connection first instead of "
+        "sending a request on one the server is closing (a connection error, not a 429).",
+    )
     api_key: SecretStr | None = Field(
         default=None, description="When set, every /v1 request needs `Authorization: Bearer <key>`."
     )

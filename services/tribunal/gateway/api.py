@@ -36,7 +36,13 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
             shed_wait_s=settings.gateway.shed_wait_s,
         )
 
-    return [GatewayVerifier(settings.gateway.load_specs(), client)]
+    return [
+        GatewayVerifier(
+            settings.gateway.load_specs(),
+            client,
+            max_inflight_items=settings.gateway.max_inflight_items,
+        )
+    ]
 
 
 def routers() -> Sequence[APIRouter]:

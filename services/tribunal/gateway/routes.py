@@ -64,7 +64,9 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
     Raises:
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
         BadInput: No item of the batch is valid.
-        QueueFull: A verifier shed this batch's items (429, ``Retry-After``).
+        QueueFull: A verifier shed this batch's items, or this process already scores
+            ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items and nothing of the batch was
+            started (429, ``Retry-After``; counted in ``tribunal_request_errors_total``).
         ScoringTimeout: Not scored within ``TRIBUNAL_SYNC_TIMEOUT_S``.
     """
     service = runtime.services["gateway"]
@@ -101,7 +103,8 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         if recorder is not None:
             recorder.record_request(raw_items, texts, started_s)
 
-    return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
+    with verifier.in_flight.admit(len(raw_items)):
+        return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
 
 
 def _settings(request: Request) -> GatewaySettings:

@@ -43,6 +43,14 @@ class GatewayConfig(BaseModel):
         "that sheds load (429) before its items get queue_full; the synchronous routes answer "
         "429 with Retry-After instead of waiting.",
     )
+    max_inflight_items: int = Field(
+        default=256,
+        ge=1,
+        description="Items the synchronous routes (POST /v1/score, /get_reward, /slime) of one "
+        "gateway API process score at once; a request beyond answers 429 with Retry-After, so "
+        "that waiting requests cannot pile up in the process (a batch is always taken when "
+        "nothing else is in flight). Jobs (POST /v1/jobs) are not counted.",
+    )
     openrlhf_spec: str = Field(
         default="rloo_math",
         description="Reward spec of POST /get_reward (OpenRLHF); /get_reward/<spec> picks one.",

@@ -40,6 +40,7 @@ from tribunal.core.hashing import config_hash
 from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
+from tribunal.gateway.remote import InFlightItems
 from tribunal.gateway.schemas import GatewayDetails, GatewayItem
 from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
 from tribunal.gateway.specs import LoadedSpec, Source
@@ -211,6 +212,8 @@ class GatewayVerifier:
     Args:
         specs: The reward specs it serves, by name.
         client_factory: Builds the client to the verifiers (called by ``start``).
+        max_inflight_items: The API process's bound on items its synchronous routes score at
+            once (``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS``), held in ``in_flight``.
     """
 
     name = "gateway"
@@ -218,9 +221,13 @@ class GatewayVerifier:
     details_model: Any = GatewayDetails
 
     def __init__(
-        self, specs: Mapping[str, LoadedSpec], client_factory: Callable[[], VerifierClient]
+        self,
+        specs: Mapping[str, LoadedSpec],
+        client_factory: Callable[[], VerifierClient],
+        max_inflight_items: int = 256,
     ) -> None:
         self.specs = dict(specs)
+        self.in_flight = InFlightItems(max_inflight_items)
         self.item_model: type[ScoreItem] = bind_item_model(self.specs)
         self._client_factory = client_factory
         self.client: VerifierClient | None = None
