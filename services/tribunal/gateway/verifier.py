@@ -224,7 +224,7 @@ class GatewayVerifier:
         self,
         specs: Mapping[str, LoadedSpec],
         client_factory: Callable[[], VerifierClient],
-        max_inflight_items: int = 256,
+        max_inflight_items: int = 2048,
     ) -> None:
         self.specs = dict(specs)
         self.in_flight = InFlightItems(max_inflight_items)
