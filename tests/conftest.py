@@ -43,6 +43,26 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+RENDEZVOUS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+"""What ``tribunal.trainer.engine.init_distributed`` sets in this process for an in-process
+run (its process group then keeps MASTER_PORT bound here)."""
+
+
+@pytest.fixture(autouse=True)
+def _no_rendezvous_left_behind() -> Iterator[None]:
+    """Take back the rendezvous variables an in-process training run set: a trainer started
+    as a subprocess by a later test would otherwise inherit MASTER_PORT, a port this process
+    still holds, and fail with EADDRINUSE (TRL's GRPOTrainer did, after tests/faults/)."""
+    before = {name: os.environ.get(name) for name in RENDEZVOUS}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
 """The shared data sets (``$TRIBUNAL_DATA_DIR``, default ``../shared/data`` of the repo)."""
 FIXTURES = ROOT / "tests" / "fixtures"
