@@ -256,38 +256,11 @@ async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
     big = largest_item(verifiers[0].config, "big")
     small = CitationItem(id="small", response=HONEST, evidence=EVIDENCE)
     assert item_chars(big) > INLINE_MAX_CHARS >= item_chars(small)
-    stop = asyncio.Event()
-    tasks = []
-    for verifier in verifiers:
-        await verifier.start()
-        cache = RedisCache(queue.redis, queue.keys, "citation", 60, max_items=1000)
-        runtime = WorkerRuntime(
-            verifier, queue, cache, batch_size=2, concurrency=1, heartbeat_s=0.05, block_s=0.05
-        )
-        tasks.append(asyncio.create_task(runtime.run(stop)))
-    try:
-        v = verifiers[0]
-        entries = [
-            QueuedItem(
-                i,
-                item.model_dump(mode="json", exclude_none=True),
-                cache_entry(v.version, v.config_hash(), v.cache_payload(item)),
-            )
-            for i, item in enumerate([big, small])
-        ]
-        job = await queue.submit("citation", entries, total=2, prefilled={})
-        record = await queue.wait(job.job_id, 170)
-        assert record.is_done
-        results = {json.loads(r)["id"]: json.loads(r) for r in record.results.values()}
-        assert results["small"]["reward"] == 1.0
-        assert results["big"]["error"] is None and results["big"]["reward"] is not None
-        # Each item scored once, by one worker; the small one finished while the big one ran.
-        assert sorted(log) == sorted(
-            [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
-        )
-        assert log.index(("end", "small")) < log.index(("end", "big"))
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)
-        for verifier in verifiers:
-            await verifier.aclose()
+    results = await run_two_workers(queue, verifiers, big, small)
+    assert results["small"]["reward"] == 1.0
+    assert results["big"]["error"] is None and results["big"]["reward"] is not None
+    # Each item scored once, by one worker; the small one finished while the big one ran.
+    assert sorted(log) == sorted(
+        [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
+    )
+    assert log.index(("end", "small")) < log.index(("end", "big"))
