@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -96,13 +97,13 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             raise refused
         return results
 
+    # The reward inspector keeps the results; its write is off this request's path.
     recorder = runtime.recorders.get("gateway")
-
-    def keep(texts: list[str]) -> None:
-        # The reward inspector; its write is off this request's path.
-        if recorder is not None:
-            recorder.record_request(raw_items, texts, started_s)
-
+    keep = (
+        None
+        if recorder is None
+        else partial(recorder.record_request, raw_items, started_s=started_s)
+    )
     with verifier.in_flight.admit(len(raw_items)):
         return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
 
@@ -323,8 +324,7 @@ async def get_reward_keyed(
     spec: str, body: GetRewardRequest, request: Request, runtime: RuntimeDep
 ) -> GetRewardResponse:
     """``POST /get_reward/<spec>`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
-    end_tokens = tuple(_settings(request).gateway.openrlhf_end_tokens)
-    return await _get_reward(body, spec, runtime, end_tokens)
+    return await get_reward_spec(spec, body, request, runtime)
 
 
 @keyed.post(
