@@ -59,7 +59,10 @@ class CoreSettings(BaseSettings):
         "sending a request on one the server is closing (a connection error, not a 429).",
     )
     api_key: SecretStr | None = Field(
-        default=None, description="When set, every /v1 request needs `Authorization: Bearer <key>`."
+        default=None,
+        description="When set, every /v1 and /inspect request needs the key: `Authorization: "
+        "Bearer <key>`, or Basic credentials with the key as password; the trainer routes "
+        "also take it in the path, /k/<key>/ (docs/integrations.md).",
     )
     max_batch_items: int = Field(default=4096, ge=1, description="Items per request (413 above).")
     max_request_bytes: int = Field(
