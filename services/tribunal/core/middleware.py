@@ -57,7 +57,8 @@ def _too_large_message(max_bytes: int) -> str:
 
 class BodyLimitMiddleware:
     """Answer 401 when a ``/v1`` or ``/inspect`` request lacks the key (``api_key`` set: a
-    bearer token, or for ``/inspect`` also the password of HTTP Basic), 413 when a
+    bearer token, or the password of HTTP Basic credentials; under ``/k/<key>/``, the path's
+    key; a browser is asked for Basic credentials on ``/inspect`` only), 413 when a
     request body exceeds ``max_bytes`` (declared or streamed), and tag every response with
     ``x-request-id`` (the client's, or a new one). The token is checked first, before the body
     is read: an unauthenticated client cannot make the service read 30 MB, nor learn from a
@@ -66,7 +67,7 @@ class BodyLimitMiddleware:
     Args:
         app: The wrapped app.
         max_bytes: Largest accepted body.
-        api_key: The bearer token ``/v1`` routes require, or None for no authentication.
+        api_key: The key the guarded routes require, or None for no authentication.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, api_key: str | None = None) -> None:
