@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tribunal.code.cgroup import MemoryCgroups
+from tribunal.code.cgroup import JOIN, SERVICE_LEAF, MemoryCgroups
 from tribunal.code.config import CodeConfig
 from tribunal.code.sandbox import SlotPool, bwrap_argv, kill_uid, processes_of_uid
 
@@ -86,6 +88,54 @@ def test_memory_cgroups_are_made_and_what_a_dead_service_left_is_removed() -> No
     limit = "memory.max" if cgroup.version == 2 else "memory.limit_in_bytes"
     assert (Path(cgroup.path) / limit).read_text().strip() == str(64 << 20)
     assert cgroup.remove() and not Path(cgroup.path).exists()
+
+
+_DETECT = """
+import json
+from tribunal.code.cgroup import MemoryCgroups
+cgroups = MemoryCgroups.detect()
+sandbox = cgroups.create(64 << 20)
+with open("/proc/self/cgroup") as f:
+    own = f.read().split("::")[-1].strip()
+print(json.dumps({"version": cgroups.version, "base": cgroups.base, "reason": cgroups.reason,
+                  "own": own, "sandbox": sandbox and sandbox.path}))
+if sandbox is not None:
+    sandbox.remove()
+"""
+
+
+def test_a_delegated_cgroup_v2_is_set_up_by_moving_its_processes_into_a_leaf() -> None:
+    """A service started in a cgroup v2 that systemd delegated to it (``Delegate=yes``: the
+    ``trusted.delegate`` mark), which holds the service's processes, cannot give ``memory``
+    to children until it holds none: the service moves its processes into a leaf and makes
+    each sandbox's cgroup beside it. An unmarked cgroup is left alone. Runs where this test
+    can make cgroup v2 children (root on a v2 host: the GPU machine, not the build machine)."""
+    outer = MemoryCgroups.detect()
+    if outer.version != 2 or outer.base is None or os.geteuid() != 0:
+        pytest.skip(f"needs root and a memory cgroup v2 here ({outer.reason or 'v1'})")
+    results = {}
+    for marked in (False, True):
+        unit = Path(outer.base) / f"tribunal-unit-{os.getpid()}-{int(marked)}"
+        unit.mkdir()
+        try:
+            if marked:
+                os.setxattr(unit, "trusted.delegate", b"1")
+            child = subprocess.run(
+                [*JOIN, str(unit / "cgroup.procs"), sys.executable, "-c", _DETECT],
+                capture_output=True, text=True, timeout=60, check=True,
+            )  # fmt: skip
+            results[marked] = json.loads(child.stdout)
+        finally:
+            for leaf in (unit / SERVICE_LEAF, unit):
+                if leaf.exists():
+                    leaf.rmdir()
+    unmarked, delegated = results[False], results[True]
+    assert unmarked["version"] is None and "not delegated" in unmarked["reason"]
+    assert unmarked["own"].endswith(f"tribunal-unit-{os.getpid()}-0")
+    assert delegated["version"] == 2, delegated
+    assert delegated["base"].endswith(f"tribunal-unit-{os.getpid()}-1")
+    assert delegated["own"].endswith(f"tribunal-unit-{os.getpid()}-1/{SERVICE_LEAF}")
+    assert Path(delegated["sandbox"]).parent == Path(delegated["base"])
 
 
 def _a_dead_pid() -> int:

@@ -14,9 +14,17 @@ its counters (peak usage, failures) carry nothing from one case to the next.
 
 Where a cgroup can be made (detected once, :meth:`MemoryCgroups.detect`):
 
-* **cgroup v2** with the ``memory`` controller enabled for the children of this process's
-  cgroup (``cgroup.subtree_control``) and that cgroup writable by this process (a delegated
-  subtree: systemd's ``Delegate=yes`` with the service in a leaf below it).
+* **cgroup v2** where this process's cgroup is writable by it and the ``memory`` controller
+  is available to it (``cgroup.controllers``): a delegated subtree (systemd's ``Delegate=yes``,
+  a container with a cgroup namespace of its own and cgroupfs mounted read-write), or the root
+  cgroup. cgroup v2 lets a cgroup other than the root give controllers to its children only
+  while it holds no process itself, so the service first moves every process of its cgroup
+  into a leaf child, ``tribunal-service``, then enables ``memory`` for the children
+  (``cgroup.subtree_control``); each sandbox's cgroup is a sibling of that leaf. This is the
+  layout systemd's documentation asks of a delegated unit that makes cgroups of its own
+  ("Control Group APIs and Delegation", rule 2), done at start instead of by a wrapper. A
+  cgroup neither marked delegated nor the root of this process's cgroup namespace is left to
+  its manager.
 * **cgroup v1** with the ``memory`` hierarchy mounted and this process's cgroup in it
   writable (a root service on a v1 or hybrid host).
 
@@ -27,6 +35,7 @@ not, the sandboxes run without one, and ``/readyz`` reports ``memory_cgroup: fal
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import os
@@ -87,20 +96,31 @@ class MemoryCgroups:
         mount = _mount_point(mounts, "cgroup2", None)
         if path is None or mount is None:
             return cls(None, None, "no cgroup v2 hierarchy and no v1 memory hierarchy")
-        base = os.path.join(mount, path.lstrip("/"))
-        try:
-            with open(os.path.join(base, "cgroup.subtree_control"), encoding="utf-8") as f:
-                enabled = f.read().split()
-        except OSError as exc:
-            return cls(None, None, f"cgroup v2: {exc}")
-        if "memory" not in enabled:
+        own = os.path.join(mount, path.lstrip("/"))
+        parent = os.path.dirname(own.rstrip("/"))
+        # Another process of this service (a second worker) made the leaf already.
+        if os.path.basename(own.rstrip("/")) == SERVICE_LEAF and _enabled(parent):
+            return cls._checked(2, parent)
+        # Only a cgroup handed to this process whole is reorganised: the root of its cgroup
+        # namespace (the host's root cgroup, a container's own) or one systemd marks as
+        # delegated. Others belong to their manager, which moves processes itself.
+        if not (_enabled(own) or path.strip("/") == "" or _marked_delegated(own)):
             return cls(
                 None,
                 None,
-                f"cgroup v2: the memory controller is not enabled for the children of {base} "
-                "(not delegated to this process)",
+                f"cgroup v2: {own} is not delegated to this process (systemd's Delegate=yes "
+                "marks a delegated cgroup; a container's own cgroup namespace is one)",
             )
-        return cls._checked(2, base)
+        try:
+            _delegate(own)
+        except OSError as exc:
+            return cls(
+                None,
+                None,
+                f"cgroup v2: cannot enable the memory controller for the children of {own} "
+                f"(not delegated to this process: {exc})",
+            )
+        return cls._checked(2, own)
 
     @classmethod
     def _checked(cls, version: int, base: str) -> MemoryCgroups:
@@ -138,6 +158,73 @@ class MemoryCgroups:
 
 
 _SEQUENCE = itertools.count()
+
+SERVICE_LEAF = "tribunal-service"
+"""The leaf cgroup v2 into which the service moves its cgroup's processes (see the module's
+docstring); never taken for a sandbox's cgroup or an orphan."""
+
+_MOVE_ATTEMPTS = 5
+
+
+def _enabled(cgroup: str) -> bool:
+    """Whether ``memory`` is enabled for the children of ``cgroup`` (v2)."""
+    try:
+        with open(os.path.join(cgroup, "cgroup.subtree_control"), encoding="utf-8") as f:
+            return "memory" in f.read().split()
+    except OSError:
+        return False
+
+
+def _marked_delegated(cgroup: str) -> bool:
+    """Whether systemd marked ``cgroup`` delegated (``Delegate=yes``: the extended attribute
+    ``trusted.delegate``, or ``user.delegate`` under a user's manager, is ``1``)."""
+    for name in ("trusted.delegate", "user.delegate"):
+        with contextlib.suppress(OSError):
+            if os.getxattr(cgroup, name) == b"1":
+                return True
+    return False
+
+
+def _delegate(own: str) -> None:
+    """Enable ``memory`` for the children of ``own``, this process's cgroup (v2).
+
+    The host's root cgroup may hold processes and enable controllers; any other must hold
+    none (the kernel answers ``EBUSY``): its processes, this one among them, move into the
+    leaf :data:`SERVICE_LEAF` first. A process started meanwhile lands in ``own`` again, so
+    the move is repeated a few times.
+
+    Raises:
+        OSError: ``memory`` is not available here (``cgroup.controllers``), or the cgroup is
+            not writable by this process, or processes kept arriving.
+    """
+    if _enabled(own):
+        return
+    with open(os.path.join(own, "cgroup.controllers"), encoding="utf-8") as f:
+        if "memory" not in f.read().split():
+            raise OSError(f"the memory controller is not available in {own}")
+    try:
+        _write(os.path.join(own, "cgroup.subtree_control"), "+memory")
+        return
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            raise
+    leaf = os.path.join(own, SERVICE_LEAF)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(leaf)
+    for attempt in range(_MOVE_ATTEMPTS):
+        with open(os.path.join(own, "cgroup.procs"), encoding="ascii") as f:
+            pids = f.read().split()
+        for pid in pids:
+            # A process that exited since the read is gone from the list too.
+            with contextlib.suppress(ProcessLookupError):
+                _write(os.path.join(leaf, "cgroup.procs"), pid)
+        try:
+            _write(os.path.join(own, "cgroup.subtree_control"), "+memory")
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == _MOVE_ATTEMPTS - 1:
+                raise
+
 
 JOIN = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"')
 """Prefix of a command that moves itself into the cgroup whose ``cgroup.procs`` follows it,
