@@ -3,7 +3,7 @@ parameters built from a config, HF ``generate`` rollouts, rewards from a local m
 (started here: redis-server, ``tribunal api math`` and ``tribunal worker math``; the embedded
 queue when redis-server is absent). Prints one JSON object: seconds per step split into
 generation / reward wait / training / weight sync, generated tokens per second, peak GPU
-memory.
+memory; on a GPU, writes it to ``bench/results/trainer_gpu.json`` for the docs.
 
     python bench/trainer_gpu.py [--steps 4] [--async-steps 1]
     python bench/trainer_gpu.py --tiny        # a CPU dry run of the same script
@@ -22,11 +22,13 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
 
 # Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14/2 heads, MLP 4864) with Qwen's vocabulary
@@ -104,6 +106,7 @@ def run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
         "rank": trainer.rank,
         "world_size": trainer.world,
         "device": torch.cuda.get_device_name() if gpu else "cpu",
+        "software": {name: version(name) for name in ("torch", "transformers", "deepspeed")},
         "parameters": params,
         "dtype": "bf16" if gpu else "fp32",
         "steps_counted": len(history),
@@ -127,9 +130,47 @@ def main() -> None:
     args = parser.parse_args()
     with math_service() as url, tempfile.TemporaryDirectory() as tmp:
         result = run(args, url, Path(tmp) / "run")
-    if result.pop("rank") == 0:
-        command = "python bench/trainer_gpu.py " + " ".join(sys.argv[1:])
-        print(json.dumps({"command": command.strip(), **result}, indent=2))
+    if result.pop("rank") != 0:
+        return
+    print(json.dumps({"command": results.command(), **result}, indent=2))
+    if result["device"] == "cpu":
+        return  # a dry run: the figures in the docs are a GPU's
+    steps = result["seconds_per_step"]
+    generation_share = 100 * steps["generation_s"] / steps["step_s"]
+    memory = result["peak_gpu_memory_gib"]
+    results.record(
+        "trainer_gpu",
+        result,
+        [
+            results.table(
+                [
+                    "GPU",
+                    "parameters",
+                    "s / step",
+                    "generation",
+                    "reward wait",
+                    "training",
+                    "weight sync",
+                    "generated tokens/s",
+                    "peak GPU memory",
+                ],
+                [
+                    [
+                        result["device"],
+                        f"{result['parameters'] / 1e9:.2f} B ({result['dtype']})",
+                        f"{steps['step_s']:.1f}",
+                        f"{steps['generation_s']:.1f} ({generation_share:.0f} %)",
+                        f"{steps['reward_wait_s']:.2f}",
+                        f"{steps['train_s']:.1f}",
+                        f"{steps['weight_sync_s']:.2f}",
+                        f"{result['generated_tokens_per_s']:,.0f}",
+                        f"{memory:.1f} GiB",
+                    ]
+                ],
+            )
+        ],
+        note=f"{result['steps_counted']} steps counted (the first, which warms up, is not)",
+    )
 
 
 if __name__ == "__main__":
