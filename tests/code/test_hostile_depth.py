@@ -21,6 +21,7 @@ import pytest
 
 from tests.code.test_hostile import ADD_FUNCTION, ADD_STDIO, run, score
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem, sandbox
+from tribunal.code import runner as runner_module
 from tribunal.code.api import create_app
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.runner import Runner
@@ -386,10 +387,14 @@ async def case_outputs(verifier: CodeVerifier, code: str, cases: int = 3) -> lis
 
 
 @pytest.mark.parametrize("counter", sorted(COUNTERS))
-async def test_no_counter_tells_cases_apart(counter: str, bare_code_verifier: CodeVerifier) -> None:
+async def test_no_counter_tells_cases_apart(
+    counter: str, bare_code_verifier: CodeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A program that answers by a counter is paid for every case while the cases share the
     sandbox's namespaces, and for at most one once each case has its own (seccomp off: the
-    SysV ids are a counter where a program may make SysV objects)."""
+    SysV ids are a counter where a program may make SysV objects). The cases run in the
+    item's own order here: this is the namespaces' test, not the random order's."""
+    monkeypatch.setattr(runner_module, "case_order", lambda n: list(range(n)))
     runner = _runner(bare_code_verifier)
     assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
     expression = COUNTERS[counter]
@@ -407,6 +412,84 @@ async def test_no_counter_tells_cases_apart(counter: str, bare_code_verifier: Co
     seen = await case_outputs(bare_code_verifier, observe)
     assert len(set(seen)) == 1 and seen[0] not in ("", "-1"), seen
     assert verdicts(await score(bare_code_verifier, cheat, abc)).count("accepted") <= 1
+
+
+# What the driver holds is in the program's reach: a stdio program's process is a fork of the
+# driver (its frames hold the case's command), and a function runs inside the worker's loop
+# (whose frame holds the call's request). Both carry ``i``: the case's position in the run.
+FRAME_READERS = {
+    "stdio": """
+import sys
+position = None
+frame = sys._getframe()
+while frame is not None:
+    for value in list(frame.f_locals.values()):
+        if isinstance(value, dict) and value.get("op") == "case":
+            position = value["i"]
+    frame = frame.f_back
+input()
+print("ABCDEFGH"[position])
+""",
+    "function": """
+import sys
+def f(x):
+    frame = sys._getframe(1)
+    while frame is not None:
+        request = frame.f_locals.get("request")
+        if isinstance(request, dict) and "i" in request:
+            return "ABCDEFGH"[request["i"]]
+        frame = frame.f_back
+""",
+}
+
+
+def _lettered(kind: str, n: int) -> dict[str, Any]:
+    """``n`` cases whose answers are A, B, C, ... (each input its own index)."""
+    if kind == "stdio":
+        return {
+            "kind": "stdio",
+            "cases": [{"stdin": f"{k}\n", "stdout": "ABCDEFGH"[k]} for k in range(n)],
+        }
+    cases = [{"args": [k], "expected": "ABCDEFGH"[k]} for k in range(n)]
+    return {"kind": "function", "entry_point": "f", "cases": cases}
+
+
+@pytest.mark.parametrize("kind", sorted(FRAME_READERS))
+async def test_the_case_a_program_runs_is_nowhere_in_its_sandbox(
+    kind: str, code_verifier: CodeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program that reads the driver's frames learns its case's position in the run, and
+    nothing more. Run in the item's own order (as every item ran before the order was
+    drawn), answering by it is paid for every case, namespaces or not; in another order, for
+    none; in the runner's random order, for about one of eight (never all: 1 in 40,320)."""
+    code = FRAME_READERS[kind]
+    monkeypatch.setattr(runner_module, "case_order", lambda n: list(range(n)))
+    assert verdicts(await score(code_verifier, code, _lettered(kind, 3))) == ["accepted"] * 3
+    monkeypatch.setattr(runner_module, "case_order", lambda n: [*range(1, n), 0])
+    assert verdicts(await score(code_verifier, code, _lettered(kind, 3))).count("accepted") == 0
+    monkeypatch.undo()
+    drawn = verdicts(await score(code_verifier, code, _lettered(kind, 8)))
+    assert drawn.count("accepted") < 8 and set(drawn) <= {"accepted", "wrong_answer"}
+
+
+@pytest.mark.parametrize("kind", ["stdio", "function"])
+async def test_results_come_back_in_the_items_order(kind: str, code_verifier: CodeVerifier) -> None:
+    """Whatever order the cases ran in, each verdict is its own case's: a program right on
+    case 5 alone is accepted there alone, and with ``stop_on_first_failure`` every case but
+    the one that ran first and failed is skipped (or accepted before it)."""
+    if kind == "stdio":
+        code = "k = int(input())\nprint('F' if k == 5 else '?')\n"
+    else:
+        code = "def f(k):\n    return 'F' if k == 5 else '?'\n"
+    outcome = await score(code_verifier, code, _lettered(kind, 8))
+    assert verdicts(outcome) == ["wrong_answer"] * 5 + ["accepted"] + ["wrong_answer"] * 2
+    assert [case["index"] for case in outcome.details["tests"]] == list(range(8))
+    stopped = verdicts(
+        await score(
+            code_verifier, code, _lettered(kind, 8), options={"stop_on_first_failure": True}
+        )
+    )
+    assert stopped.count("wrong_answer") == 1 and stopped.count("skipped") >= 6, stopped
 
 
 async def test_a_host_that_refuses_case_namespaces_falls_back_to_the_cleanup(

@@ -94,9 +94,12 @@ async def test_pass_rate_and_options(code_verifier: CodeVerifier) -> None:
     assert rate.reward == 0.8 and rate.details["passed"] == 4
     assert not rate.details["all_passed"]
     assert strict.reward == 0.0
+    # The cases run in a random order: those run before case 2 (the one failure) pass, the
+    # rest are skipped, and the pass rate counts what passed.
     verdicts = [t["verdict"] for t in early.details["tests"]]
-    assert verdicts == ["accepted", "accepted", "wrong_answer", "skipped", "skipped"]
-    assert early.reward == 0.4
+    assert verdicts[2] == "wrong_answer"
+    assert set(verdicts[:2] + verdicts[3:]) <= {"accepted", "skipped"}
+    assert early.reward == verdicts.count("accepted") / 5
 
 
 async def test_a_failed_stdio_case_shows_the_start_of_its_output(

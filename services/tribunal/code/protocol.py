@@ -106,7 +106,9 @@ if MYPY:
         entry_point: str
 
     class CaseCommand(TypedDict):
-        """Run the stdio program once on ``stdin``."""
+        """Run the stdio program once on ``stdin``; ``i`` is the case's position in the run
+        (the service's random order, never the case's index in its item: the program can read
+        it from the driver's frames)."""
 
         op: Literal["case"]
         i: int
@@ -117,7 +119,8 @@ if MYPY:
 
     class CallCommand(TypedDict):
         """Call ``target`` (``add``, ``Solution().twoSum``) in the worker; with ``get``, ask
-        what the name is (a callable stays in the sandbox, data comes back)."""
+        what the name is (a callable stays in the sandbox, data comes back). ``i`` counts the
+        calls (for a scored item, the position in its random order, as for a case)."""
 
         op: Literal["call"]
         i: int

@@ -8,6 +8,13 @@
   relayed here as JSON, so the program never sees the test and cannot touch its assertions.
 * run: a stdio execution of one input whose output is returned, not compared.
 
+The cases of a stdio or function item run in a random order drawn here for each item and
+never sent into the sandbox: the driver, and the program, see only the position of a case in
+that order (``i``). A program that tells its cases apart by anything that changes from one to
+the next (a counter of its own, the driver's frames it inherits, a number the whole host
+advances) learns that position, which names no case: answering by it is paid for about one
+case of an item, by chance, however many there are.
+
 Faults of the program are verdicts; faults of Tribunal or the sandbox raise ``SandboxError``.
 """
 
@@ -18,6 +25,7 @@ import base64
 import contextlib
 import dataclasses
 import logging
+import random
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -429,13 +437,15 @@ class Runner:
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
-            for index, case in enumerate(tests.cases):
+            order = case_order(len(tests.cases))
+            for position, index in enumerate(order):
+                case = tests.cases[index]
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
                 command: CaseCommand = {
                     "op": "case",
-                    "i": index,
+                    "i": position,
                     "stdin": case.stdin,
                     "timeout_s": limits.timeout_s,
                     "memory_mb": limits.memory_mb,
@@ -443,11 +453,14 @@ class Runner:
                 }
                 try:
                     record = await session.request(command, limits.timeout_s + _GRACE_S)
-                    execution = _execution(record, index, session)
+                    execution = _execution(record, position, session)
                 except TimeoutError:
-                    return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
+                    timed_out = _fail_rest(results, len(order), TestVerdict.TIME_LIMIT)
+                    return ItemRun(in_case_order(timed_out, order))
                 except ChannelViolation as exc:
-                    return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
+                    return ItemRun(
+                        in_case_order(_fail_rest(results, len(order), _forged(exc)), order)
+                    )
                 verdict, message = classify_execution(execution)
                 if verdict is None:
                     matched = stdout_matches(case.stdout, execution.stdout, tolerance)
@@ -464,7 +477,7 @@ class Runner:
                             _excerpt(execution.stderr),
                         )
                     )
-        return ItemRun(results)
+        return ItemRun(in_case_order(results, order))
 
     async def _score_function(
         self, item: CodeItem, code: str, tests: FunctionTests, lease: Lease, limits: CaseLimits
@@ -476,13 +489,15 @@ class Runner:
             ready = await self._setup(session, self._call_setup(session, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
-            for index, case in enumerate(tests.cases):
+            order = case_order(len(tests.cases))
+            for position, index in enumerate(order):
+                case = tests.cases[index]
                 if _stopped(stop, results):
                     results.append(CaseResult(TestVerdict.SKIPPED))
                     continue
                 command: CallCommand = {
                     "op": "call",
-                    "i": index,
+                    "i": position,
                     "target": tests.entry_point,
                     "args": encode_value(case.args),
                     "kwargs": encode_value(case.kwargs),
@@ -490,14 +505,17 @@ class Runner:
                 }
                 try:
                     # The first call also loads the program (module-level code): two limits.
-                    wait = limits.timeout_s * (2 if index == 0 else 1) + _GRACE_S
+                    wait = limits.timeout_s * (2 if position == 0 else 1) + _GRACE_S
                     record = await session.request(command, wait)
                 except TimeoutError:
-                    return ItemRun(_fail_rest(results, len(tests.cases), TestVerdict.TIME_LIMIT))
+                    timed_out = _fail_rest(results, len(order), TestVerdict.TIME_LIMIT)
+                    return ItemRun(in_case_order(timed_out, order))
                 except ChannelViolation as exc:
-                    return ItemRun(_fail_rest(results, len(tests.cases), _forged(exc)))
-                results.append(self._call_result(session, record, index, case.expected, item))
-        return ItemRun(results)
+                    return ItemRun(
+                        in_case_order(_fail_rest(results, len(order), _forged(exc)), order)
+                    )
+                results.append(self._call_result(session, record, position, case.expected, item))
+        return ItemRun(in_case_order(results, order))
 
     def _call_setup(
         self, session: SandboxSession, code: str, limits: CaseLimits, budget_s: float
@@ -668,6 +686,33 @@ def _execution(record: dict[str, Any], index: int, session: SandboxSession) -> E
     if _killed(execution.status == "signaled", execution.signal, session):
         return dataclasses.replace(execution, memory_killed=True)
     return execution
+
+
+_ORDER = random.SystemRandom()
+
+
+def case_order(n: int) -> list[int]:
+    """A random order of ``n`` cases (a permutation of ``range(n)``), from the operating
+    system's randomness, drawn for each item: the order the cases run in, which the sandbox
+    never learns (see the module's docstring)."""
+    order = list(range(n))
+    _ORDER.shuffle(order)
+    return order
+
+
+def in_case_order(results: list[CaseResult], order: list[int]) -> list[CaseResult]:
+    """``results`` of the cases in the order they ran (``results[k]`` is case ``order[k]``'s)
+    back in the item's own order.
+
+    Raises:
+        ValueError: ``results`` and ``order`` differ in length.
+    """
+    if len(results) != len(order):
+        raise ValueError(f"{len(results)} results for {len(order)} cases")
+    by_case: list[CaseResult | None] = [None] * len(order)
+    for result, index in zip(results, order, strict=True):
+        by_case[index] = result
+    return [result for result in by_case if result is not None]
 
 
 def _compile_failure(message: str | None, total: int) -> ItemRun:

@@ -105,7 +105,9 @@ class CodeOptions(_Model):
 
     all_or_nothing: bool = Field(default=False, description="Reward 1 only if every case passes.")
     stop_on_first_failure: bool = Field(
-        default=False, description="Stop at the first failing case; the rest are `skipped`."
+        default=False,
+        description="Stop at the first failing case in the order run (a random order drawn "
+        "for each item); the cases not run are `skipped`.",
     )
     float_tolerance: StrictFloat | None = Field(
         default=None,
