@@ -455,6 +455,10 @@ class _CaseNamespaces:
             size = info.f_blocks * info.f_frsize
             self.mounts.append((path, f"size={size},mode={modes[path]:o}".encode()))
         self.mqueue = _MQUEUE in dirs
+        # Resolved here, once: the driver itself never calls them, and a case's init and
+        # program would each build the ctypes function anew (about 50 us of CPU per case).
+        _libc("mount")
+        _libc("capset")
 
     @classmethod
     def open(cls, dirs: list[str], modes: dict[str, int]) -> _CaseNamespaces | None:
@@ -504,6 +508,11 @@ class _CaseNamespaces:
         if pid == 0:
             return
         try:
+            # Hold nothing of the case but the status pipe: the program's output ends when
+            # the program and whatever it left end, so the driver can answer the case while
+            # this init exits and the kernel tears its namespaces down.
+            os.closerange(0, status_fd)
+            os.closerange(status_fd + 1, 65536)
             _drop_capabilities()
             while True:  # the init also reaps the program's orphans
                 child, wait_status = os.waitpid(-1, 0)
@@ -592,6 +601,22 @@ class _Driver:
             if pid == 0:
                 return
             self.exited[pid] = status
+
+
+def _wait_status(pid: int, status_fd: int) -> int:
+    """The wait status of a case's program: reaped here (``status_fd`` -1), or reported by
+    its case's init on ``status_fd`` (blocks until it reports or dies). An init that died
+    without reporting was killed at the time or output limit, its program with it: SIGKILL.
+
+    Raises:
+        OSError: The init could not set the case's namespaces up.
+    """
+    if status_fd < 0:
+        return os.waitpid(pid, 0)[1]
+    reported = os.read(status_fd, 64)
+    if reported == b"E":
+        raise OSError("the namespaces of a test case could not be set up")
+    return int(reported) if reported else int(signal.SIGKILL)
 
 
 def _status_of(wait_status: int) -> tuple[int | None, int | None]:
@@ -798,6 +823,12 @@ class _StdioRole:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         namespaces = self.namespaces if wipe else None
+        if namespaces is not None:
+            # The previous case's init, killed when its program ended, was left to exit (and
+            # its namespaces to be torn down) while the case's record went out: it is gone
+            # before the next case starts, with all its processes.
+            self.driver.reap(block=True)
+            self.driver.exited.clear()
         status_r, status_w = os.pipe() if namespaces is not None else (-1, -1)
         start = time.monotonic()
         pid = os.fork() if namespaces is None else namespaces.fork()
@@ -840,11 +871,13 @@ class _StdioRole:
         status_fd: int = -1,
     ) -> dict[str, Any]:
         deadline = start + timeout_s
-        pidfd = os.pidfd_open(pid)
+        # The case ends when the program's process is reaped: by the driver (its pidfd), or
+        # by the case's init, which then reports its wait status.
+        ended = os.pidfd_open(pid) if status_fd < 0 else status_fd
         poller = select.poll()
         poller.register(out.fd, select.POLLIN)
         poller.register(err.fd, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
+        poller.register(ended, select.POLLIN)
         captures = {out.fd: out, err.fd: err}
         wait_status: int | None = None
         timed_out = False
@@ -852,8 +885,8 @@ class _StdioRole:
         while wait_status is None:
             wait_ms = max(0, int((deadline - time.monotonic()) * 1000) + 1)
             for fd, _ in poller.poll(wait_ms):
-                if fd == pidfd:
-                    _, wait_status = os.waitpid(pid, 0)
+                if fd == ended:
+                    wait_status = _wait_status(pid, status_fd)
                     end = time.monotonic()
                     break
                 captures[fd].pump()
@@ -864,21 +897,16 @@ class _StdioRole:
             if wait_status is None and time.monotonic() >= deadline:
                 timed_out = True
                 os.kill(pid, signal.SIGKILL)
-                _, wait_status = os.waitpid(pid, 0)
+                wait_status = _wait_status(pid, status_fd)
                 end = time.monotonic()
-        os.close(pidfd)
-        if status_fd >= 0:
-            # ``pid`` was the case's init: the program's own status, unless the init was
-            # killed first (time or output limit), or could not set the case up.
-            reported = os.read(status_fd, 64)
-            os.close(status_fd)
-            if reported == b"E":
-                raise OSError("the namespaces of a test case could not be set up")
-            if reported:
-                wait_status = int(reported)
+        os.close(ended)
         # The main process is gone: kill anything it left (daemons holding the pipes), then
-        # drain what is buffered until EOF.
-        self.driver.kill_others()
+        # drain what is buffered until EOF. A case's init takes its whole pid namespace with
+        # it; it is reaped before the next case (see ``execute``), not here.
+        if status_fd >= 0:
+            _quietly(os.kill, pid, signal.SIGKILL)
+        else:
+            self.driver.kill_others()
         for cap in (out, err):
             while cap.open:
                 cap.pump()
