@@ -94,6 +94,14 @@ def test_a_benchmark_result_renders_each_table_with_its_source(tmp_path: Path) -
         results.table(["a"], [[1, 2]])
 
 
+def test_a_range_of_runs_is_one_cell() -> None:
+    assert results.span([3.0, 1200.4, 7.0]) == "3–1,200"
+    assert results.span([0.104, 0.1041], ".2f", " %") == "0.10 %"
+    assert results.span([89.4, 92.0], ".0f", " %") == "89–92 %"
+    with pytest.raises(ValueError, match="no values"):
+        results.span([])
+
+
 def _hooks() -> Any:
     spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
     assert spec is not None and spec.loader is not None
