@@ -80,8 +80,12 @@ def machine() -> dict[str, Any]:
 
 
 def command(argv: Sequence[str] | None = None) -> str:
-    """The command line that ran this benchmark, as typed from the repository root."""
+    """The command line that ran this benchmark, as typed from the repository root
+    (``python -m NAME ...`` for a module run with ``-m``)."""
     argv = sys.argv if argv is None else argv
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.startswith("bench."):
+        return shlex.join(["python", "-m", spec.name, *argv[1:]])
     script = Path(argv[0]).resolve()
     try:
         shown = script.relative_to(RESULTS.parents[1]).as_posix()
