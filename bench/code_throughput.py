@@ -71,7 +71,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import code_data
+from bench import code_data, results
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
@@ -623,6 +623,123 @@ def main() -> None:
     report["load_avg_1m_5m_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
     report["targets"] = _targets(report)
     print(json.dumps(report, indent=2))
+    results.record("code_throughput", report, tables(report))
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables, of the parts this run made: ``/v1/code/run`` per setup beside the
+    bare subprocess, the datasets scored, the layer off and on, the largest replies."""
+    out = []
+    if "run" in report:
+        out.append(_run_table(report["run"]))
+    if "leetcode" in report:
+        leet, human = report["leetcode"], report["humaneval"]
+        cases = leet["function_cases"] + leet["asserts_in_assert_items"]
+        out.append(
+            results.table(
+                ["dataset", "items", "cases", "wall s", "cases/s", "rewarded 1.0"],
+                [
+                    [
+                        "LeetCodeDataset v0.3.1 test",
+                        leet["problems"],
+                        f"{cases:,}",
+                        f"{leet['wall_s']:.1f}",
+                        f"{leet['cases_per_s']:,.0f} (target ≥ 300)",
+                        f"{100 * leet['share_rewarded']:.1f} %",
+                    ],
+                    [
+                        "HumanEval",
+                        human["items"],
+                        "",
+                        f"{human['wall_s']:.1f} (target < 10)",
+                        "",
+                        f"{100 * human['share_rewarded']:.1f} %",
+                    ],
+                ],
+                title="`POST /v1/code/score`",
+            )
+        )
+    if "layers" in report:
+        layers = report["layers"]
+        name = layers["layer"]
+        keys = ("runs_per_s", "cpu_ms_per_run", "cases_per_s", "cpu_ms_per_case")
+        out.append(
+            results.table(
+                ["setting", "runs/s", "CPU ms per run", "cases/s", "CPU ms per case"],
+                [
+                    [f"{name} off", *(layers[f"{name}_off"][k] for k in keys)],
+                    [f"{name} on", *(layers[f"{name}_on"][k] for k in keys)],
+                    ["on / off", *(layers["on_vs_off"][k] for k in keys)],
+                ],
+                title=f"One layer off and on, in process ({layers['runs']} runs, "
+                f"{layers['cases']} cases per setting)",
+            )
+        )
+    if "compare" in report:
+        compare = report["compare"]
+        caps = (("default_cap", "the default cap"), ("largest_cap", "the largest cap"))
+        out.append(
+            results.table(
+                [
+                    "reply",
+                    "parse ms",
+                    "walk, equal, ms",
+                    "walk, first differs, ms",
+                    "decode then compare, ms",
+                ],
+                [
+                    [
+                        f"{compare[cap]['max_output_bytes'] // 2**20} MiB ({label}), "
+                        f"{compare[cap]['integers']:,} integers",
+                        compare[cap]["parse_ms"],
+                        compare[cap]["walk_equal_ms"],
+                        compare[cap]["walk_first_differs_ms"],
+                        compare[cap]["decode_then_compare_ms"],
+                    ]
+                    for cap, label in caps
+                ],
+                title="The largest return values (target: parse and walk under "
+                f"{compare['target_ms']} ms)",
+            )
+        )
+    return out
+
+
+def _run_table(run: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/code/run`` of ``print(1)``: each series of the bare subprocess, then of each
+    setup with its ratio to the bare figure (p50 one at a time and paced, runs/s at the
+    higher concurrency)."""
+    bare, rows = run["bare_subprocess"], []
+    series = [key for key in bare if key.startswith(("concurrency_", "paced_"))]
+
+    def described(key: str) -> str:
+        if key == "concurrency_1":
+            return "one at a time"
+        if key.startswith("paced_"):
+            return f"one every {key.removeprefix('paced_').removesuffix('ms')} ms"
+        return f"{key.removeprefix('concurrency_')} at a time"
+
+    def figures(result: dict[str, Any]) -> list[str]:
+        return [f"{result['p50_ms']:.1f}", f"{result['p99_ms']:.1f}", f"{result['per_s']:,.1f}"]
+
+    for key in series:
+        rows.append([f"bare subprocess, {described(key)}", *figures(bare[key]), ""])
+    for name, setup in run["setups"].items():
+        for key in series:
+            ratios = setup["vs_bare"]
+            if key == "concurrency_1":
+                ratio = f"p50 {ratios['latency_ratio_p50_c1']:.2f}×"
+            elif key.startswith("paced_"):
+                ratio = f"p50 {ratios[f'latency_ratio_p50_{key}']:.2f}×"
+            else:
+                concurrency = key.removeprefix("concurrency_")
+                ratio = f"runs/s {ratios[f'throughput_ratio_c{concurrency}']:.2f}×"
+            rows.append([f"service {name}, {described(key)}", *figures(setup[key]), ratio])
+    return results.table(
+        ["run of print(1)", "p50 ms", "p99 ms", "runs/s", "against the bare subprocess"],
+        rows,
+        title="`POST /v1/code/run` (setups: workers × sandbox slots)",
+    )
 
 
 def _run_part(redis_url: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import ROOT, free_port, redis_server, tribunal, wait_ready
 from bench.math_throughput import _warm_up, load_items, service_throughput
 from tests.e2e.containers import Stack, environment, run, running
@@ -139,6 +140,48 @@ def main() -> None:
                     name: round(n / seconds, 1) for name, (n, seconds) in by_name.items()
                 }
     print(json.dumps(report, indent=2))
+    results.record(
+        "compose",
+        report,
+        tables(report),
+        note=f"run as `{report['command']}` (podman and the base images set up first)",
+    )
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables: seconds to build and start, each image's size, and math items/s
+    through the containers against ``tribunal up``."""
+    steps: list[list[object]] = []
+    if report["local_base_images_build_s"] is not None:
+        steps.append(
+            [
+                "local base images (debootstrap, import, Redis image)",
+                report["local_base_images_build_s"],
+            ]
+        )
+    steps += [[f"`{image}`, cold", s] for image, s in report["build_cold_s"].items()]
+    steps += [
+        [f"`{image}`, warm (nothing changed)", s] for image, s in report["build_warm_s"].items()
+    ]
+    steps.append(
+        [
+            "`podman-compose up -d` until every published service's `/readyz` answers 200",
+            report["up_to_ready_s"],
+        ]
+    )
+    containers = report["math_items_per_s_containers"]
+    host = report["math_items_per_s_make_up"]
+    return [
+        results.table(["step", "seconds"], steps),
+        results.table(
+            ["image", "size, MB (uncompressed)"],
+            [[f"`{image}`", f"{mb:,.1f}"] for image, mb in report["image_size_mb"].items()],
+        ),
+        results.table(
+            ["math data set", "containers, items/s", "`tribunal up`, items/s"],
+            [[name, f"{containers[name]:,.0f}", f"{host[name]:,.0f}"] for name in containers],
+        ),
+    ]
 
 
 if __name__ == "__main__":

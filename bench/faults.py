@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, Phase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench.fault_scenarios import Stack, kill_worker, redis_late, restart_redis, status, wait_until
 from tribunal.core.registry import available_services
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
@@ -187,6 +188,71 @@ def main() -> None:
             out["schemathesis_seconds"] = round(time.monotonic() - started, 1)
             out["schemathesis_5xx"] = sum(f["5xx"] for f in out["schemathesis"].values())
     print(json.dumps(out))
+    results.record("faults", out, tables(out))
+
+
+SCENARIOS = {
+    "a_sigkill_worker": "(a) SIGKILL of a worker's process group mid-job",
+    "b_sigterm_worker_group": "(b) SIGTERM of a worker's process group mid-job (exit 0)",
+    "c_redis_restart_aof": "(c) Redis shut down mid-job, started again 2 s later (AOF)",
+    "d_redis_down_at_api_start": "(d) Redis down when API and worker start, back 3 s later "
+    "(`/readyz` 503 meanwhile)",
+}
+COUNTS = ("lost", "duplicated", "wrong", "permanent_errors", "retryable_errors")
+
+
+def tables(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables: per scenario, what went wrong (target: all 0) and how long it took;
+    per service, schemathesis's requests, 5xx and undocumented statuses."""
+    scenario_rows = [
+        [SCENARIOS.get(name, name), *(figures[key] for key in COUNTS), figures["seconds"]]
+        for name, figures in out["scenarios"].items()
+    ]
+    tables_ = [
+        results.table(
+            [
+                "scenario",
+                "lost",
+                "duplicated",
+                "wrong",
+                "permanent errors",
+                "retryable errors",
+                "seconds",
+            ],
+            scenario_rows,
+            title=f"Jobs of {out['items']:,} items",
+        )
+    ]
+    if "schemathesis" in out:
+        fuzzed = out["schemathesis"]
+        rows = [
+            [name, f"{f['requests']:,}", f["5xx"], f["undocumented"], f["not_generated"]]
+            for name, f in fuzzed.items()
+        ]
+        rows.append(
+            [
+                "all",
+                f"{sum(f['requests'] for f in fuzzed.values()):,}",
+                out["schemathesis_5xx"],
+                sum(f["undocumented"] for f in fuzzed.values()),
+                sum(f["not_generated"] for f in fuzzed.values()),
+            ]
+        )
+        tables_.append(
+            results.table(
+                [
+                    "service",
+                    "generated requests",
+                    "answered 5xx",
+                    "status not in the document",
+                    "not generated",
+                ],
+                rows,
+                title=f"schemathesis, valid and invalid requests "
+                f"({out['schemathesis_seconds']:.0f} s)",
+            )
+        )
+    return tables_
 
 
 if __name__ == "__main__":

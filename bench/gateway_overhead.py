@@ -49,6 +49,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import (
     DATA,
     fake_judge_argv,
@@ -332,7 +333,56 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.math_items, args.refiner_items = 3, 64, 16
-    sys.stdout.write(json.dumps(asyncio.run(run(args)), indent=2) + "\n")
+    report = asyncio.run(run(args))
+    sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    results.record("gateway_overhead", report, tables(report))
+
+
+WORKLOADS = {"math": "math", "refiner": "refiner_rubric_citation"}
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: per workload, batches at once and path, items/s (the gateway's change
+    against direct in brackets), batch p50 / p99 and the CPU per item of the verifiers'
+    processes and of the gateway's."""
+    rows = []
+    parts = [
+        (key.partition("_")[0], part)
+        for key, part in report.items()
+        if key.partition("_")[0] in WORKLOADS and isinstance(part, dict)
+    ]
+    parts.sort(key=lambda p: (list(WORKLOADS).index(p[0]), p[1]["batches_in_flight"]))
+    for workload, part in parts:
+        for path in ("direct", "gateway"):
+            figures = part[path]
+            rate = f"{figures['items_per_s']:,.0f}"
+            if path == "gateway":
+                change = f"{-part['overhead_pct_of_throughput']:+.1f} %".replace("-", "−")
+                rate += f" ({change})"
+            cpu = figures["cpu_ms_per_item"]
+            rows.append(
+                [
+                    WORKLOADS[workload],
+                    part["batches_in_flight"],
+                    path,
+                    rate,
+                    f"{figures['p50_batch_ms']:,.0f} / {figures['p99_batch_ms']:,.0f}",
+                    f"{cpu['verifiers']:.3f} + {cpu['gateway']:.3f}",
+                ]
+            )
+    return [
+        results.table(
+            [
+                "workload",
+                "batches at once",
+                "path",
+                "items/s",
+                "batch p50 / p99 ms",
+                "CPU ms per item: verifiers + gateway",
+            ],
+            rows,
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import DATA, redis_server
 from bench.raw_loop import raw_loop
 from tribunal.testing.stack import RunningService, service_stack
@@ -74,6 +75,46 @@ def cpu_s(running: RunningService) -> float:
                 continue
             total += times.user + times.system
     return total
+
+
+def _signed(fraction: float) -> str:
+    return f"{100 * fraction:+.1f} %".replace("-", "−")
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: items/s, CPU per item and items kept, on and off, with the overhead
+    and the range of the rounds' overheads."""
+    rates, cpu = report["rates"], report["cpu_ms_per_item"]
+
+    def rounds(key: str) -> str:
+        values = report[key]
+        return f"(rounds: {_signed(min(values))} to {_signed(max(values))})"
+
+    return [
+        results.table(
+            ["", "recording on (rate 1.0)", "recording off", "overhead"],
+            [
+                [
+                    f"items/s (median of {report['rounds']} rounds)",
+                    f"{rates['on']:,.0f}",
+                    f"{rates['off']:,.0f}",
+                    f"{_signed(report['overhead'])} {rounds('overhead_rounds')}",
+                ],
+                [
+                    "CPU ms per item (API, workers, verification processes)",
+                    f"{cpu['on']:.4f}",
+                    f"{cpu['off']:.4f}",
+                    f"{_signed(report['cpu_overhead'])} {rounds('cpu_overhead_rounds')}",
+                ],
+                [
+                    "items kept at the end (cap 5,000)",
+                    f"{sum(report['kept']['on'].values()):,}",
+                    f"{sum(report['kept']['off'].values()):,}",
+                    "",
+                ],
+            ],
+        )
+    ]
 
 
 def main() -> None:
@@ -153,6 +194,7 @@ def main() -> None:
         "cores": os.cpu_count(),
     }
     print(json.dumps(report))
+    results.record("inspect_overhead", report, tables(report))
 
 
 if __name__ == "__main__":

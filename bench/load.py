@@ -36,6 +36,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import fake_judge_argv
 from tribunal.testing import stack
 
@@ -176,6 +177,71 @@ def main() -> None:
             full.stop()
             stack.stop_process(judge)
     print(json.dumps(result, indent=2))
+    results.record("load", result, tables(result))
+
+
+ENDPOINTS = {
+    "gateway": "gateway `POST /v1/score` (`rloo_math`)",
+    "math": "math `POST /v1/math/score`",
+    "judge": "judge",
+    "citation": "citation",
+    "code": "code",
+}
+
+
+def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables: requests and latency, all and per endpoint; the two targets with the
+    statuses; RSS per process after the warm-up and at the end."""
+    rows = [
+        [
+            "all",
+            f"{result['requests']:,}, {result['throughput_rps']:,.1f}/s",
+            f"{result['p50_ms']:,.0f}",
+            f"{result['p99_ms']:,.0f}",
+        ]
+    ]
+    for name, label in ENDPOINTS.items():
+        entry = result["by_endpoint"].get(name)
+        if entry:
+            rows.append(
+                [
+                    label,
+                    f"{entry['requests']:,}",
+                    f"{entry['p50_ms']:,.0f}",
+                    f"{entry['p99_ms']:,.0f}",
+                ]
+            )
+    statuses = ", ".join(
+        f"{count:,} × {status}" for status, count in sorted(result["status_counts"].items())
+    )
+    growth = result["rss_growth_pct"]
+    return [
+        results.table(
+            ["endpoint", "requests", "p50 ms", "p99 ms"],
+            rows,
+            title=f"{result['users']:,} users for {result['duration_s']:.0f} s",
+        ),
+        results.table(
+            ["figure", "value", "target"],
+            [
+                ["statuses", statuses or "none", ""],
+                ["`errors_other_than_429`", result["errors_other_than_429"], "0"],
+                ["`rss_growth_max_pct`", result["rss_growth_max_pct"], "≤ 10"],
+            ],
+        ),
+        results.table(
+            ["process", "RSS after the warm-up, MB", "at the end, MB", "growth"],
+            [
+                [
+                    label,
+                    start,
+                    result["rss_end_mb"].get(label, ""),
+                    f"{growth[label]:+.1f} %" if label in growth else "",
+                ]
+                for label, start in sorted(result["rss_start_mb"].items())
+            ],
+        ),
+    ]
 
 
 def measure(

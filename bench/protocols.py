@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
+from bench import results
 from bench._stack import DATA
 from tribunal.client import TribunalClient
 from tribunal.testing.stack import RunningService, service_stack, start_service
@@ -305,7 +306,7 @@ def main() -> None:
                 lambda: sandbox_fusion_pass(code, args.runs, 20),
                 lambda: client_run_pass(code, args.runs, 20),
             )
-        results: dict[str, dict[str, list[dict[str, float]]]] = {
+        measured: dict[str, dict[str, list[dict[str, float]]]] = {
             name: {"protocol": [], "client": []} for name in pairs
         }
         deadline = time.monotonic() + args.time_limit_s
@@ -315,10 +316,10 @@ def main() -> None:
             for name, (protocol, client) in pairs.items():
                 order = [("protocol", protocol), ("client", client)]
                 for label, run in order if round_ % 2 == 0 else order[::-1]:
-                    results[name][label].append(asyncio.run(run()))
+                    measured[name][label].append(asyncio.run(run()))
     report: dict[str, Any] = {
         "items": args.items,
-        "rounds": len(results["openrlhf"]["protocol"]),
+        "rounds": len(measured["openrlhf"]["protocol"]),
         "cpus": os.cpu_count(),
         "concurrency": {
             "openrlhf": args.openrlhf_concurrency,
@@ -329,7 +330,7 @@ def main() -> None:
     }
     if not with_code:
         report["sandbox_fusion"] = "skipped: bubblewrap (bwrap) is not installed"
-    for name, paths in results.items():
+    for name, paths in measured.items():
         protocol, client = median_of(paths["protocol"]), median_of(paths["client"])
         report[name] = {
             "protocol": protocol,
@@ -337,6 +338,54 @@ def main() -> None:
             "ratio": round(protocol["rollouts_per_s"] / client["rollouts_per_s"], 3),
         }
     print(json.dumps(report))
+    results.record("protocols", report, tables(report, args.trl_batch))
+
+
+PROTOCOLS = {
+    "openrlhf": "OpenRLHF 0.11.2 `SingleTurnAgentExecutor`, 1 sample a request, {} in flight",
+    "slime": "slime `remote_rm` (quoted), 1 sample a request, {} connections",
+    "trl": "TRL `remote_reward`, batches of {}, one at a time",
+    "sandbox_fusion": "`sandbox-fusion` SDK `run_concurrent(run_code)`, {} threads",
+}
+
+
+def tables(report: dict[str, Any], trl_batch: int) -> list[dict[str, Any]]:
+    """The docs' table: per protocol, the trainer's client and ``tribunal.client`` (rollouts/s,
+    p50 / p99 ms; medians over rounds) and the ratio of their rates."""
+    width = {**report["concurrency"], "trl": trl_batch}
+    rows = []
+    for name, label in PROTOCOLS.items():
+        if not isinstance(report.get(name), dict):
+            continue
+        protocol, client = report[name]["protocol"], report[name]["client"]
+        rows.append(
+            [
+                label.format(width[name]),
+                _figure(protocol["rollouts_per_s"]),
+                f"{_figure(protocol['p50_ms'])} / {_figure(protocol['p99_ms'])}",
+                _figure(client["rollouts_per_s"]),
+                f"{_figure(client['p50_ms'])} / {_figure(client['p99_ms'])}",
+                f"{report[name]['ratio']:.2f}",
+            ]
+        )
+    return [
+        results.table(
+            [
+                "protocol (client, concurrency)",
+                "trainer's client rollouts/s",
+                "p50 / p99 ms",
+                "`tribunal.client` rollouts/s",
+                "p50 / p99 ms",
+                "ratio",
+            ],
+            rows,
+        )
+    ]
+
+
+def _figure(value: float) -> str:
+    """Three significant figures or more: ``38.6``, ``1,524``."""
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ throwaway ``redis-server``; the CPU time is read from ``/proc`` around the run. 
 reached on a small machine is the machines' limit, not Redis's: the figure that carries to a
 bigger one is Redis's CPU per item (and so the bound), with Redis's CPU share beside it.
 
-    python bench/redis_ceiling.py --items 100000 --job-size 1000 --workers 2
+    python bench/redis_ceiling.py --items 50000 20000 --job-size 1000 16 --runs 3
+
+Each job size runs with the items given in the same place (one ``--items`` for all); the
+runs and their ranges go to ``bench/results/redis_ceiling.json``.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import multiprocessing
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench.noop import run_noop_worker, submit_and_wait
 from tribunal.testing.stack import redis_server
 
@@ -67,18 +72,66 @@ def measure(items: int, job_size: int, workers: int) -> dict[str, float]:
     }
 
 
+def tables(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The docs' table: per job size, the range over runs of each figure."""
+    rows = []
+    for size in sizes:
+        runs = size["runs"]
+
+        def figure(key: str, runs: list[dict[str, float]] = runs) -> list[float]:
+            return [run[key] for run in runs]
+
+        rows.append(
+            [
+                f"{size['job_size']:,} items",
+                results.span(figure("redis_cpu_ms_per_item"), ".4f"),
+                results.span(figure("redis_bound_items_per_s")),
+                results.span(figure("items_per_s")),
+                results.span([100 * share for share in figure("redis_cpu_share")], ".0f", " %"),
+            ]
+        )
+    return [
+        results.table(
+            [
+                "jobs of",
+                "Redis CPU ms per item",
+                "bound (items/s)",
+                "reached here (items/s)",
+                "Redis busy",
+            ],
+            rows,
+        )
+    ]
+
+
 def main() -> None:
-    """Command line: print one JSON object per run and the range."""
+    """Command line: print one JSON object with every run, and record it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=100_000, help="Items per run (<= 10^6).")
-    parser.add_argument("--job-size", type=int, default=1000, help="Items per job.")
+    parser.add_argument(
+        "--items", type=int, nargs="+", default=[100_000], help="Items per run (<= 10^6)."
+    )
+    parser.add_argument("--job-size", type=int, nargs="+", default=[1000], help="Items per job.")
     parser.add_argument("--workers", type=int, default=2, help="Noop worker processes.")
     parser.add_argument("--runs", type=int, default=3, help="Runs (<= 10).")
     args = parser.parse_args()
-    if not (1 <= args.items <= 1_000_000 and 1 <= args.runs <= 10 and args.workers >= 1):
+    items = args.items if len(args.items) > 1 else args.items * len(args.job_size)
+    if len(items) != len(args.job_size):
+        parser.error("give one --items, or one per --job-size")
+    if not (all(1 <= n <= 1_000_000 for n in items) and 1 <= args.runs <= 10):
         parser.error("bounded: --items 1..1000000, --runs 1..10")
-    runs = [measure(args.items, args.job_size, args.workers) for _ in range(args.runs)]
-    print(json.dumps({"args": vars(args), "runs": runs}, indent=2))
+    if args.workers < 1:
+        parser.error("--workers: at least 1")
+    sizes = [
+        {
+            "job_size": job_size,
+            "items": n,
+            "runs": [measure(n, job_size, args.workers) for _ in range(args.runs)],
+        }
+        for n, job_size in zip(items, args.job_size, strict=True)
+    ]
+    report = {"args": vars(args), "sizes": sizes}
+    print(json.dumps(report, indent=2))
+    results.record("redis_ceiling", report, tables(sizes))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,20 @@ def table(
     }
 
 
+def span(values: Sequence[float], spec: str = ",.0f", suffix: str = "") -> str:
+    """The range of ``values`` as a cell, ``"low–high"`` each written with the format
+    ``spec`` (``",.1f"``), then ``suffix`` (``" %"``); one value where low and high read
+    the same. Several runs of a benchmark are shown this way.
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    if not values:
+        raise ValueError("no values")
+    low, high = (format(v, spec) for v in (min(values), max(values)))
+    return (low if low == high else f"{low}–{high}") + suffix
+
+
 def machine() -> dict[str, Any]:
     """The machine a benchmark ran on: CPU model and cores (usable by this process), OS,
     Python, and the load average when the result is written."""
@@ -66,8 +80,12 @@ def machine() -> dict[str, Any]:
 
 
 def command(argv: Sequence[str] | None = None) -> str:
-    """The command line that ran this benchmark, as typed from the repository root."""
+    """The command line that ran this benchmark, as typed from the repository root
+    (``python -m NAME ...`` for a module run with ``-m``)."""
     argv = sys.argv if argv is None else argv
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.startswith("bench."):
+        return shlex.join(["python", "-m", spec.name, *argv[1:]])
     script = Path(argv[0]).resolve()
     try:
         shown = script.relative_to(RESULTS.parents[1]).as_posix()

@@ -55,6 +55,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import TribunalClient
 
@@ -402,6 +403,7 @@ def main() -> None:
     parser.add_argument("--code-runs", type=int, default=400)
     parser.add_argument("--code-in-flight", type=int, default=4, help="Runs in flight per slot.")
     parser.add_argument("--skip-code", action="store_true")
+    parser.add_argument("--record", default="scaling", help="Result name: bench/results/NAME.json.")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": "python bench/scaling.py " + " ".join(sys.argv[1:]),
@@ -427,6 +429,68 @@ def main() -> None:
         report["code_slot_busy_share"] = code["slot_busy_share"]
     report["load_average_after"] = os.getloadavg()[0]
     print(json.dumps(report, indent=2))
+    results.record(args.record, report, tables(report))
+
+
+def _kinds(per_item: dict[str, float]) -> str:
+    return " / ".join(f"{per_item[kind]:.2f}" for kind in ("api", "worker_main", "pool", "redis"))
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' tables: math (and code, when run) through the service against the same
+    work with no service."""
+    math = report["math"]
+    out = [
+        results.table(
+            [
+                "setup",
+                "items/s (hardware's limit)",
+                "CPU ms / item: service (no service)",
+                "service by process: API / worker / pool / Redis",
+                "ratio (target ≤ 1.25)",
+                "verification processes busy (target ≥ 90 %)",
+            ],
+            [
+                [
+                    f"{math['setup']}, {math['items']:,} MATH-500 items",
+                    f"{math['items_per_s']:,.0f} ({math['hardware_limit_items_per_s']:,.0f})",
+                    f"{math['service_cpu_ms_per_item']['total']:.2f} "
+                    f"({math['no_service']['parallel_cpu_ms_per_item']:.2f})",
+                    _kinds(math["service_cpu_ms_per_item"]),
+                    f"{report['math_cpu_ratio']:.2f}",
+                    f"{100 * math['pool_busy_share']:.0f} %",
+                ]
+            ],
+            title="Math",
+        )
+    ]
+    if "code" in report:
+        code = report["code"]
+        out.append(
+            results.table(
+                [
+                    "setup",
+                    "runs/s (no service)",
+                    "CPU ms / run: service (no service)",
+                    "service by process: API / worker / sandboxes / Redis",
+                    "ratio (target ≤ 1.3)",
+                    "slot time kept busy",
+                ],
+                [
+                    [
+                        f"{code['setup']}, {code['runs']:,} runs",
+                        f"{code['runs_per_s']:,.1f} ({code['no_service']['runs_per_s']:,.1f})",
+                        f"{code['service_cpu_ms_per_run']['total']:.1f} "
+                        f"({code['no_service']['cpu_ms_per_run']:.1f})",
+                        _kinds(code["service_cpu_ms_per_run"]),
+                        f"{report['code_cpu_ratio']:.2f}",
+                        f"{100 * code['slot_busy_share']:.0f} %",
+                    ]
+                ],
+                title="Sandboxed runs through `/v1/code/run`, one per request",
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from bench import results as bench_results
 from bench.training_data import write_datasets
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 from tribunal.testing.stack import (
@@ -301,7 +302,12 @@ def scenarios(fs: FaultStack, steps: int, out: Path) -> dict[str, dict[str, Any]
     results = {}
     for seed, (name, spec, n_steps, policy, faults) in enumerate(plan, start=1000):
         raw = trainer_config(fs, spec, n_steps, policy, seed)
-        results[name] = run_trainer(raw, out / name, faults)
+        results[name] = {
+            "spec": spec,
+            "policy": policy,
+            "planned_steps": n_steps,
+            **run_trainer(raw, out / name, faults),
+        }
         logger.info("%s: %s", name, json.dumps(results[name]))
     return results
 
@@ -321,6 +327,78 @@ def main() -> None:
     results["wall_s"] = round(time.monotonic() - started, 1)
     results["workdir"] = str(tmp)
     print(json.dumps(results, indent=2))
+    bench_results.record("stack_faults", results, tables(results))
+
+
+FAULTS = {
+    "restart_redis": "Redis down 5 s (SIGTERM, then started on its AOF)",
+    "restart_gateway": "gateway API stopped and started",
+    "judge_slow_then_down_stop": "judge's model 1 s a call after step 1, down after step 2",
+    "judge_down_drop_group": "judge's model down",
+}
+
+
+def _label(name: str, run: dict[str, Any]) -> str:
+    if name.startswith("kill_"):
+        services = name.removeprefix("kill_").removesuffix("_workers").split("_")
+        fault = f"{' and '.join(services)} workers SIGKILLed, started again"
+    else:
+        fault = FAULTS.get(name, name)
+    return f"{fault} (`{run['spec']}`, `{run['policy']}`)"
+
+
+def _classes(run: dict[str, Any]) -> str:
+    failures = ", ".join(f"`{k}` {v:g}" for k, v in sorted(run["failures"].items()))
+    errors = ", ".join(f"`{k}` {v:g}" for k, v in sorted(run["item_errors"].items()))
+    if errors:
+        failures += f" (items: {errors})"
+    if run["stopped"]:
+        failures = (failures + "; " if failures else "") + "stopped, the message below"
+    return failures or "—"
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: per scenario, steps done, the share scored and the reward wait per
+    step (the longest in bold where a fault was made), groups dropped, retries, failures by
+    class."""
+    rows = []
+    for name, run in report.items():
+        if not isinstance(run, dict):
+            continue
+        waits = [f"{w:.2f}" for w in run["reward_wait_s"]]
+        if run["faults"] and waits:
+            longest = max(range(len(waits)), key=lambda i: run["reward_wait_s"][i])
+            waits[longest] = f"**{waits[longest]}**"
+        steps = (
+            f"stopped in step {run['steps'] + 1}"
+            if run["stopped"]
+            else f"{run['steps']} / {run['planned_steps']}"
+        )
+        rows.append(
+            [
+                _label(name, run),
+                steps,
+                ", ".join(f"{f:g}" for f in run["scored_fraction"]),
+                ", ".join(waits),
+                f"{run['dropped']:g}",
+                f"{run['retries']:g}",
+                _classes(run),
+            ]
+        )
+    return [
+        bench_results.table(
+            [
+                "scenario (spec, policy)",
+                "steps",
+                "scored per step",
+                "reward wait per step, s",
+                "groups dropped",
+                "retries",
+                "failures by class",
+            ],
+            rows,
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import results
+
 ROOT = Path(__file__).resolve().parents[1]
+
 GSM8K = ROOT.parent / "shared" / "data" / "math" / "gsm8k_test.jsonl"
 WORKLOAD = {
     "prompts_per_step": 8,
@@ -180,24 +185,53 @@ def main() -> None:
     finally:
         server.stop()
     best = min(parts["ours0"]["step_s"], parts["ours1"]["step_s"])
-    print(
-        json.dumps(
-            {
-                "command": "python bench/trainer_overlap.py "
-                f"--steps {args.steps} --latency-s {args.latency_s}",
-                "model": "random Qwen3, hidden 64, 2 layers (CPU, fp32)",
-                "workload": WORKLOAD,
-                "reward_latency_s_per_job": args.latency_s,
-                "steps_counted": args.steps - 1,
-                "async_steps_0": parts["ours0"],
-                "async_steps_1": parts["ours1"],
-                "trl_grpo_trainer": parts["trl"],
-                "reward_wait_under_10pct": parts["ours1"]["reward_wait_share"] < 0.10,
-                "step_time_at_most_trl": best <= parts["trl"]["step_s"],
-            },
-            indent=2,
+    report = {
+        "command": "python bench/trainer_overlap.py "
+        f"--steps {args.steps} --latency-s {args.latency_s}",
+        "model": "random Qwen3, hidden 64, 2 layers (CPU, fp32)",
+        "workload": WORKLOAD,
+        "reward_latency_s_per_job": args.latency_s,
+        "steps_counted": args.steps - 1,
+        "async_steps_0": parts["ours0"],
+        "async_steps_1": parts["ours1"],
+        "trl_grpo_trainer": parts["trl"],
+        "reward_wait_under_10pct": parts["ours1"]["reward_wait_share"] < 0.10,
+        "step_time_at_most_trl": best <= parts["trl"]["step_s"],
+    }
+    print(json.dumps(report, indent=2))
+    results.record("trainer_overlap", report, tables(report))
+
+
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: seconds per step and its split (means over the counted steps) for
+    ``async_steps`` 0 and 1, and TRL's step time."""
+
+    def ours(run: dict[str, Any]) -> list[str]:
+        return [
+            f"{run['step_s']:.2f}",
+            f"{run['generation_s']:.2f}",
+            f"{run['reward_wait_s']:.3f}",
+            f"{run['train_s']:.2f}",
+            f"{100 * run['reward_wait_share']:.1f} %",
+        ]
+
+    return [
+        results.table(
+            ["run", "s / step", "generation", "reward wait", "training", "reward wait share"],
+            [
+                ["`async_steps: 0`", *ours(report["async_steps_0"])],
+                ["`async_steps: 1`", *ours(report["async_steps_1"])],
+                [
+                    "TRL `GRPOTrainer`",
+                    f"{report['trl_grpo_trainer']['step_s']:.2f}",
+                    "–",
+                    "–",
+                    "–",
+                    "–",
+                ],
+            ],
         )
-    )
+    ]
 
 
 if __name__ == "__main__":

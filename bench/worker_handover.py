@@ -1,7 +1,9 @@
 """How many verification processes one worker process keeps busy: a many-core question that
 a 2-core machine can answer.
 
-Run: ``python bench/worker_handover.py`` (prints one JSON object; about a minute).
+Run: ``python bench/worker_handover.py`` (prints one JSON object and records it in
+``bench/results/worker_handover.json``, or ``worker_handover_math500.json`` with
+``--math500``; about a minute).
 
 On a 16-core machine a math worker with 14 verification processes kept them 41 % busy
 (README, "Scaling with cores"): the limit was the worker's hand-over of items to its pool
@@ -47,6 +49,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench._stack import redis_server
 from tribunal.core.cache import NoCache
 from tribunal.core.chunking import ChunkedCalls
@@ -186,6 +189,31 @@ async def measure(
     }
 
 
+def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The docs' table: one column per process count, the busy share, the worker's CPU per
+    item and the items/s against the ideal."""
+    runs = report["runs"]
+    return [
+        results.table(
+            ["processes", *(str(run["processes"]) for run in runs)],
+            [
+                [
+                    "share of the processes' time kept busy",
+                    *(f"{100 * run['busy_share']:.0f} %" for run in runs),
+                ],
+                [
+                    "worker CPU ms per item",
+                    *(f"{run['worker_cpu_ms_per_item']:.2f}" for run in runs),
+                ],
+                [
+                    "items/s (ideal)",
+                    *(f"{run['items_per_s']:,} ({run['ideal_items_per_s']:,})" for run in runs),
+                ],
+            ],
+        )
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--processes", type=int, nargs="+", default=[2, 4, 8, 14])
@@ -223,6 +251,8 @@ def main() -> None:
         report["runs"] = [asyncio.run(measure(redis_url, p, args, seconds)) for p in args.processes]
     report["load_average_after"] = os.getloadavg()[0]
     print(json.dumps(report, indent=2))
+    name = "worker_handover_math500" if args.math500 else "worker_handover"
+    results.record(name, report, tables(report))
 
 
 if __name__ == "__main__":

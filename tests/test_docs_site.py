@@ -4,6 +4,7 @@ its API reference from the docstrings, and a broken link failing the build."""
 from __future__ import annotations
 
 import html
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,23 @@ def test_a_benchmark_result_renders_each_table_with_its_source(tmp_path: Path) -
         hooks.bench_markdown("bad", tmp_path)
     with pytest.raises(ValueError, match="2 cells for 1 columns"):
         results.table(["a"], [[1, 2]])
+
+
+def test_the_command_is_written_as_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = str(ROOT / "bench" / "x.py")
+    assert results.command([script, "--rounds", "2"]) == "python bench/x.py --rounds 2"
+    module = types.ModuleType("__main__")
+    module.__spec__ = importlib.machinery.ModuleSpec("bench.x", None)
+    monkeypatch.setitem(sys.modules, "__main__", module)
+    assert results.command([script, "--steps", "4"]) == "python -m bench.x --steps 4"
+
+
+def test_a_range_of_runs_is_one_cell() -> None:
+    assert results.span([3.0, 1200.4, 7.0]) == "3–1,200"
+    assert results.span([0.104, 0.1041], ".2f", " %") == "0.10 %"
+    assert results.span([89.4, 92.0], ".0f", " %") == "89–92 %"
+    with pytest.raises(ValueError, match="no values"):
+        results.span([])
 
 
 def _hooks() -> Any:
