@@ -483,6 +483,17 @@ async def test_a_large_reply_is_compared_by_its_bytes(
     assert len(parsed) == 1
 
 
+async def test_a_return_value_that_looks_like_records_is_data(code_verifier: CodeVerifier) -> None:
+    """The value's length is the driver's, counted from the bytes it writes: text that looks
+    like a record, a length or a newline in a returned string moves no frame of the channel."""
+    fake = "\n" + "0" * 64 + ' {"i": 1, "status": "ok", "value_bytes": 2}\n[]'
+    cases = [{"args": [0], "expected": fake}, {"args": [1], "expected": 1}]
+    tests = {"kind": "function", "entry_point": "f", "cases": cases}
+    code = f"def f(k):\n    return {fake!r} if k == 0 else 1\n"
+    outcome = await score(code_verifier, code, tests)
+    assert verdicts(outcome) == ["accepted", "accepted"]
+
+
 async def test_a_reply_the_driver_writes_longer_than_the_cap_is_an_output_limit(
     code_verifier: CodeVerifier,
 ) -> None:
