@@ -669,12 +669,12 @@ class SandboxSession:
     async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Wait for the next record of the result channel.
 
-        Args:
-            timeout_s: Wait at most this long (and never past the session deadline).
-
         A return value's bytes, which follow their record (``value_bytes`` of
         ``protocol.CallRecord``), are read too and left unparsed in the record, as
         ``value_json``: the caller compares them (``compare.reply_matches``).
+
+        Args:
+            timeout_s: Wait at most this long (and never past the session deadline).
 
         Raises:
             asyncio.TimeoutError: Nothing arrived in time.
