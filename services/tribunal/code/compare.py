@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from itertools import chain
+from itertools import chain, groupby
 from typing import Any
 
 import orjson
@@ -273,6 +273,19 @@ def _unwritable(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
+def _kinds(level: list[Any]) -> set[type]:
+    """The types of ``level``'s items. A list of one type (the usual answer) is found by one
+    pass that would stop where a second type starts (24 ms for two million integers, against
+    33 for a set of their types); only a list of several types is then made a set of them."""
+    runs = groupby(map(type, level))
+    first = next(runs, None)
+    if first is None:
+        return set()
+    if next(runs, None) is None:
+        return {first[0]}
+    return set(map(type, level))
+
+
 def expected_json(expected: Any, max_nodes: int) -> tuple[bytes, bool] | None:
     """The compact JSON of ``expected`` (written by orjson), where its bytes may stand for it.
 
@@ -281,8 +294,10 @@ def expected_json(expected: Any, max_nodes: int) -> tuple[bytes, bool] | None:
     a dict as a ``$dict`` of pairs; no tuple, ``Enum``, ``UUID``, subclass or NaN, which orjson
     would write as the JSON of something else), at most :data:`_MAX_LEVELS` deep, and of at
     most ``max_nodes`` values in all (a reply of ``max_nodes`` bytes holds no more). The types
-    are checked a level at a time, each level with one pass in C (``set(map(type, ...))``),
-    so the work is linear in ``expected`` and stops at ``max_nodes``.
+    are checked a level at a time, each level in C (:func:`_kinds`), so the work is linear in
+    ``expected`` and stops at ``max_nodes``. Types are told apart by ``==`` and their hash: a
+    class whose metaclass makes it equal to ``int`` would pass for one (``expected`` is the
+    trainer's data, never the program's).
 
     Returns:
         ``(text, canonical)``: ``canonical`` when ``expected`` holds no ``str`` and no
@@ -293,7 +308,7 @@ def expected_json(expected: Any, max_nodes: int) -> tuple[bytes, bool] | None:
     nodes = 1
     seen: set[type] = set()
     for _ in range(_MAX_LEVELS):
-        kinds = set(map(type, level))
+        kinds = _kinds(level)
         if not kinds <= _JSON_KINDS:
             return None
         seen |= kinds
@@ -354,7 +369,7 @@ def reply_matches(
     a malformed object).
 
     The work before any parse is linear in ``expected`` (checking its types and writing it:
-    about 55 ms for two million integers, the 16 MiB cap's worth) and in ``reply`` (a
+    about 50 ms for two million integers, the 16 MiB cap's worth) and in ``reply`` (a
     ``memcmp``, or one pass of ``bytes.translate``), and is all there is where the bytes
     decide. It is skipped where the reply's value is an object (a tuple, a dict ...), which
     neither rule can use.
