@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 import math
+from typing import Any
+
+import pytest
 
 from tribunal.code.codec import encode_value
 from tribunal.code.compare import (
     normalise_stdout,
+    reply_matches,
     return_value_matches,
     stdout_matches,
     values_equal,
 )
+from tribunal.code.protocol import dumps
+from tribunal.core import jsonparse
 
 
 def test_stdout_ignores_trailing_whitespace_and_final_newlines() -> None:
@@ -120,3 +127,111 @@ def test_a_list_of_scalars_is_compared_type_by_type() -> None:
     ):
         assert return_value_matches(expected, encode_value(returned)) == (False, None)
     assert return_value_matches([1, True, None], encode_value((1, True, None))) == (True, None)
+
+
+# -- return values as bytes (reply_matches) ---------------------------------------------------
+
+
+def reply(value: object) -> bytes:
+    """A return value's bytes as the driver sends them."""
+    return dumps(encode_value(value)).encode()
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The replies that were parsed (the others were decided by their bytes alone)."""
+    seen: list[bytes] = []
+    real = jsonparse.loads
+
+    def loads(data: bytes) -> Any:
+        seen.append(data)
+        return real(data)
+
+    monkeypatch.setattr(jsonparse, "loads", loads)
+    return seen
+
+
+BIG = list(range(10**6, 10**6 + 200_000))
+
+
+def test_an_equal_reply_matches_by_its_bytes(parsed: list[bytes]) -> None:
+    assert reply_matches(BIG, reply(BIG)) == (True, None)
+    mixed = [[1, True], None, 'a\n"', 2.5, -0.0, 1e16, [[]], 2**64 - 1, False]
+    assert reply_matches(mixed, reply(mixed)) == (True, None)
+    assert reply_matches(mixed, reply(mixed), float_tolerance=1e-6) == (True, None)
+    assert parsed == []
+
+
+def test_a_canonical_reply_that_differs_is_a_mismatch_by_its_bytes(parsed: list[bytes]) -> None:
+    assert reply_matches(BIG, reply([*BIG[:-1], BIG[-1] + 1])) == (False, None)
+    assert reply_matches(BIG, reply([True, *BIG[1:]])) == (False, None)
+    assert reply_matches(BIG, reply(BIG[:-1])) == (False, None)
+    assert reply_matches([[1], None], reply([[1], 0])) == (False, None)
+    assert reply_matches([True], reply([1])) == (False, None)
+    assert reply_matches([1], reply([True])) == (False, None)
+    assert reply_matches([1], reply([1e-05])) == (False, None)  # a float, in the same bytes
+    assert parsed == []
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+@pytest.mark.parametrize(
+    ("expected", "returned", "tolerance", "matches"),
+    [
+        (BIG, tuple(BIG), None, True),  # a tuple is a list
+        ([[1, 2], [3]], [(1, 2), [3]], None, True),
+        ([1], [1.0], None, False),
+        ([1.0, 2.5], [1, 2.5], None, True),  # a float answer may be an int
+        ([0.5], [0.5 + 1e-9], 1e-6, True),
+        ([0.5], [0.5 + 1e-9], None, False),
+        ([0.0], [-0.0], None, True),
+        ([-0.0], [0.0], None, True),
+        ([1e-05], [1e-05], None, True),  # orjson writes 0.00001, the driver 1e-05
+        (["é\x7f"], ["é\x7f"], None, True),  # orjson writes UTF-8 and DEL, the driver escapes
+        ({"a": 1, "b": [2]}, {"b": [2], "a": 1}, None, True),  # any order
+        ({"a": 1}, {"a": 2}, None, False),
+        ([10**20], [10**20], None, True),  # past 64 bits: orjson writes none
+        (["\ud800"], ["\ud800"], None, True),  # a lone surrogate: orjson writes none
+        ([math.nan], [math.nan], None, True),
+        ([math.nan], [None], None, False),  # orjson would write NaN as null
+        ((1, 2), [1, 2], None, False),  # the walk matches no tuple; orjson writes a list
+        ([Colour.RED], [1], None, False),  # nor an Enum, which orjson writes as its value
+        ([Level.LOW], [1], None, False),
+        ([["x"]], [["y"]], None, False),
+    ],
+)
+def test_replies_the_bytes_cannot_decide_are_parsed_and_walked(
+    parsed: list[bytes], expected: Any, returned: Any, tolerance: float | None, matches: bool
+) -> None:
+    verdict = reply_matches(expected, reply(returned), tolerance)
+    assert verdict == (matches, None)
+    assert len(parsed) == 1
+    assert verdict == return_value_matches(expected, encode_value(returned), tolerance)
+
+
+def test_bytes_and_walk_agree_on_every_pair() -> None:
+    atoms: list[Any] = [0, 1, -1, 2**63, 2**64, True, False, None, 0.0, -0.0, 1.0, 1e-05, 1e16]
+    atoms += [math.nan, math.inf, "", "a", "é", "\ud800", "null", (1,), {"a": 1}, Colour.RED]
+    values = [*atoms, [], [1, 2], [[1], [True, None]], [1, "a"], [[1.5]], ([], [1]), [[[]]]]
+    for expected in values:
+        for returned in values:
+            for tolerance in (None, 1e-6):
+                assert reply_matches(expected, reply(returned), tolerance) == return_value_matches(
+                    expected, encode_value(returned), tolerance
+                ), (expected, returned, tolerance)
+
+
+def test_an_expected_value_larger_than_the_reply_is_not_encoded(parsed: list[bytes]) -> None:
+    """More values than the reply has bytes: the bytes cannot be equal, the type check stops
+    there (a cyclic value too), and the walk decides."""
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    assert reply_matches(cyclic, reply([[[]]])) == (False, None)
+    assert reply_matches(BIG, reply([1])) == (False, None)
+    assert len(parsed) == 2

@@ -26,6 +26,7 @@ from tribunal.code.api import create_app
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.runner import Runner
 from tribunal.code.settings import CodeSettings
+from tribunal.core import jsonparse
 from tribunal.core.cache import MemoryCache, cache_entry
 from tribunal.core.envelope import ItemOutcome, VerifierInfo
 from tribunal.core.queue.base import QueuedItem
@@ -531,6 +532,61 @@ async def test_large_hostile_replies_are_wrong_answers(
     code = f"import os, time\ndef f():\n    {body}\n"
     outcome = await score(code_verifier, code, tests, limits=limits)
     assert verdicts(outcome) == ["wrong_answer"]
+
+
+async def test_a_large_reply_is_compared_by_its_bytes(
+    code_verifier: CodeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Return values of 100,000 integers (590 kB): the equal one is accepted, one integer off
+    or a bool for an int is a wrong answer, all three without parsing the reply; a tuple of
+    the same integers is parsed and walked, and accepted."""
+    parsed: list[int] = []
+    real = jsonparse.loads
+
+    def loads(data: bytes) -> Any:
+        if len(data) > 100_000:  # a reply, not a record
+            parsed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(jsonparse, "loads", loads)
+    expected = list(range(100_000))
+    cases = [{"args": [k], "expected": expected} for k in range(4)]
+    tests = {"kind": "function", "entry_point": "f", "cases": cases}
+    code = """
+        def f(k):
+            v = list(range(100_000))
+            if k == 1:
+                v[-1] += 1
+            if k == 2:
+                v[5] = True
+            return tuple(v) if k == 3 else v
+    """
+    outcome = await score(code_verifier, code, tests)
+    assert verdicts(outcome) == ["accepted", "wrong_answer", "wrong_answer", "accepted"]
+    assert len(parsed) == 1
+
+
+async def test_a_return_value_that_looks_like_records_is_data(code_verifier: CodeVerifier) -> None:
+    """The value's length is the driver's, counted from the bytes it writes: text that looks
+    like a record, a length or a newline in a returned string moves no frame of the channel."""
+    fake = "\n" + "0" * 64 + ' {"i": 1, "status": "ok", "value_bytes": 2}\n[]'
+    cases = [{"args": [0], "expected": fake}, {"args": [1], "expected": 1}]
+    tests = {"kind": "function", "entry_point": "f", "cases": cases}
+    code = f"def f(k):\n    return {fake!r} if k == 0 else 1\n"
+    outcome = await score(code_verifier, code, tests)
+    assert verdicts(outcome) == ["accepted", "accepted"]
+
+
+async def test_a_reply_the_driver_writes_longer_than_the_cap_is_an_output_limit(
+    code_verifier: CodeVerifier,
+) -> None:
+    """The driver writes the value it passes on itself: "1E15" becomes 1000000000000000.0,
+    3.8 times as long. The cap holds for what it sends."""
+    value = '{"v": [' + ",".join(["1E15"] * 20_000) + '], "o": []}'
+    limits = {"max_output_bytes": 100_000}
+    outcome = await score(code_verifier, forged_reply(value), ONE_CALL, limits=limits)
+    [case] = outcome.details["tests"]
+    assert verdicts(outcome) == ["runtime_error"] and "output limit" in case["message"]
 
 
 # -- classes 4 and 5: memory outside the limits, kernel surface -----------------------------------

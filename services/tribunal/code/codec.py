@@ -3,8 +3,9 @@
 Values cross as data, never pickle: an object whose ``__eq__`` always says True arrives as
 plain data. The driver encodes return values in the worker (:func:`encode_value`) and checks
 what the worker sent before passing it on (:func:`wire_problem`); the test sandbox decodes
-relayed values (:func:`decode_value`); the service compares wire values without decoding them
-(``compare.return_value_matches``) and encodes the arguments of calls.
+relayed values (:func:`decode_value`); the service compares the bytes of their JSON, and walks
+wire values without decoding them where the bytes cannot decide (``compare.reply_matches``),
+and encodes the arguments of calls.
 
 This module ships into the sandbox with ``protocol.py`` and ``driver.py`` (see
 ``sandbox.driver_source``): only cheap C modules at import time.

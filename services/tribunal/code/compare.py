@@ -4,13 +4,22 @@ Expected outputs never enter a sandbox: the driver hands out raw stdout bytes an
 return values, and the decision is made here, on plain data. Comparison is type-strict and
 fails closed: ``True`` is not ``1``, a tuple is a list (JSON has no tuples) but a set, an
 object or a malformed value never equals anything.
+
+A return value arrives as the bytes of its JSON (:func:`reply_matches`): they are compared
+with the expected value's own JSON before anything is parsed, and parsed and walked
+(:func:`return_value_matches`) only where the bytes cannot decide.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from itertools import chain, groupby
 from typing import Any
+
+import orjson
+
+from tribunal.core import jsonparse
 
 
 def normalise_stdout(text: str) -> list[str]:
@@ -231,3 +240,153 @@ def return_value_matches(  # noqa: C901 - one flat type dispatch reads best
         if not ok:
             return False, _mismatch(node)
     return True, None
+
+
+# --------------------------------------------------------------------------------------------
+# Return values as bytes: compared before they are parsed
+# --------------------------------------------------------------------------------------------
+
+_HEAD = b'{"v":'
+_TAIL = b',"o":[]}'
+"""The driver's JSON of a wire value without objects is ``_HEAD + <JSON of v> + _TAIL``."""
+_OBJECT = ord("{")
+
+_JSON_KINDS = frozenset((list, int, str, bool, float, type(None)))
+_CANONICAL_KINDS = frozenset((list, int, bool, type(None)))
+"""A value made of these alone has exactly one compact JSON text (see :func:`reply_matches`)."""
+_CANONICAL_BYTES = b"0123456789-,[]aeflnrstu"
+"""Every byte the compact JSON of such a value can hold (digits, ``-``, ``,``, brackets, and
+the letters of ``true``, ``false`` and ``null``)."""
+_MAX_LEVELS = 100
+"""Deepest expected value the bytes are compared for: the driver passes on no deeper return
+value (``codec._MAX_WIRE_DEPTH``), and a cyclic expected value must not go round forever."""
+_ORJSON_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+"""Subclasses, dataclasses and dates go to ``default`` (which refuses them) instead of being
+written as JSON (a second line of defence: the types are checked first)."""
+
+
+def _unwritable(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def _kinds(level: list[Any]) -> set[type]:
+    """The types of ``level``'s items. A list of one type (the usual answer) is found by one
+    pass that would stop where a second type starts (24 ms for two million integers, against
+    33 for a set of their types); only a list of several types is then made a set of them."""
+    runs = groupby(map(type, level))
+    first = next(runs, None)
+    if first is None:
+        return set()
+    if next(runs, None) is None:
+        return {first[0]}
+    return set(map(type, level))
+
+
+def expected_json(expected: Any, max_nodes: int) -> tuple[bytes, bool] | None:
+    """The compact JSON of ``expected`` (written by orjson), where its bytes may stand for it.
+
+    That is where ``expected`` is made of lists, ``str``, ``int`` (at most 64 bits), ``bool``,
+    ``None`` and finite ``float`` alone, each of exactly that type (no dict: the driver writes
+    a dict as a ``$dict`` of pairs; no tuple, ``Enum``, ``UUID``, subclass or NaN, which orjson
+    would write as the JSON of something else), at most :data:`_MAX_LEVELS` deep, and of at
+    most ``max_nodes`` values in all (a reply of ``max_nodes`` bytes holds no more). The types
+    are checked a level at a time, each level in C (:func:`_kinds`), so the work is linear in
+    ``expected`` and stops at ``max_nodes``. Types are told apart by ``==`` and their hash: a
+    class whose metaclass makes it equal to ``int`` would pass for one (``expected`` is the
+    trainer's data, never the program's).
+
+    Returns:
+        ``(text, canonical)``: ``canonical`` when ``expected`` holds no ``str`` and no
+        ``float`` (its JSON text is then the only one of its value); None where the bytes may
+        not stand for ``expected``.
+    """
+    level: list[Any] = [expected]
+    nodes = 1
+    seen: set[type] = set()
+    for _ in range(_MAX_LEVELS):
+        kinds = _kinds(level)
+        if not kinds <= _JSON_KINDS:
+            return None
+        seen |= kinds
+        if float in kinds:
+            floats = level if len(kinds) == 1 else [x for x in level if type(x) is float]
+            if not all(map(math.isfinite, floats)):
+                return None
+        if list not in kinds:
+            break
+        lists = level if len(kinds) == 1 else [x for x in level if type(x) is list]
+        nodes += sum(map(len, lists))  # the next level, counted before it is built
+        if nodes > max_nodes:
+            return None
+        level = lists[0] if len(lists) == 1 else list(chain.from_iterable(lists))
+    else:
+        return None
+    try:
+        text = orjson.dumps(expected, option=_ORJSON_STRICT, default=_unwritable)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a lone surrogate
+        return None
+    return text, seen <= _CANONICAL_KINDS
+
+
+def reply_matches(
+    expected: Any, reply: bytes, float_tolerance: float | None = None
+) -> tuple[bool, str | None]:
+    """Compare a return value, as the bytes of its JSON from the driver, with ``expected``.
+
+    Same verdict and message as :func:`return_value_matches` of the parsed ``reply``, which
+    is what runs where the bytes cannot decide. ``reply`` is the driver's compact JSON of a
+    wire value it checked (``codec.wire_problem``) and wrote itself (``protocol.dumps``: ASCII,
+    integers as Python writes them), not the program's bytes.
+
+    **Equal bytes, a match, without parsing.** Where :func:`expected_json` gives ``text``
+    and ``reply == _HEAD + text + _TAIL``, parsing ``reply`` would give ``{"v": P, "o": []}``
+    with ``P`` the JSON value of ``text``, and the walk would pair every node of ``expected``
+    with the node ``text`` wrote for it: lists of the same length; the same ``int`` (orjson
+    writes none past 64 bits, ``jsonparse`` reads each exactly); the same ``bool`` and
+    ``None``; the same ``str`` (orjson refuses lone surrogates; its escapes read back to the
+    same text); the same finite ``float`` (orjson writes the shortest text that reads back to
+    it, ``-0.0`` included), which is within any tolerance of itself. So the walk says equal.
+    The bytes are not compared where the walk's rules are not plain JSON equality:
+    ``expected_json`` refuses a dict (a ``$dict`` in any order equals it), NaN (equal only to
+    NaN, and orjson writes it ``null``), a tuple or another type the walk never matches
+    (orjson writes them as lists, strings, numbers), an integer past 64 bits. Bytes that
+    differ prove nothing in general (a ``$tuple`` equals a list, an ``int`` a float, a float
+    within tolerance or ``-0.0`` equals ``0.0``, ``"é"`` is ``"\\u00e9"`` from the driver and
+    not from orjson, ``1e-05`` is ``0.00001``), so they are parsed and walked, but for:
+
+    **Differing bytes of a canonical value, a mismatch, without parsing.** Where ``expected``
+    is lists, ``int``, ``bool`` and ``None`` alone, the reply is ``_HEAD + X + _TAIL`` (so its
+    ``o`` is empty: the driver's JSON of a non-empty list of objects ends in ``}]``) and ``X``
+    holds no byte outside :data:`_CANONICAL_BYTES` (so no object, string, ``$`` tag or ``.``),
+    a walk that said equal would have found in ``X`` exactly the types and values of
+    ``expected`` (a float where it wants an ``int``, ``bool`` or ``None`` is a mismatch), and
+    the compact JSON of those has one text, which both the driver and orjson write: ``X`` would
+    be ``text``. It is not, so the walk says not equal, with no message (no node of ``X`` is
+    a malformed object).
+
+    The work before any parse is linear in ``expected`` (checking its types and writing it:
+    about 50 ms for two million integers, the 16 MiB cap's worth) and in ``reply`` (a
+    ``memcmp``, or one pass of ``bytes.translate``), and is all there is where the bytes
+    decide. It is skipped where the reply's value is an object (a tuple, a dict ...), which
+    neither rule can use.
+
+    Raises:
+        ValueError: ``reply`` is not JSON (the driver wrote something it never writes).
+        RecursionError: ``reply`` nests deeper than the parser goes (likewise).
+    """
+    # A reply with objects, or whose value is a tagged one (a tuple, a dict ...), is neither
+    # the JSON of an expected value that expected_json writes nor canonical: it is walked
+    # without first paying for the expected value's JSON.
+    bare = reply.startswith(_HEAD) and reply.endswith(_TAIL) and reply[len(_HEAD)] != _OBJECT
+    known = expected_json(expected, len(reply)) if bare else None
+    if known is not None:
+        text, canonical = known
+        if len(reply) == len(_HEAD) + len(text) + len(_TAIL) and reply.startswith(text, len(_HEAD)):
+            return True, None
+        if canonical and not reply[len(_HEAD) : -len(_TAIL)].translate(None, _CANONICAL_BYTES):
+            return False, None
+    return return_value_matches(expected, jsonparse.loads(reply), float_tolerance)

@@ -8,7 +8,8 @@ channel. The messages are typed in ``protocol.py``.
 Channels (all pipes, opened by the service before the sandbox starts):
 
 * fd 0, commands: first 32 raw bytes are a per-run random token, then one JSON object per line.
-* ``result_fd``, records: ``<token> <json>\\n``. The driver is the only process that holds it:
+* ``result_fd``, records: ``<token> <json>\\n``, a call's return value after its record as the
+  bytes of its JSON (the record says how many). The driver is the only process that holds it:
   every child it forks closes it and zeroes the token (kept in one bytearray, never copied
   into a ``bytes``) before any untrusted code runs, and the driver makes itself non-dumpable,
   so neither ``/proc/1/fd``, ``/proc/1/mem`` nor ``ptrace`` reach it from its children.
@@ -89,6 +90,8 @@ if MYPY:  # annotations only (``from __future__ import annotations``): never imp
 
 _READ_CHUNK = 1 << 16
 _MAX_COMMAND_BYTES = 256 * 1024 * 1024
+_REPLY_KEYS_BYTES = 4096
+"""Room in a worker's reply line for its keys, beside a value of up to the output cap."""
 _WIPE_DIRS_DEFAULT: tuple[str, ...] = ()
 
 
@@ -125,9 +128,13 @@ class _Channel:
         self.fd = fd
         self.token = token
 
-    def send(self, record: Mapping[str, Any]) -> None:
+    def send(self, record: Mapping[str, Any], value: bytes | None = None) -> None:
+        """Write one record; with ``value`` (a return value's JSON), the record says how many
+        bytes it has (``value_bytes``) and they follow its line, in the same write."""
+        if value is not None:
+            record = {**record, "value_bytes": len(value)}
         payload = dumps(record).encode()
-        _write_all(self.fd, [self.token, b" ", payload, b"\n"])
+        _write_all(self.fd, [self.token, b" ", payload, b"\n", value or b""])
 
     def burn(self) -> None:
         """In a forked child, before untrusted code: forget the token and close the fd."""
@@ -1083,7 +1090,7 @@ class _CallRole:
             os.close(fd)
         os.set_blocking(req_w, False)
         self.worker, self.to_worker = pid, req_w
-        self.replies = _LineReader(rep_r, self.max_reply_bytes + 4096)
+        self.replies = _LineReader(rep_r, self.max_reply_bytes + _REPLY_KEYS_BYTES)
         reply = self._receive(deadline)
         if reply.get("status") == "ready":
             return None
@@ -1143,7 +1150,23 @@ class _CallRole:
         self.stop_worker()
         return {"status": "crashed", "exit_code": exit_code, "signal": sig}
 
-    def call(self, cmd: CallCommand) -> dict[str, Any]:
+    def call(self, cmd: CallCommand) -> tuple[dict[str, Any], bytes | None]:
+        """One call's record, and for a return value the bytes of its JSON, which travel
+        beside the record (``_Channel.send``) so that the service can compare them with the
+        expected value's before it parses anything (``compare.reply_matches``)."""
+        record = self._call(cmd)
+        if record.get("status") != "ok":
+            return record, None
+        # Written here from what the checks let through, so the bytes are this encoder's
+        # (compact, ASCII), whatever text the worker sent.
+        value = dumps(record.pop("value")).encode()
+        if len(value) > self.max_reply_bytes + _REPLY_KEYS_BYTES:
+            # Rewriting can lengthen the worker's text ("1E15" is 1000000000000000.0):
+            # the cap holds for what is sent.
+            return {**record, "status": "output_limit"}, None
+        return record, value
+
+    def _call(self, cmd: CallCommand) -> dict[str, Any]:
         start = time.monotonic()
         deadline = start + float(cmd["timeout_s"])
         index = cmd["i"]
@@ -1378,7 +1401,7 @@ def main() -> None:
         if isinstance(handler, _StdioRole):
             chan.send(handler.run_case(command))
         else:
-            chan.send(handler.call(command))
+            chan.send(*handler.call(command))
     driver.kill_others()
 
 

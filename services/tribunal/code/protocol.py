@@ -9,7 +9,10 @@ before the sandbox starts:
   :class:`TestSetup`), then :class:`CaseCommand` or :class:`CallCommand` lines, or
   :class:`RelayReply` lines for the test role, and :class:`ExitCommand`.
 * the result fd, records: ``<token> <json>\\n`` (:class:`ReadyRecord`, :class:`CaseRecord`,
-  :class:`CallRecord`, :class:`TestCall`, :class:`DoneRecord`). Only the driver holds it.
+  :class:`CallRecord`, :class:`TestCall`, :class:`DoneRecord`). Only the driver holds it. A
+  record with ``value_bytes`` (a call's return value) is followed by that many bytes: the
+  value's :class:`Wire` as compact ASCII JSON (:func:`dumps`), outside the record so that the
+  service can compare it with the expected value's JSON before parsing it.
 
 The *worker* (``call`` role) is a process of the driver that runs the program, so everything
 it writes is the program's: its :class:`WorkerReply` lines cross a trust boundary, and the
@@ -168,11 +171,14 @@ if MYPY:
         time_ms: float
 
     class CallRecord(TypedDict, total=False):
-        """What one call did: a worker status, or one of :data:`DRIVER_CALL_STATUSES`."""
+        """What one call did: a worker status, or one of :data:`DRIVER_CALL_STATUSES`
+        (inside the driver, ``value`` of ``ok``; on the result channel, ``value_bytes``: the
+        length of the value's JSON, which follows the record)."""
 
         i: int
         status: str
         value: Wire
+        value_bytes: int
         exc: str
         msg: str
         exit_code: int | None

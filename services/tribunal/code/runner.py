@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.codec import encode_value
-from tribunal.code.compare import return_value_matches, stdout_matches
+from tribunal.code.compare import reply_matches, stdout_matches
 from tribunal.code.config import CXX_FLAGS, CodeConfig
 from tribunal.code.protocol import escape_text
 from tribunal.code.sandbox import (
@@ -543,9 +543,12 @@ class Runner:
             raise SandboxError("the sandbox driver answered another call")
         time_ms = _float_or_none(record.get("time_ms"))
         if record.get("status") == "ok":
-            matched, message = return_value_matches(
-                expected, record.get("value"), item.options.float_tolerance
-            )
+            try:
+                matched, message = reply_matches(
+                    expected, _value_json(record), item.options.float_tolerance
+                )
+            except (ValueError, RecursionError) as exc:
+                raise SandboxError(f"unreadable return value from the driver: {exc}") from exc
             verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
             return CaseResult(verdict, time_ms, message)
         verdict, message = classify_call(record)
@@ -609,7 +612,8 @@ class Runner:
             index += 1
             status = reply.get("status")
             if status == "ok":
-                await tester.send({"status": "ok", "value": reply.get("value")})
+                # The value's JSON as the driver wrote it (compact ASCII), never parsed here.
+                await tester.send_line(b'{"status":"ok","value":' + _value_json(reply) + b"}")
             elif status == "callable" and command["get"]:
                 await tester.send({"status": "callable"})
             elif status == "raised":
@@ -737,6 +741,14 @@ def _fail_rest(results: list[CaseResult], total: int, verdict: TestVerdict) -> l
 def _forged(exc: ChannelViolation) -> TestVerdict:
     # Only the program can have written a record without the token: its fault, not ours.
     return TestVerdict.RUNTIME_ERROR
+
+
+def _value_json(record: dict[str, Any]) -> bytes:
+    """The bytes of a call's return value (``SandboxSession.receive`` reads them)."""
+    value = record.get("value_json")
+    if type(value) is not bytes:
+        raise SandboxError("the sandbox driver sent a return value without its bytes")
+    return value
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -529,6 +529,13 @@ class SandboxSession:
         self._workdir: str | None = None
 
     @property
+    def _record_limit(self) -> int:
+        """The longest record line (a stdio case's capped stdout and stderr in base64, a
+        test's relayed arguments) and the longest return value the driver may send (its JSON
+        is at most the call's cap and the room for a reply's keys)."""
+        return 4 * self.config.max_output_bytes + _MIB
+
+    @property
     def pid1(self) -> bool:
         """Whether the driver is pid 1 of its own pid namespace."""
         return self.config.isolation == "bwrap"
@@ -620,7 +627,7 @@ class SandboxSession:
         finally:
             for fd in pass_fds:
                 os.close(fd)
-        reader = asyncio.StreamReader(limit=4 * self.config.max_output_bytes + _MIB)
+        reader = asyncio.StreamReader(limit=self._record_limit)
         pipe = os.fdopen(read_fd, "rb", buffering=0)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), pipe
@@ -655,8 +662,16 @@ class SandboxSession:
         line = json.dumps(command, separators=(",", ":")).encode()
         await self._write(line + b"\n")
 
+    async def send_line(self, line: bytes) -> None:
+        """Send one command written already: a JSON object as ASCII, without a newline."""
+        await self._write(line + b"\n")
+
     async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Wait for the next record of the result channel.
+
+        A return value's bytes, which follow their record (``value_bytes`` of
+        ``protocol.CallRecord``), are read too and left unparsed in the record, as
+        ``value_json``: the caller compares them (``compare.reply_matches``).
 
         Args:
             timeout_s: Wait at most this long (and never past the session deadline).
@@ -668,6 +683,7 @@ class SandboxSession:
         """
         assert self._records is not None
         wait = self._remaining() if timeout_s is None else min(timeout_s, self._remaining())
+        deadline = asyncio.get_running_loop().time() + wait
         try:
             line = await asyncio.wait_for(self._records.readline(), wait)
         except (ValueError, asyncio.LimitOverrunError) as exc:
@@ -686,7 +702,23 @@ class SandboxSession:
             raise SandboxError(f"unreadable record from the driver: {exc}") from exc
         if type(record) is not dict:
             raise SandboxError("the driver sent a record that is not an object")
+        if "value_bytes" in record:
+            size = record.pop("value_bytes")
+            record["value_json"] = await self._read_value(size, deadline)
         return record
+
+    async def _read_value(self, size: Any, deadline: float) -> bytes:
+        """The ``size`` bytes of a return value that follow its record (one write of the
+        driver: they are there, or on their way, when the record is)."""
+        assert self._records is not None
+        if type(size) is not int or not 0 <= size <= self._record_limit:
+            raise SandboxError(f"the driver announced a return value of {size!r} bytes")
+        wait = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:
+            return await asyncio.wait_for(self._records.readexactly(size), wait)
+        except asyncio.IncompleteReadError as exc:
+            await self._reap_quietly()
+            raise SandboxError("the sandbox driver ended in the middle of a return value") from exc
 
     async def request(
         self, command: Mapping[str, Any], timeout_s: float | None = None
