@@ -509,6 +509,22 @@ async def test_a_host_that_refuses_case_namespaces_falls_back_to_the_cleanup(
         await verifier.aclose()
 
 
+async def test_case_namespaces_can_be_turned_off() -> None:
+    """``TRIBUNAL_CODE_CASE_NAMESPACES=false``: no probe, the per-case clean-up alone, said in
+    the layers, and the configuration hashes apart from the default's (which did not move)."""
+    config = CodeConfig(slots=1, default_timeout_s=3.0, case_namespaces=False)
+    verifier = CodeVerifier(config)
+    await verifier.start()
+    try:
+        assert verifier.layers["case_namespaces"] is False
+        assert _runner(verifier).case_namespaces is False
+        program = "a, b = map(int, input().split())\nprint(a + b)\n"
+        assert verdicts(await score(verifier, program, ADD_STDIO)) == ["accepted"] * 2
+    finally:
+        await verifier.aclose()
+    assert verifier.config_hash() != CodeVerifier(CodeConfig()).config_hash()
+
+
 # -- class 3: the service does not do the program's work ------------------------------------------
 
 

@@ -241,7 +241,7 @@ class Runner:
     ) -> None:
         self.config = config
         self.pool = pool
-        self.case_namespaces = True
+        self.case_namespaces = config.case_namespaces
         """Ask the driver for namespaces of its own per stdio case (the verifier's start-up
         probe turns this off where the host refuses them)."""
         self.cgroups = MemoryCgroups.detect() if config.isolation == "bwrap" else None

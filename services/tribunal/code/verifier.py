@@ -176,7 +176,7 @@ class _CodeBase:
                 f"the seccomp filter is {'on' if filtered else 'off'} in the sandbox, though "
                 f"TRIBUNAL_CODE_SECCOMP={str(self.config.seccomp).lower()}"
             )
-        if sandboxed:
+        if sandboxed and self.config.case_namespaces:
             await self._probe_case_namespaces()
 
     async def _probe_case_namespaces(self) -> None:
