@@ -2,7 +2,8 @@
 ``generate`` (``output_logits``, the trainer before) against one forward pass after sampling
 (``HFBackend.generate`` now), on the same sampled tokens. Prints one JSON object: seconds per
 call of each (median of ``--rounds``), the peak GPU memory of each (on a GPU), and the
-largest difference between the two sets of log-probabilities.
+largest difference between the two sets of log-probabilities, and writes it to
+``bench/results/<--record>.json`` for the docs.
 
     python bench/hf_logprobs.py                      # a random Qwen3, Qwen's vocabulary, CPU
     python bench/hf_logprobs.py --hidden 896 --layers 24 --n 8 --tokens 256   # on a GPU
@@ -21,6 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,6 +33,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8, help="completions per prompt")
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per completion")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--record", default="hf_logprobs", help="Result name: bench/results/NAME.json."
+    )
     args = parser.parse_args()
 
     import torch
@@ -82,7 +88,8 @@ def main() -> None:
     def one_pass(seed: int) -> Any:
         return backend.generate(prompt, args.n, args.tokens, seed)
 
-    result: dict[str, Any] = {"device": device, **vars(args)}
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    result: dict[str, Any] = {"device": name, **vars(args)}
     outputs = {}
     for name, run in (("per_step", per_step), ("one_pass", one_pass)):
         run(0)  # warm-up
@@ -104,6 +111,32 @@ def main() -> None:
     )
     result["speed_up"] = round(result["per_step_s"] / result["one_pass_s"], 2)
     print(json.dumps(result))
+    memory = (
+        f"{result['per_step_peak_gpu_mib']:,} / {result['one_pass_peak_gpu_mib']:,} MiB"
+        if device == "cuda"
+        else ""
+    )
+    row = [
+        result["device"],
+        f"hidden {args.hidden}, {args.layers} layers, vocabulary {args.vocab:,}",
+        f"{args.n} x {args.tokens}",
+        f"{result['per_step_s']:.2f}",
+        f"{result['one_pass_s']:.2f}",
+        f"{result['speed_up']:.1f}x",
+        f"{result['max_abs_logprob_diff']:.1e}",
+        memory,
+    ]
+    columns = [
+        "device",
+        "random Qwen3",
+        "completions x tokens",
+        "every step's logits kept, s / call",
+        "one pass after sampling, s / call",
+        "speed-up",
+        "largest log-probability difference",
+        "peak GPU memory (kept / one pass)",
+    ]
+    results.record(args.record, result, [results.table(columns, [row])])
 
 
 if __name__ == "__main__":
