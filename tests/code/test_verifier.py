@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tests.code.test_hostile import assert_no_processes
 from tests.documents import assert_documented
 from tribunal.code import (
     CodeConfig,
@@ -294,3 +296,51 @@ async def test_results_are_what_the_code_document_says(
     assert_documented("code", "CodeRunItemResult", json.loads(text))
     state = {"job_id": "0" * 32, "verifier": "code", "status": "done", "total": 1}
     assert_documented("code", "JobState", {**state, "completed": 1, "results": [json.loads(text)]})
+
+
+async def test_an_item_cancelled_while_its_slot_is_cleaned_leaves_the_cleanup_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An item cancelled while it waits for its slot's spare sandbox, which waits for the
+    previous item's clean-up on that uid, cancels neither: the clean-up sweeps its uid, and
+    the next item takes the spare and is scored."""
+    verifier = CodeVerifier(CodeConfig(slots=1, default_timeout_s=3.0))
+    await verifier.start()
+    runner, pool = verifier._runner, verifier._pool
+    assert runner is not None and pool is not None
+    uids = list(pool.uids)
+    gate = asyncio.Event()
+    swept: list[int | None] = []
+    cleanup = runner._cleanup
+
+    async def held_cleanup(lease: Any) -> None:
+        await gate.wait()
+        await cleanup(lease)
+        swept.append(lease.uid)
+
+    monkeypatch.setattr(runner, "_cleanup", held_cleanup)
+    try:
+        # Two items: each slot uid once; both clean-ups held at the gate.
+        for _ in range(2):
+            [outcome] = await verifier.score([_item("print(int(input()) ** 2)")])
+            assert outcome.reward == 1.0
+        # The third waits for the spare on the first uid, which waits for that clean-up.
+        third = asyncio.create_task(verifier.score([_item("print(int(input()) ** 2)")]))
+        for _ in range(500):
+            if 0 not in runner._spares:
+                break
+            await asyncio.sleep(0.01)
+        assert 0 not in runner._spares, "the third item took the slot's spare"
+        await asyncio.sleep(0.05)
+        third.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await third
+        assert 0 in runner._spares and swept == []
+        gate.set()
+        [outcome] = await verifier.score([_item("print(int(input()) ** 2)")])
+        assert outcome.reward == 1.0
+    finally:
+        gate.set()
+        await verifier.aclose()
+    assert swept[:2] == uids
+    await assert_no_processes(uids)

@@ -304,10 +304,21 @@ class Runner:
         return session
 
     async def _cleaned(self, index: int, uid: int | None) -> None:
-        """Wait until the last item that ran on this slot's ``uid`` is torn down."""
+        """Wait until the last item that ran on this slot's ``uid`` is torn down.
+
+        The clean-up is shielded: an item cancelled while it waits (a client gone, a worker
+        stopping) leaves it running, and the next user of the uid waits for it instead, so
+        no sandbox is left alive, and no uid used, before its sweep.
+        """
         task = self._cleanups.pop((index, uid), None)
-        if task is not None:
-            await task
+        if task is None:
+            return
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._cleanups.setdefault((index, uid), task)
+            raise
 
     async def _cleanup(self, lease: Lease) -> None:
         sessions = [*lease.used, *([lease.spare] if lease.spare else [])]
@@ -336,7 +347,13 @@ class Runner:
             pending = self._spares.pop(slot.index, None)
             if pending is not None:
                 uid, task = pending
-                spare = await task
+                try:
+                    spare = await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    # Cancelled while the spare starts: it goes on, for the next item on
+                    # this slot (or ``aclose``), rather than dying with its clean-up wait.
+                    self._spares.setdefault(slot.index, (uid, task))
+                    raise
             else:
                 uid, spare = first, None
                 await self._cleaned(slot.index, uid)
