@@ -342,5 +342,6 @@ async def test_an_item_cancelled_while_its_slot_is_cleaned_leaves_the_cleanup_ru
     finally:
         gate.set()
         await verifier.aclose()
-    assert swept[:2] == uids
+    # Both held clean-ups ran (released together, in either order), each sweeping its uid.
+    assert sorted(swept[:2]) == sorted(uids)
     await assert_no_processes(uids)
