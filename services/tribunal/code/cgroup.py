@@ -101,10 +101,12 @@ class MemoryCgroups:
         # Another process of this service (a second worker) made the leaf already.
         if os.path.basename(own.rstrip("/")) == SERVICE_LEAF and _enabled(parent):
             return cls._checked(2, parent)
+        if _enabled(own):
+            return cls._checked(2, own)
         # Only a cgroup handed to this process whole is reorganised: the root of its cgroup
         # namespace (the host's root cgroup, a container's own) or one systemd marks as
         # delegated. Others belong to their manager, which moves processes itself.
-        if not (_enabled(own) or path.strip("/") == "" or _marked_delegated(own)):
+        if not (path.strip("/") == "" or _marked_delegated(own)):
             return cls(
                 None,
                 None,
@@ -186,7 +188,8 @@ def _marked_delegated(cgroup: str) -> bool:
 
 
 def _delegate(own: str) -> None:
-    """Enable ``memory`` for the children of ``own``, this process's cgroup (v2).
+    """Enable ``memory`` for the children of ``own``, this process's cgroup (v2), where it
+    is not yet.
 
     The host's root cgroup may hold processes and enable controllers; any other must hold
     none (the kernel answers ``EBUSY``): its processes, this one among them, move into the
@@ -197,8 +200,6 @@ def _delegate(own: str) -> None:
         OSError: ``memory`` is not available here (``cgroup.controllers``), or the cgroup is
             not writable by this process, or processes kept arriving.
     """
-    if _enabled(own):
-        return
     with open(os.path.join(own, "cgroup.controllers"), encoding="utf-8") as f:
         if "memory" not in f.read().split():
             raise OSError(f"the memory controller is not available in {own}")

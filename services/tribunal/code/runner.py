@@ -728,12 +728,8 @@ def in_case_order(results: list[CaseResult], order: list[int]) -> list[CaseResul
     Raises:
         ValueError: ``results`` and ``order`` differ in length.
     """
-    if len(results) != len(order):
-        raise ValueError(f"{len(results)} results for {len(order)} cases")
-    by_case: list[CaseResult | None] = [None] * len(order)
-    for result, index in zip(results, order, strict=True):
-        by_case[index] = result
-    return [result for result in by_case if result is not None]
+    by_case = dict(zip(order, results, strict=True))
+    return [by_case[index] for index in range(len(order))]
 
 
 def _compile_failure(message: str | None, total: int) -> ItemRun:
