@@ -4,7 +4,8 @@ Redis and bubblewrap sandboxes as real processes), and of a call that fails."""
 from __future__ import annotations
 
 import shutil
-import time
+import socket
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -41,16 +42,39 @@ def test_a_tool_turn_shows_the_run_or_why_there_is_none(
 
 
 def test_a_failed_call_is_a_tool_turn_at_once_not_an_exception() -> None:
+    # A listener that counts connections and drops each one unanswered: with the client's
+    # retries the tool call would connect again (and back off for seconds) before answering.
+    connections: list[socket.socket] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def drop_each() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connections.append(conn)
+            conn.close()
+
+    dropper = threading.Thread(target=drop_each, daemon=True)
+    dropper.start()
     runner = CodeRunner(f"http://127.0.0.1:{free_port()}")
+    dropped = CodeRunner(f"http://127.0.0.1:{listener.getsockname()[1]}")
     try:
-        started = time.monotonic()
         down = runner.run("print(1)")
-        elapsed_s = time.monotonic() - started
+        cut = dropped.run("print(1)")
         # refused before sending (else it would say the service is unavailable)
         surrogate = runner.run("print(1)  # \ud800")
     finally:
+        stop.set()
+        dropper.join()
+        listener.close()
         runner.close()
+        dropped.close()
     assert down == "error: the code interpreter is unavailable (ConnectError)"
-    assert elapsed_s < 1.0  # one attempt: the client's retries would back off for seconds
+    assert cut.startswith("error: the code interpreter is unavailable (")
+    assert len(connections) == 1  # one attempt, no retry
     assert surrogate.startswith("error: the code interpreter refused the code (")
     assert "lone surrogate" in surrogate
