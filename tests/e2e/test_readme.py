@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, RunningService, free_port, stop_tree, wait_ready
+from tests.conftest import (
+    DATA,
+    ROOT,
+    RunningService,
+    free_port,
+    need_data,
+    stop_tree,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +47,27 @@ def page_curl_commands(page: Path) -> list[str]:
             line.strip() for line in joined.splitlines() if line.strip().startswith("curl ")
         ]
     return commands
+
+
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+
+
+def page_steps(page: Path) -> list[tuple[str, str]]:
+    """A page's examples in page order: ``("curl", command)`` for each command of an sh block
+    of curl commands alone, ``("sh", block)`` for another sh block (``make`` blocks, which
+    start the stack a test runs itself, left out), ``("python", code)`` per python block."""
+    steps: list[tuple[str, str]] = []
+    for language, block in re.findall(r"```(sh|python)\n(.*?)```", page.read_text(), re.S):
+        if language == "python":
+            steps.append(("python", block))
+            continue
+        lines = [line.strip() for line in block.replace("\\\n", "").splitlines()]
+        commands = [line for line in lines if line and not line.startswith("#")]
+        if all(command.startswith("curl ") for command in commands):
+            steps += [("curl", command) for command in commands]
+        elif not any(command.startswith("make ") for command in commands):
+            steps.append(("sh", block))
+    return steps
 
 
 def curl_commands() -> list[str]:
@@ -80,20 +109,38 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             wait_ready(f"http://127.0.0.1:{port}", 60, {"tribunal up": up})
         job_id = None
         by_page: dict[str, list[dict[str, Any]]] = {}
+        # Getting started runs top to bottom as one script: its curl commands, Python
+        # examples and `tribunal score` block in page order, against one stack (a key that
+        # an earlier example used would be a 409 here). Other pages: their curl commands.
         for page in PAGES:
-            for command in page_curl_commands(page):
+            steps = (
+                page_steps(page)
+                if page == GETTING_STARTED
+                else [("curl", command) for command in page_curl_commands(page)]
+            )
+            for kind, text in steps:
                 for documented, actual in ports.items():
-                    command = command.replace(f"localhost:{documented}", f"localhost:{actual}")
-                if "<id>" in command:
+                    for host in ("localhost", "127.0.0.1"):
+                        text = text.replace(f"{host}:{documented}", f"{host}:{actual}")
+                if kind == "python":
+                    run_example([sys.executable, "-c", text], tmp_path)
+                    continue
+                if kind == "sh":
+                    need_data(DATA / "math" / "gsm8k_test.jsonl")
+                    text = text.replace("../shared/data", str(DATA))
+                    tribunal = f'tribunal() {{ "{sys.executable}" -m tribunal.cli "$@"; }}\n'
+                    run_example(["bash", "-euo", "pipefail", "-c", tribunal + text], tmp_path)
+                    continue
+                if "<id>" in text:
                     assert job_id is not None
-                    command = command.replace("<id>", job_id)
-                run = subprocess.run(
-                    ["bash", "-c", command], capture_output=True, text=True, timeout=60
-                )
-                assert run.returncode == 0, (command, run.stderr)
-                answer = json.loads(run.stdout)
+                    text = text.replace("<id>", job_id)
+                answer = json.loads(run_example(["bash", "-c", text], tmp_path))
                 job_id = answer.get("job_id", job_id)
                 by_page.setdefault(str(page.relative_to(ROOT)), []).append(answer)
+        scored = [
+            json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()
+        ]
+        assert len(scored) == 1319 and all(r["reward"] == 1.0 for r in scored)
         [readme_math] = by_page.pop("README.md")
         assert readme_math["results"][0]["reward"] == 1.0
         answers = by_page.pop("docs/getting-started.md") + by_page.pop("docs/gateway.md")
@@ -136,6 +183,13 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
     finally:
         stop_tree(up)
         print((tmp_path / "up.log").read_text())
+
+
+def run_example(argv: list[str], cwd: Path) -> str:
+    """Run one example of a page; return its standard output (it must exit 0)."""
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert run.returncode == 0, (argv[-1], run.stdout[-2000:], run.stderr[-2000:])
+    return run.stdout
 
 
 def test_readme_trainer_line(service: Callable[..., RunningService], tmp_path: Path) -> None:

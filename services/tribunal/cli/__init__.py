@@ -302,14 +302,12 @@ def _default_url(verifier: str) -> str:
     """``http://127.0.0.1:<port>`` of the verifier's service, on the port ``tribunal api``
     serves it: ``TRIBUNAL_<NAME>_PORT`` when set, else the default. Read without the
     settings classes, which would import every service's configuration."""
-    from tribunal.core.registry import local_url
+    from tribunal.core.registry import env_port, local_url
 
-    variable = f"TRIBUNAL_{verifier.upper()}_PORT"
-    port = os.environ.get(variable, "").strip()
-    if port and (not port.isdigit() or not 0 < int(port) < 65536):
-        raise typer.BadParameter(f"{variable}={port!r} is not a port; or give --url")
     try:
-        return local_url(verifier, int(port) if port else None)
+        return local_url(verifier, env_port(verifier))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{exc}; or give --url") from exc
     except KeyError as exc:
         raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
 
