@@ -190,8 +190,12 @@ def worker(
 def healthcheck(
     service: ServiceArg,
     port: Annotated[int | None, typer.Option(help="Port (default: the service's).")] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Exit 1 unless the status is ready (degraded counts as down).")
+    ] = False,
 ) -> None:
-    """Exit 0 if the service's /readyz answers 200 (for container healthchecks), else 1."""
+    """Exit 0 if the service's /readyz answers 200 (ready or degraded: for container
+    healthchecks), else 1; with --strict, only if it is ready."""
     import httpx
 
     spec = _spec(service)
@@ -203,7 +207,13 @@ def healthcheck(
         typer.echo(f"{url}: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"{url}: {response.status_code} {response.text}")
-    raise typer.Exit(0 if response.status_code == 200 else 1)
+    ready = response.status_code == 200
+    if strict:
+        try:
+            ready = ready and response.json().get("status") == "ready"
+        except ValueError:
+            ready = False
+    raise typer.Exit(0 if ready else 1)
 
 
 @app.command()
