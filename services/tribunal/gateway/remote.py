@@ -250,8 +250,9 @@ def _item_json(item: dict[str, Any]) -> bytes:
     return data
 
 
-PROBE_TIMEOUT_S = 2.0
-"""Deadline of one probe of a verifier's ``/readyz`` from the gateway's, seconds."""
+PROBE_TIMEOUT_S = 1.5
+"""Deadline of one probe of a verifier's ``/readyz`` from the gateway's, seconds: longer than
+a verifier's probe of its LLM backend (1 s), within ``tribunal healthcheck``'s 3 s."""
 
 
 async def verifiers_unready(

@@ -13,9 +13,9 @@ import httpx
 
 from tribunal.llm.base import LLMBackend, NullBackend
 
-PROBE_TIMEOUT_S = 2.0
-"""Deadline of one probe of a backend server, seconds: a readiness probe must answer well
-within the orchestrator's own timeout (Kubernetes: 1 s by default, compose: 30 s)."""
+PROBE_TIMEOUT_S = 1.0
+"""Deadline of one probe of a backend server, seconds: within the gateway's probe of this
+service's ``/readyz`` (1.5 s), so that the gateway hears this service's own reason."""
 
 
 async def backend_unready_reasons(
