@@ -1,8 +1,14 @@
 """MkDocs hook: tables generated from the settings classes and from the benchmarks' results.
 
-A page that holds the line ``<!-- tribunal:settings -->`` gets, in its place, one table per
-service: every ``TRIBUNAL_*`` variable its settings class reads, its default and its
-description (the ``Field(description=...)`` written once beside the field). A field of a
+``docs/configuration.md`` holds, between the lines ``<!-- tribunal:settings -->`` and
+``<!-- /tribunal:settings -->``, one table per service: every ``TRIBUNAL_*`` variable its
+settings class reads, its default and its description (the ``Field(description=...)`` written
+once beside the field). The tables are committed, so that the page reads complete where people
+read it (the repository), and generated: ``python docs/hooks.py`` writes them,
+``python docs/hooks.py --check`` exits 1 when they are stale (``tests/core/test_settings.py``
+runs the check), and the built site takes them fresh from the settings classes. Angle
+brackets outside code spans are escaped (``/k/&lt;key&gt;/``): Markdown would read ``<key>``
+as an HTML tag and drop it. A field of a
 nested group (the judge's ``backend``) is written flat, ``TRIBUNAL_JUDGE_BASE_URL``, as the
 settings classes read it; the group's ``kind`` is set through the group's own name
 (``TRIBUNAL_JUDGE_BACKEND``). ``tests/core/test_settings.py`` sets every
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +33,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 MARKER = "<!-- tribunal:settings -->"
+END_MARKER = "<!-- /tribunal:settings -->"
+CONFIGURATION_PAGE = Path(__file__).resolve().parent / "configuration.md"
+_SETTINGS_BLOCK = re.compile(re.escape(MARKER) + r"\n.*?" + re.escape(END_MARKER), re.S)
 BENCH_MARKER = re.compile(r"<!-- tribunal:bench ([a-z0-9_]+) -->")
 BENCH_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 PREFIXED_GROUPS = {"lexical"}
@@ -71,6 +81,15 @@ def _cell(text: str | None) -> str:
     return " ".join((text or "").split()).replace("|", "\\|")
 
 
+def _text(text: str | None) -> str:
+    """A description as one table cell: ``_cell``, with ``<`` and ``>`` outside code spans
+    escaped (Markdown takes ``<key>`` for an HTML tag and drops it)."""
+    parts = _cell(text).split("`")
+    for i in range(0, len(parts), 2):  # the even parts lie outside code spans
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
 def _rows(prefix: str, model: type[BaseModel], skip: set[str]) -> list[str]:
     rows = []
     for name, info in model.model_fields.items():
@@ -81,7 +100,7 @@ def _rows(prefix: str, model: type[BaseModel], skip: set[str]) -> list[str]:
             rows += _group_rows(f"{prefix}_{name}".upper(), name, nested)
             continue
         variable = f"{prefix}_{name}".upper()
-        rows.append(f"| `{variable}` | {_default(info)} | {_cell(info.description)} |")
+        rows.append(f"| `{variable}` | {_default(info)} | {_text(info.description)} |")
     return rows
 
 
@@ -99,11 +118,11 @@ def _group_rows(prefix: str, group: str, model: type[BaseModel]) -> list[str]:
                 else:
                     variable = f"{prefix}_{sub}".upper()
                 rows.append(
-                    f"| `{variable}` | {_default(sub_info)} | {_cell(sub_info.description)} |"
+                    f"| `{variable}` | {_default(sub_info)} | {_text(sub_info.description)} |"
                 )
             continue
         variable = f"{prefix}_{name}".upper()
-        rows.append(f"| `{variable}` | {_default(info)} | {_cell(info.description)} |")
+        rows.append(f"| `{variable}` | {_default(info)} | {_text(info.description)} |")
     return rows
 
 
@@ -160,8 +179,43 @@ def bench_markdown(name: str, results: Path = BENCH_RESULTS) -> str:
     return "\n\n".join(parts)
 
 
+def with_settings(page: str, markers: bool = True) -> str:
+    """``page`` with its settings block (between :data:`MARKER` and :data:`END_MARKER`)
+    generated afresh; ``markers=False`` leaves the marker lines out (the built page).
+
+    Raises:
+        ValueError: The page has no settings block.
+    """
+    if not _SETTINGS_BLOCK.search(page):
+        raise ValueError(f"no {MARKER} ... {END_MARKER} block")
+    block = f"{MARKER}\n\n{settings_markdown()}\n\n{END_MARKER}" if markers else settings_markdown()
+    return _SETTINGS_BLOCK.sub(lambda _: block, page)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     """MkDocs' hook: put the generated tables where the markers stand."""
     if MARKER in markdown:
-        markdown = markdown.replace(MARKER, settings_markdown())
+        markdown = with_settings(markdown, markers=False)
     return BENCH_MARKER.sub(lambda m: bench_markdown(m.group(1)), markdown)
+
+
+def main(argv: list[str]) -> int:
+    """``python docs/hooks.py [--check]``: write the settings tables into
+    ``docs/configuration.md``; with ``--check``, exit 1 (naming the command) if they are
+    stale instead."""
+    page = CONFIGURATION_PAGE.read_text()
+    fresh = with_settings(page)
+    if argv[1:] == ["--check"]:
+        if fresh == page:
+            return 0
+        sys.stderr.write(f"{CONFIGURATION_PAGE} is stale: run python docs/hooks.py\n")
+        return 1
+    if argv[1:]:
+        sys.stderr.write("usage: python docs/hooks.py [--check]\n")
+        return 2
+    CONFIGURATION_PAGE.write_text(fresh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -52,6 +52,8 @@ def test_the_configuration_tables_are_generated_from_the_settings(site: Path) ->
         "TRIBUNAL_CODE_SLOTS",
     ):
         assert f"<code>{variable}</code>" in page
+    # Angle brackets outside code spans survive as text (they were taken for tags).
+    assert "/k/&lt;key&gt;/" in page and "POST /v1/&lt;verifier&gt;/score" in page
 
 
 def test_the_benchmark_tables_are_generated_from_the_results(site: Path) -> None:

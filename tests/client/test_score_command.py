@@ -136,6 +136,52 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
     )
     assert bad.returncode == 2 and "line 3: not JSON" in bad.stderr
 
+    # Items the service refuses are results naming their line, and the rest is scored: in
+    # chunks of 2, the second chunk has no valid item (the service refuses such a request as a
+    # whole), the first and third one each.
+    refused = (
+        '{"id": "a", "response": "#### 18", "ground_truth": "18"}\n'
+        "\n"
+        "[1, 2]\n"
+        '{"id": 7, "response": "#### 18", "ground_truth": "18"}\n'
+        '{"id": "b", "response": "#### 18"}\n'
+        '{"response": "#### 18", "ground_truth": "18"}\n'
+    )
+    done = subprocess.run(
+        [*argv, "--chunk-size", "2"], input=refused, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["id"], r["reward"]) for r in results] == [
+        ("a", 1.0),
+        ("1", None),
+        ("2", None),
+        ("b", None),
+        ("4", 1.0),
+    ]
+    errors = [(r["error"]["field"], r["error"]["message"]) for r in results[1:4]]
+    assert errors[1:] == [
+        ("id", "line 4: id: Input should be a valid string"),
+        ("ground_truth", "line 5: ground_truth: Field required"),
+    ]
+    assert errors[0][0] is None and errors[0][1].startswith("line 3: ")
+    assert [r["verifier"] is None for r in results] == [False, False, True, True, False]
+    assert "errors: bad_input 3" in done.stderr
+
+
+def test_a_missing_or_empty_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """No service runs: the input is refused before any request."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n \n")
+    for path, reason in (
+        (tmp_path / "missing.jsonl", "No such file or directory"),
+        (empty, "no items (the input is empty)"),
+    ):
+        argv = [*TRIBUNAL, "score", "math", str(path), "--url", "http://127.0.0.1:9"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"{path}: {reason}"
+
 
 def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
@@ -236,7 +282,7 @@ def test_lines_orjson_refuses_or_would_change_go_as_written_and_a_broken_line_is
         b'{"tests": {"cases": [{"args": [99999999999999999999]}]}}\n'  # orjson: 1e+20
     )
     items = read_items(data)
-    assert items.ids == ["a", "1", "2", "3"]
+    assert items.ids == ["a", "1", "2", "3"] and items.lines == [1, 3, 4, 5]
     assert b"[99999999999999999999]" in items.texts[3]
     assert items.texts[0] == b'{"id": "a", "response": "1", "ground_truth": NaN}'
     assert json.loads(items.texts[1]) == {"response": "x \ud800", "ground_truth": "2", "id": "1"}

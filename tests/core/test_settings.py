@@ -105,6 +105,17 @@ def documented() -> list[str]:
     return names
 
 
+def test_the_committed_configuration_reference_is_fresh() -> None:
+    """docs/configuration.md holds the tables as the settings classes give them now (else:
+    ``python docs/hooks.py`` rewrites them), angle brackets escaped outside code spans."""
+    hooks = _hooks()
+    page = hooks.CONFIGURATION_PAGE.read_text()
+    assert page == hooks.with_settings(page), "stale: run python docs/hooks.py"
+    assert page.count("\n| `TRIBUNAL_") == hooks.settings_markdown().count("\n| `TRIBUNAL_") > 100
+    assert "/k/&lt;key&gt;/" in page and "POST /v1/&lt;verifier&gt;/score" in page
+    assert "`Authorization: Bearer <key>`" in page  # a code span keeps its brackets
+
+
 def _split(variable: str) -> tuple[type[CoreSettings], str | None, str]:
     """(settings class, service group or None, field name) that ``variable`` names."""
     rest = variable.removeprefix("TRIBUNAL_")

@@ -41,9 +41,10 @@ def compose() -> dict[str, Any]:
     return document
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with an empty environment: the defaults."""
-    return _VARIABLE.sub(lambda m: m.group(2) or "", value)
+def interpolate(value: str, env: dict[str, str] | None = None) -> str:
+    """Compose's ``${VAR:-default}`` in ``env`` (by default an empty environment: the
+    defaults)."""
+    return _VARIABLE.sub(lambda m: (env or {}).get(m.group(1)) or m.group(2) or "", value)
 
 
 def local_env(service: dict[str, Any], hosts: dict[str, str]) -> dict[str, str]:
@@ -81,6 +82,24 @@ def test_ports_and_images_agree_with_the_services() -> None:
         assert services[name]["command"] == ["tribunal", "api", name]
         assert services[f"{name}-worker"]["command"] == ["tribunal", "worker", name]
     assert "gpu" in services["vllm"]["profiles"]
+
+
+def test_host_ports_and_gateway_urls_follow_the_environment() -> None:
+    """One port setting moves a service under compose as under ``tribunal up``: its host
+    port follows ``TRIBUNAL_<SERVICE>_PORT``; the gateway's verifier URLs can be set."""
+    from tribunal.core.registry import PORTS
+
+    services = compose()["services"]
+    moved = {name: str(port + 1000) for name, port in PORTS.items()}
+    env = {f"TRIBUNAL_{name.upper()}_PORT": port for name, port in moved.items()}
+    env["TRIBUNAL_GATEWAY_MATH_URL"] = "http://maths.example:9"
+    for name, port in PORTS.items():
+        [published] = services[name]["ports"]
+        assert interpolate(published) == f"127.0.0.1:{port}:{port}"
+        assert interpolate(published, env) == f"127.0.0.1:{moved[name]}:{port}"
+    gateway = {k: interpolate(str(v), env) for k, v in services["gateway"]["environment"].items()}
+    assert gateway["TRIBUNAL_GATEWAY_MATH_URL"] == "http://maths.example:9"
+    assert gateway["TRIBUNAL_GATEWAY_CODE_URL"] == "http://code:8102"
 
 
 def test_the_trainer_service_is_pointed_at_the_gateway() -> None:

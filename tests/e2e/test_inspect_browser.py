@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +65,10 @@ REASON = "The response states the height plainly."
 
 @dataclass
 class Stack:
-    """The gateway's URL, its processes and logs."""
+    """The gateway's URL, the verifiers' URLs, the processes and logs."""
 
     gateway: str
+    urls: dict[str, str]
     processes: dict[str, subprocess.Popen[bytes]]
     logs: dict[str, Path]
 
@@ -104,7 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
             processes[label] = start_process(argv, env, logs[label])
         for url in [*urls.values(), gateway]:
             wait_ready(url, 90, processes)
-        yield Stack(gateway, processes, logs)
+        yield Stack(gateway, urls, processes, logs)
     except BaseException:
         for label, path in logs.items():
             print(f"--- {label}\n{path.read_text()}")
@@ -331,3 +333,116 @@ def test_the_inspector_shows_what_the_gateway_just_scored(
     )
     assert browser.find_element(By.ID, "detail-id").text == "t1"
     assert browser.execute_script("return window.__xss === undefined")
+
+
+RUBRIC_CELLS_ON_ONE_LINE = """
+return [...document.querySelectorAll(
+    '#detail table.rubrics td.polarity, #detail table.rubrics td.verdict,'
+    + ' #detail table.rubrics td.score')].map((cell) => {
+  const range = document.createRange();
+  range.selectNodeContents(cell);
+  return [cell.textContent, range.getClientRects().length];
+});
+"""
+
+
+def _post(url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    answer = httpx.post(
+        url, json={"items": items}, headers={"Authorization": f"Bearer {KEY}"}, timeout=120
+    )
+    assert answer.status_code == 200, answer.text
+    results: list[dict[str, Any]] = answer.json()["results"]
+    return results
+
+
+def _kept(base: str, verifier: str, item_id: str) -> None:
+    """Wait until the inspector keeps ``item_id`` (its record is written just after the
+    result, off the scoring path)."""
+    url = f"{base}/inspect/api/items/{verifier}/{item_id}"
+    headers = {"Authorization": f"Bearer {KEY}"}
+    for _ in range(100):
+        if httpx.get(url, headers=headers, timeout=10).status_code == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{item_id} was never kept")
+
+
+def test_cache_hits_item_ids_rubrics_and_failed_cases_read_true(
+    stack: Stack, browser: WebDriver, tmp_path: Path
+) -> None:
+    """A group whose one paid completion was a cache hit is not "all equal"; an item opens by
+    its own id; the rubric table's short cells stay on one line; a failed case shows what
+    was expected beside what the program printed."""
+    math = stack.urls["math"]
+    paid = {"response": "so \\boxed{\\frac{1}{2}}", "ground_truth": "0.5"}
+    _post(f"{math}/v1/math/score", [{"id": "warm", **paid}])  # now in the result cache
+    group = [
+        {"id": "c1", "group_id": "grp-cache", **paid},
+        {"id": "c2", "group_id": "grp-cache", "response": "so \\boxed{7}", "ground_truth": "0.5"},
+        {"id": "c3", "group_id": "grp-cache", "response": "so \\boxed{9}", "ground_truth": "0.5"},
+    ]
+    results = _post(f"{math}/v1/math/score", group)
+    assert [(r["reward"], r["cached"]) for r in results] == [
+        (1.0, True),
+        (0.0, False),
+        (0.0, False),
+    ]
+
+    _kept(math, "math", "c3")
+    browser.get(f"{math}/inspect?view=groups&group=grp-cache")
+    groups_js = (
+        "return [...document.querySelectorAll('#groups tbody tr')].map((row) => ["
+        "[...row.querySelectorAll('a.chip')].map((c) => [c.textContent, c.className]),"
+        "row.cells[3].textContent]);"
+    )
+    expected = [
+        [
+            [["1", "chip cached"], ["0", "chip"], ["0", "chip"]],
+            "std 0.471 · 1 from the result cache",
+        ]
+    ]
+    _wait(browser, lambda d: d.execute_script(groups_js) == expected, "the group with its hit")
+    browser.save_screenshot(str(tmp_path / "8-group-with-a-cache-hit.png"))
+
+    # An item by its own id (newest record), also where a record id is expected.
+    for link in (f"{math}/inspect?v=math&id=c1", f"{math}/inspect?v=math&rid=c2"):
+        browser.get(link)
+        _wait(browser, lambda d: d.find_elements(By.ID, "detail-id"), f"the item of {link}")
+        assert browser.find_element(By.ID, "detail-id").text == link[-2:]
+    browser.get(f"{math}/inspect?v=math&id=c1")
+    head = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#detail p"), "c1's head")
+    assert "a cache hit (answered from the result cache)" in head[0].text
+
+    # Through the gateway: a judge item's rubrics and a code item with a failed stdio case.
+    program = {
+        "id": "k1",
+        "verifier": "code",
+        "language": "python",
+        "code": "print(int(input()) * 2)",
+        "tests": {
+            "kind": "stdio",
+            "cases": [{"stdin": "2\n", "stdout": "4\n"}, {"stdin": "3\n", "stdout": "7\n"}],
+        },
+    }
+    judged = {**_items()[5], "id": "j2"}
+    results = _post(f"{stack.gateway}/v1/score", [program, judged])
+    assert results[0]["reward"] == 0.5 and results[1]["error"] is None
+    _kept(stack.gateway, "gateway", "j2")
+    browser.get(f"{stack.gateway}/inspect?v=gateway&id=j2")
+    _wait(browser, lambda d: d.execute_script(RUBRIC_CELLS_ON_ONE_LINE), "the rubric table")
+    cells = browser.execute_script(RUBRIC_CELLS_ON_ONE_LINE)
+    assert [text for text, _ in cells] == ["positive", "met", "1", "negative", "absent", "0"]
+    assert all(lines == 1 for _, lines in cells), cells
+    browser.save_screenshot(str(tmp_path / "9-rubrics.png"))
+
+    browser.get(f"{stack.gateway}/inspect?v=gateway&id=k1")
+    rows_js = (
+        "return [...document.querySelectorAll('#detail table.tests tbody tr')].map((row) => "
+        "[...row.cells].slice(0, 5).map((cell) => cell.textContent));"
+    )
+    rows = _wait(browser, lambda d: d.execute_script(rows_js), "the code item's cases")
+    assert [[r[0], r[1], r[3], r[4]] for r in rows] == [
+        ["0", "accepted", "4\n", "as expected"],
+        ["1", "wrong_answer", "7\n", "6\n"],
+    ]
+    browser.save_screenshot(str(tmp_path / "10-code-case.png"))

@@ -26,7 +26,7 @@ from tests.conftest import DATA, ROOT, need_data
 from tests.e2e.test_readme import sh_blocks
 from tests.trainer.conftest import TRAINER_WARNINGS
 from tribunal.testing.stack import FullStack, RedisServer, free_port, start_full_stack
-from tribunal.trainer.config import GRPOConfig
+from tribunal.trainer.config import GRPOConfig, expand_variables
 from tribunal.trainer.loop import Trainer
 
 pytestmark = [
@@ -123,7 +123,7 @@ def full_stack(tutorial: Tutorial, tmp_path_factory: pytest.TempPathFactory) -> 
 def moved_config(config: Path, dataset: Path, stack: FullStack) -> GRPOConfig:
     """The shipped config with its URLs moved to the stack's free ports and its dataset to
     the one the tutorial's first command wrote here."""
-    raw = yaml.safe_load(config.read_text())
+    raw = expand_variables(yaml.safe_load(config.read_text()), {})
     assert raw["gateway_url"] == "http://127.0.0.1:8100"
     assert Path(raw["dataset"]).name == dataset.name
     raw |= {"gateway_url": stack.gateway_url, "dataset": str(dataset)}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tribunal.trainer.config import GRPOConfig
+from tribunal.trainer.config import GRPOConfig, expand_variables
 
 CONFIGS = sorted((ROOT / "trainer/tribunal/trainer/configs").glob("*.yaml"))
 
@@ -17,6 +17,38 @@ CONFIGS = sorted((ROOT / "trainer/tribunal/trainer/configs").glob("*.yaml"))
 def test_shipped_configs_load(path: Path) -> None:
     config = GRPOConfig.from_yaml(path)
     assert config.max_steps >= 1
+
+
+def test_shipped_configs_follow_the_port_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No shipped config calls a default port that a setting moved: every URL follows its
+    service's TRIBUNAL_<SERVICE>_PORT (the gateway's also TRIBUNAL_GATEWAY_URL)."""
+    for name, port in (("GATEWAY", "9100"), ("MATH", "9101"), ("CODE", "9102")):
+        monkeypatch.setenv(f"TRIBUNAL_{name}_PORT", port)
+    urls = []
+    for path in CONFIGS:
+        config = GRPOConfig.from_yaml(path)
+        urls += [source.url for source in config.reward_sources]
+        urls += [config.gateway_url] if config.gateway_url else []
+        urls += [config.tools.code_url] if config.tools else []
+    assert len(urls) == len(CONFIGS) + 2  # two configs with tools
+    # compose's trainer reaches the gateway inside the compose network, on its own port
+    assert [url for url in urls if ":81" in url] == ["http://gateway:8100"], urls
+    assert {url for url in urls if "127.0.0.1" in url} == {
+        "http://127.0.0.1:9100",
+        "http://127.0.0.1:9101",
+        "http://127.0.0.1:9102",
+    }
+    monkeypatch.setenv("TRIBUNAL_GATEWAY_URL", "http://gw.example:7")
+    stack = GRPOConfig.from_yaml(ROOT / "trainer/tribunal/trainer/configs/stack_rloo_cpu.yaml")
+    assert stack.gateway_url == "http://gw.example:7"
+
+
+def test_variables_expand_as_compose_does() -> None:
+    env = {"SET": "a", "EMPTY": ""}
+    raw = {"x": ["${SET}-${EMPTY:-d}-${UNSET:-${SET:-z}}", 3], "y": {"z": "$SET ${SET:-q}"}}
+    assert expand_variables(raw, env) == {"x": ["a-d-a", 3], "y": {"z": "$SET a"}}
+    with pytest.raises(ValueError, match=r"t.yaml: \$\{UNSET\} is unset and has no default"):
+        expand_variables({"url": "http://${UNSET}"}, env, where="t.yaml")
 
 
 def test_the_recipes_keep_their_numbers() -> None:

@@ -61,6 +61,7 @@ from tribunal.core.errors import BackendUnavailable, InternalError
 from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
+from tribunal.llm.readiness import backend_unready_reasons
 
 VERSION = "1"
 """Bump when the same input could get a different reward."""
@@ -239,6 +240,17 @@ class CitationVerifier:
         await self._pool.run(item_chars, _WARM_UP, timeout_s=60)
         if self.judge is not None:
             await self.judge.start()
+
+    async def unready_reasons(self) -> list[str]:
+        """Why the ``judge`` support mode cannot score now: no LLM backend configured, or its
+        server unreachable ([] when it answers). The other modes need no backend."""
+        if self.judge is None:
+            return [
+                "support mode 'judge' has no LLM backend: set TRIBUNAL_CITATION_BASE_URL "
+                "(and TRIBUNAL_CITATION_MODEL); the other support modes score"
+            ]
+        reasons = await backend_unready_reasons(self.judge.backend)
+        return [f"support mode 'judge': {reason}" for reason in reasons]
 
     async def aclose(self) -> None:
         """Stop the scoring processes and close the judge mode's backend, if any."""

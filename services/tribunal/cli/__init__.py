@@ -190,8 +190,12 @@ def worker(
 def healthcheck(
     service: ServiceArg,
     port: Annotated[int | None, typer.Option(help="Port (default: the service's).")] = None,
+    strict: Annotated[
+        bool, typer.Option(help="Exit 1 unless the status is ready (degraded counts as down).")
+    ] = False,
 ) -> None:
-    """Exit 0 if the service's /readyz answers 200 (for container healthchecks), else 1."""
+    """Exit 0 if the service's /readyz answers 200 (ready or degraded: for container
+    healthchecks), else 1; with --strict, only if it is ready."""
     import httpx
 
     spec = _spec(service)
@@ -203,7 +207,13 @@ def healthcheck(
         typer.echo(f"{url}: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(f"{url}: {response.status_code} {response.text}")
-    raise typer.Exit(0 if response.status_code == 200 else 1)
+    ready = response.status_code == 200
+    if strict:
+        try:
+            ready = ready and response.json().get("status") == "ready"
+        except ValueError:
+            ready = False
+    raise typer.Exit(0 if ready else 1)
 
 
 @app.command()
@@ -302,14 +312,12 @@ def _default_url(verifier: str) -> str:
     """``http://127.0.0.1:<port>`` of the verifier's service, on the port ``tribunal api``
     serves it: ``TRIBUNAL_<NAME>_PORT`` when set, else the default. Read without the
     settings classes, which would import every service's configuration."""
-    from tribunal.core.registry import local_url
+    from tribunal.core.registry import env_port, local_url
 
-    variable = f"TRIBUNAL_{verifier.upper()}_PORT"
-    port = os.environ.get(variable, "").strip()
-    if port and (not port.isdigit() or not 0 < int(port) < 65536):
-        raise typer.BadParameter(f"{variable}={port!r} is not a port; or give --url")
     try:
-        return local_url(verifier, int(port) if port else None)
+        return local_url(verifier, env_port(verifier))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{exc}; or give --url") from exc
     except KeyError as exc:
         raise typer.BadParameter(f"{exc.args[0]}; or give --url", param_hint="VERIFIER") from exc
 

@@ -38,9 +38,15 @@ def run_score(
     restart: bool,
 ) -> int:
     """Score ``input_path`` (``-``: stdin) into ``output`` (``-``: stdout); return the exit
-    code (0 done, 1 a client error, 2 bad input, 130 interrupted)."""
+    code (0 done, items the service refused included; 1 a client error; 2 bad input: the
+    input cannot be read, holds no item or a line that is not JSON, or the output is not
+    this input's; 130 interrupted)."""
     console = Console(stderr=True, soft_wrap=True, highlight=False)
-    data = sys.stdin.buffer.read() if input_path == "-" else Path(input_path).read_bytes()
+    try:
+        data = sys.stdin.buffer.read() if input_path == "-" else Path(input_path).read_bytes()
+    except OSError as exc:
+        console.print(f"{input_path}: {exc.strerror or exc}", style="red", markup=False)
+        return 2
     try:
         items = read_items(data)
     except ValueError as exc:

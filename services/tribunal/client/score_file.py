@@ -2,6 +2,13 @@
 
 Input: one item per line in the verifier's item schema (an item without ``id`` gets its
 0-based line number among the items). Output: one ``ItemResult`` per line, in input order.
+An item the service refuses (a missing field, an ``id`` that is not a string, a line that
+is JSON but not an object) does not stop the run: it is sent as written, the service answers
+it ``bad_input``, and its result carries the id the item was given here (its index when its
+own is unusable) and a message naming its input line (``line 2: id: Input should be a valid
+string``). A chunk none of whose items is valid is refused by the service as a whole (422,
+naming its first item); it is then sent item by item, to learn each item's own error, and
+those results, which no verifier produced, have ``"verifier": null``.
 Items are sent as their lines are written and results written as the service answers them
 (``TribunalClient.score_json``): JSON in, JSON out, no model built per item.
 
@@ -29,6 +36,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,7 +47,7 @@ from typing import IO, Any
 import orjson
 
 from tribunal.client.client import TribunalClient
-from tribunal.client.errors import ServerError
+from tribunal.client.errors import RequestRejected, ServerError
 from tribunal.core.jsonparse import loads, orjson_reads_exactly
 
 
@@ -102,13 +110,16 @@ class InputItems:
     """The items of an input file.
 
     Attributes:
-        ids: Each item's ``id`` (its index, as a string, for an item without one).
+        ids: Each item's ``id`` (its index, as a string, for an item without a usable one: no
+            ``id``, one that is not a non-empty string, or a line that is not an object).
         texts: Each item as JSON, as it is sent: its line, or the item re-encoded with the
             ``id`` it was given.
+        lines: Each item's 1-based line number in the input.
     """
 
     ids: list[Any]
     texts: list[bytes]
+    lines: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -117,23 +128,57 @@ class InputItems:
 def read_items(data: bytes) -> InputItems:
     """Parse JSONL items (blank lines skipped); give an item without ``id`` its index.
 
+    A line that is JSON but no valid item (not an object, an ``id`` that is not a non-empty
+    string) is kept as written, under its index as id: the service refuses that item alone.
+
     Raises:
-        ValueError: A line is not a JSON object (the message names the line).
+        ValueError: A line is not JSON (the message names the line), or there is no item.
     """
     items = InputItems([], [])
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         item, encode = _parse(line, number)
+        index = str(len(items.ids))
         if not isinstance(item, dict):
-            raise ValueError(f"line {number}: an item is a JSON object")
-        if "id" in item:
             items.texts.append(line.strip())
+            items.ids.append(index)
+        elif "id" in item:
+            items.texts.append(line.strip())
+            usable = isinstance(item["id"], str) and item["id"]
+            items.ids.append(item["id"] if usable else index)
         else:
-            item["id"] = str(len(items.ids))
+            item["id"] = index
             items.texts.append(encode(item))
-        items.ids.append(item["id"])
+            items.ids.append(index)
+        items.lines.append(number)
+    if not items.ids:
+        raise ValueError("no items (the input is empty)")
     return items
+
+
+def name_the_line(result: dict[str, Any], items: InputItems, index: int, position: int) -> None:
+    """Give the result of ``items[index]`` (``position`` in its request) the item's id, and
+    make its error, when it names a field of that request's item, name the input line.
+
+    The service names a refused field by the item's place in the request
+    (``items.<position>.id``), which is not where a person finds it in a file of chunks.
+    """
+    result["id"] = items.ids[index]
+    error = result.get("error")
+    prefix = f"items.{position}"
+    if not isinstance(error, dict) or not isinstance(error.get("field"), str):
+        return
+    where: str = error["field"]
+    if where != prefix and not where.startswith(prefix + "."):
+        return
+    inner = where[len(prefix) + 1 :]
+    message = str(error.get("message", ""))
+    if message.startswith(where + ": "):
+        message = message[len(where) + 2 :]
+    line = items.lines[index]
+    error["field"] = inner or None
+    error["message"] = f"line {line}: {inner}: {message}" if inner else f"line {line}: {message}"
 
 
 def _parse(line: bytes, number: int) -> tuple[Any, Callable[[dict[str, Any]], bytes]]:
@@ -224,15 +269,25 @@ async def score_items(
 
     async def run(k: int) -> tuple[int, list[dict[str, Any]]]:
         async with semaphore:
-            batch = items.texts[k * chunk_size : (k + 1) * chunk_size]
+            first = k * chunk_size
+            batch = items.texts[first : first + chunk_size]
             key = idempotency_key(verifier, digest, chunk_size, k)
+            alone = False
             try:
-                return k, await client.score_json(verifier, batch, idempotency_key=key)
+                results = await client.score_json(verifier, batch, idempotency_key=key)
+            except RequestRejected as exc:
+                if not _refuses_an_item(exc):
+                    raise
+                results = [await _refused_alone(client, verifier, text) for text in batch]
+                alone = True
             except ServerError as exc:
                 if exc.code != "timeout" or exc.job_id is None:
                     raise
-                job_id = exc.job_id  # not scored within the synchronous deadline: still queued
-            return k, [r.model_dump(mode="json") for r in await client.wait(job_id)]
+                # not scored within the synchronous deadline: still queued as its job
+                results = [r.model_dump(mode="json") for r in await client.wait(exc.job_id)]
+            for position, result in enumerate(results):
+                name_the_line(result, items, first + position, 0 if alone else position)
+            return k, results
 
     started = time.perf_counter()
     done: dict[int, list[dict[str, Any]]] = {}
@@ -259,6 +314,28 @@ async def score_items(
         await asyncio.gather(*tasks, return_exceptions=True)
         summary.elapsed_s += time.perf_counter() - started
     return summary
+
+
+_ITEM_FIELD = re.compile(r"items\.\d+(\.|$)")
+
+
+def _refuses_an_item(exc: RequestRejected) -> bool:
+    """Whether the service refused a request for an item of it: it does so only when no
+    item of the batch is valid (one valid item, and each invalid one is a result)."""
+    return exc.code == "bad_input" and _ITEM_FIELD.match(exc.field or "") is not None
+
+
+async def _refused_alone(client: TribunalClient, verifier: str, text: bytes) -> dict[str, Any]:
+    """The result of one item of a batch the service refused as a whole: its own error,
+    from a request of this item alone (or its result, should the service score it)."""
+    try:
+        [result] = await client.score_json(verifier, [text])
+    except RequestRejected as exc:
+        if not _refuses_an_item(exc):
+            raise
+        error = {"code": exc.code, "message": exc.message, "retryable": False, "field": exc.field}
+        return {"id": "0", "reward": None, "error": error, "details": {}, "verifier": None}
+    return result
 
 
 def input_digest(data: bytes) -> str:

@@ -117,6 +117,14 @@ async def _runtime(
 ) -> AsyncIterator[AppRuntime]:
     queue = await build_queue(settings)
     window_s = max(3 * settings.worker_heartbeat_s, 5.0)
+    inspect = build_inspect_store(settings, queue)
+    # Recorders of the items this process answers or scores: cache hits (answered here), its
+    # embedded workers', and the gateway's synchronous routes (which score here).
+    recorders = {
+        v.name: recorder
+        for v in verifiers
+        if (recorder := recorder_for(settings, inspect, v.name)) is not None
+    }
     services = {
         v.name: ScoringService(
             v,
@@ -125,18 +133,11 @@ async def _runtime(
             settings.max_batch_items,
             request_models[v.name],
             worker_window_s=window_s,
+            recorder=recorders.get(v.name),
         )
         for v in verifiers
     }
     metrics = Metrics(list(services), worker_window_s=window_s)
-    inspect = build_inspect_store(settings, queue)
-    # Recorders of the items this process scores: its embedded workers', and the gateway's
-    # synchronous routes (which score here, without the queue).
-    recorders = {
-        v.name: recorder
-        for v in verifiers
-        if (recorder := recorder_for(settings, inspect, v.name)) is not None
-    }
     runtime = AppRuntime(
         settings=settings,
         queue=queue,

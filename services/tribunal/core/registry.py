@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imports FastAPI: a client reading PORTS needs none of it
@@ -53,6 +54,32 @@ def local_url(name: str, port: int | None = None) -> str:
     if name not in PORTS:
         raise KeyError(_unknown(name))
     return f"http://127.0.0.1:{PORTS[name] if port is None else port}"
+
+
+def port_variable(name: str) -> str:
+    """The variable that moves service ``name``'s port: ``TRIBUNAL_<NAME>_PORT``."""
+    return f"TRIBUNAL_{name.upper()}_PORT"
+
+
+def env_port(name: str) -> int | None:
+    """The port ``TRIBUNAL_<NAME>_PORT`` gives service ``name`` in this environment (the
+    port ``tribunal api`` and ``tribunal up`` serve it on), or None when it is unset.
+
+    Read from the environment alone, without the service's settings class (which would
+    import its configuration), by whatever calls a service on this host: ``tribunal score``,
+    the gateway's default verifier URLs.
+
+    Raises:
+        ValueError: The variable is set to something that is not a port (the message names
+            it).
+    """
+    variable = port_variable(name)
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ValueError(f"{variable}={value!r} is not a port")
+    return int(value)
 
 
 def _unknown(name: str) -> str:

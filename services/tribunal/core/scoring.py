@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,10 +25,20 @@ from tribunal.core.errors import (
     ScoringTimeout,
 )
 from tribunal.core.hashing import json_digest
-from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
+from tribunal.core.queue.base import (
+    Delivery,
+    JobQueue,
+    JobRecord,
+    JobStore,
+    QueuedItem,
+    Submitted,
+)
 from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.request_models import InvalidItem
 from tribunal.core.verifier import Verifier, verifier_info
+
+if TYPE_CHECKING:  # the inspector's store imports the Redis queue
+    from tribunal.core.inspection.store import InspectRecorder
 
 NO_REFUSAL_KEPT_S = 1.0
 """How long an API trusts that its verifier's workers have not refused to start (s)."""
@@ -45,6 +55,8 @@ class ScoringService:
         max_batch_items: Items per request (``PayloadTooLarge`` above).
         request_model: The verifier's score request model (``score_request_model``), built
             once per app so that the route and ``/v1/jobs`` validate with the same class.
+        recorder: Keeps the items this API answers from the result cache for the reward
+            inspector (no worker sees them), or None.
     """
 
     def __init__(
@@ -55,7 +67,9 @@ class ScoringService:
         max_batch_items: int,
         request_model: type[BaseModel],
         worker_window_s: float = 5.0,
+        recorder: InspectRecorder | None = None,
     ) -> None:
+        self.recorder = recorder
         self.worker_window_s = worker_window_s
         self.verifier = verifier
         self.queue = queue
@@ -113,7 +127,7 @@ class ScoringService:
                 else cache_entry(self.info.version, self.info.config_hash, cache_payload)
             )
             payloads.append((index, item.model_dump(mode="json"), key))
-        await self._answer_from_cache(payloads, prefilled)
+        hits = await self._answer_from_cache(payloads, prefilled)
         await self._check_refusal()
         queued = [QueuedItem(i, payload, key) for i, payload, key in payloads if i not in prefilled]
         # Hashing the whole batch costs a dump of every response: only a batch with an
@@ -130,13 +144,32 @@ class ScoringService:
             if idempotency_key
             else ""
         )
-        return await self.queue.submit(
+        submitted = await self.queue.submit(
             self.verifier.name,
             queued,
             total=len(items),
             prefilled=prefilled,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+        )
+        if hits and submitted.created and self.recorder is not None:
+            self._record_hits(submitted.job_id, hits, prefilled)
+        return submitted
+
+    def _record_hits(
+        self, job_id: str, hits: list[tuple[int, dict[str, Any]]], prefilled: dict[int, str]
+    ) -> None:
+        """Keep the cache hits of job ``job_id`` for the inspector, as a worker keeps what it
+        scores: a GRPO group one of whose completions was a hit is then shown whole (their
+        results carry ``cached: true``), not as the rest of it. Their queue entry id is the
+        time they were answered, so their latency reads 0."""
+        assert self.recorder is not None
+        entry_id = f"{int(time.time() * 1000)}-0"
+        self.recorder.record(
+            [
+                (Delivery(entry_id, job_id, index, payload, None, 1), prefilled[index])
+                for index, payload in hits
+            ]
         )
 
     async def score_in_process(
@@ -207,20 +240,23 @@ class ScoringService:
 
     async def _answer_from_cache(
         self, payloads: list[tuple[int, dict[str, Any], str | None]], prefilled: dict[int, str]
-    ) -> None:
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Put the cached results of ``payloads`` into ``prefilled``; return the hits
+        (index, payload)."""
         keyed = [(i, payload, key) for i, payload, key in payloads if key]
         if not keyed:
-            return
+            return []
         values = await self.cache.get_many([key for _, _, key in keyed if key])
-        hits = 0
+        hits = []
         for (index, payload, _), value in zip(keyed, values, strict=True):
             if value is None:
                 continue
             outcome = ItemOutcome.model_validate_json(value)
             prefilled[index] = result_json(str(payload["id"]), outcome, self.info, cached=True)
-            hits += 1
+            hits.append((index, payload))
         if hits:
-            await self.queue.incr_stats(self.verifier.name, {"cache_hits": hits})
+            await self.queue.incr_stats(self.verifier.name, {"cache_hits": len(hits)})
+        return hits
 
     async def score(
         self,

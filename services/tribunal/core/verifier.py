@@ -52,6 +52,12 @@ class Verifier(Protocol):
     latency, a reward spec's rewards) defines ``take_stats() -> dict[str, int]``: the
     counters of a ``tribunal.core.metrics.Tally`` since the last call, which the worker adds
     to the cluster-wide stats with its next write.
+
+    Optionally, a verifier that scores through something outside its service (an LLM
+    backend, other services) defines ``async unready_reasons() -> list[str]``: why it cannot
+    score now (each a sentence naming the setting or the server at fault), [] when it can.
+    The API's ``/readyz`` asks it on every probe and answers ``degraded`` with the reasons.
+    It must answer within a few seconds whatever it probes.
     """
 
     name: str

@@ -15,7 +15,7 @@ from tribunal.core.app import create_app as create_core_app
 from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
-from tribunal.gateway.remote import ClientVerifiers
+from tribunal.gateway.remote import ClientVerifiers, verifiers_unready
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
 
@@ -41,6 +41,9 @@ def create_verifiers(settings: GatewaySettings) -> list[Verifier]:
             settings.gateway.load_specs(),
             client,
             max_inflight_items=settings.gateway.max_inflight_items,
+            probe=lambda: verifiers_unready(
+                settings.gateway.verifier_urls(), settings.api_key_value
+            ),
         )
     ]
 

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -248,3 +248,50 @@ def _item_json(item: dict[str, Any]) -> bytes:
     except orjson.JSONEncodeError:
         return json.dumps(item, ensure_ascii=False).encode()
     return data
+
+
+PROBE_TIMEOUT_S = 1.5
+"""Deadline of one probe of a verifier's ``/readyz`` from the gateway's, seconds: longer than
+a verifier's probe of its LLM backend (1 s), within ``tribunal healthcheck``'s 3 s."""
+
+
+async def verifiers_unready(
+    urls: Mapping[str, str], api_key: str | None, timeout_s: float = PROBE_TIMEOUT_S
+) -> list[str]:
+    """Why the gateway cannot score through each of its verifiers now: one reason per
+    verifier whose ``/readyz`` is unreachable or not 200, and one per reason a ``degraded``
+    verifier gives (prefixed with its name). The verifiers are probed concurrently.
+
+    Args:
+        urls: Verifier name -> base URL (the gateway's ``verifier_urls()``).
+        api_key: Bearer token sent to the verifiers, if they need one.
+        timeout_s: Deadline of each probe, seconds.
+
+    Returns:
+        The reasons, verifiers in ``urls``' order; [] when every verifier is ready.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def probe(client: httpx.AsyncClient, name: str, url: str) -> list[str]:
+        where = f"{name} at {url}"
+        try:
+            response = await client.get(url.rstrip("/") + "/readyz", headers=headers)
+        except httpx.HTTPError as exc:
+            return [f"{where} is unreachable ({type(exc).__name__})"]
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        reasons = body.get("reasons")
+        said = [str(r) for r in reasons] if isinstance(reasons, list) else []
+        if response.status_code != 200:
+            return [f"{where} is not ready (HTTP {response.status_code})"] + [
+                f"{name}: {reason}" for reason in said
+            ]
+        return [f"{name}: {reason}" for reason in said]
+
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        found = await asyncio.gather(*(probe(client, n, u) for n, u in urls.items()))
+    return [reason for reasons in found for reason in reasons]

@@ -6,9 +6,20 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.core.registry import local_url
+from tribunal.core.registry import env_port, local_url
 from tribunal.core.settings import CoreSettings
 from tribunal.gateway.specs import SHIPPED_DIR, LoadedSpec, load_specs
+
+
+def _follow(verifier: str) -> str:
+    """The URL of ``verifier``'s service on this host, on the port its own setting
+    (``TRIBUNAL_<NAME>_PORT``) gives it: a gateway started beside the services, as by
+    ``tribunal up``, never calls a default port that a setting moved.
+
+    Raises:
+        ValueError: That setting is not a port.
+    """
+    return local_url(verifier, env_port(verifier))
 
 
 class GatewayConfig(BaseModel):
@@ -17,11 +28,25 @@ class GatewayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     port: int | None = Field(default=None, description="Port of the gateway API (default 8100).")
-    math_url: str = Field(default=local_url("math"), description="Base URL of the math service.")
-    code_url: str = Field(default=local_url("code"), description="Base URL of the code service.")
-    judge_url: str = Field(default=local_url("judge"), description="Base URL of the judge service.")
+    math_url: str = Field(
+        default_factory=lambda: _follow("math"),
+        description="Base URL of the math service (default: http://127.0.0.1 on "
+        "TRIBUNAL_MATH_PORT when set, else 8101).",
+    )
+    code_url: str = Field(
+        default_factory=lambda: _follow("code"),
+        description="Base URL of the code service (default: http://127.0.0.1 on "
+        "TRIBUNAL_CODE_PORT when set, else 8102).",
+    )
+    judge_url: str = Field(
+        default_factory=lambda: _follow("judge"),
+        description="Base URL of the judge service (default: http://127.0.0.1 on "
+        "TRIBUNAL_JUDGE_PORT when set, else 8103).",
+    )
     citation_url: str = Field(
-        default=local_url("citation"), description="Base URL of the citation service."
+        default_factory=lambda: _follow("citation"),
+        description="Base URL of the citation service (default: http://127.0.0.1 on "
+        "TRIBUNAL_CITATION_PORT when set, else 8104).",
     )
     specs_dir: str | None = Field(
         default=None,

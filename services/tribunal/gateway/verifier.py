@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, ClassVar, Protocol
@@ -214,6 +214,8 @@ class GatewayVerifier:
         client_factory: Builds the client to the verifiers (called by ``start``).
         max_inflight_items: The API process's bound on items its synchronous routes score at
             once (``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS``), held in ``in_flight``.
+        probe: Answers why some verifier cannot score now (``unready_reasons``); None: the
+            gateway does not know where its verifiers are, and reports nothing.
     """
 
     name = "gateway"
@@ -225,7 +227,9 @@ class GatewayVerifier:
         specs: Mapping[str, LoadedSpec],
         client_factory: Callable[[], VerifierClient],
         max_inflight_items: int = 2048,
+        probe: Callable[[], Awaitable[list[str]]] | None = None,
     ) -> None:
+        self._probe = probe
         self.specs = dict(specs)
         self.in_flight = InFlightItems(max_inflight_items)
         self.item_model: type[ScoreItem] = bind_item_model(self.specs)
@@ -266,6 +270,11 @@ class GatewayVerifier:
         """Never cached here: the verifiers cache their own results, and a spec result
         depends on their versions, which the gateway learns only by asking."""
         return None
+
+    async def unready_reasons(self) -> list[str]:
+        """Why items routed to some verifier cannot be scored now: that verifier is
+        unreachable, not ready, or degraded (its own reasons, under its name)."""
+        return await self._probe() if self._probe is not None else []
 
     async def start(self) -> None:
         """Build the client to the verifiers."""

@@ -28,18 +28,19 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from tribunal.client import ItemResult, TribunalClient
-from tribunal.core.registry import local_url
+from tribunal.core.registry import env_port, local_url
 
 
 def gateway_access(url: str | None, api_key: str | None) -> tuple[str, str | None]:
     """The gateway's URL and bearer token: those given, else ``TRIBUNAL_GATEWAY_URL`` (default
-    the gateway of ``make up``, ``http://127.0.0.1:8100``) and ``TRIBUNAL_API_KEY``.
+    the gateway of ``make up``, ``http://127.0.0.1`` on ``TRIBUNAL_GATEWAY_PORT`` when set,
+    else 8100) and ``TRIBUNAL_API_KEY``.
 
     The adapters run inside another project's trainer, configured by that project's config
     files: these two variables are the only way to point them elsewhere without code.
     """
     return (
-        url or os.environ.get("TRIBUNAL_GATEWAY_URL") or local_url("gateway"),
+        url or os.environ.get("TRIBUNAL_GATEWAY_URL") or local_url("gateway", env_port("gateway")),
         api_key or os.environ.get("TRIBUNAL_API_KEY") or None,
     )
 

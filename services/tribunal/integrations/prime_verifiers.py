@@ -50,7 +50,8 @@ def tribunal_reward(
             ``trace.rewards`` and which prefixes its metrics; give the attribute's name.
         fields: Rollout field -> attribute of the task data (``TaskData``) to send; default
             ``{"ground_truth": "answer"}``.
-        url: The gateway (default ``TRIBUNAL_GATEWAY_URL`` or http://127.0.0.1:8100).
+        url: The gateway (default ``TRIBUNAL_GATEWAY_URL``, else the local gateway on
+            ``TRIBUNAL_GATEWAY_PORT``, else http://127.0.0.1:8100).
         api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
         timeout_s: Deadline of each request.
 

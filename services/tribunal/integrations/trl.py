@@ -64,7 +64,8 @@ def remote_reward(
     Args:
         spec: A reward spec served by the gateway (``rloo_math``, ``tcr_agent`` ...).
         verifier: Or a verifier (``math``, ``code``, ``judge``, ``citation``) directly.
-        url: The gateway (default ``TRIBUNAL_GATEWAY_URL`` or http://127.0.0.1:8100).
+        url: The gateway (default ``TRIBUNAL_GATEWAY_URL``, else the local gateway on
+            ``TRIBUNAL_GATEWAY_PORT``, else http://127.0.0.1:8100).
         columns: Dataset column -> rollout field renames (``{"answer": "ground_truth"}``).
         api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
         timeout_s: Deadline of one batch.

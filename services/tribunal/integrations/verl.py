@@ -265,7 +265,8 @@ async def compute_score_batch_async(
         extra_infos: ``extra_info`` per sample (dicts or None).
         spec: Reward spec for every sample (default ``TRIBUNAL_SPEC``; neither: route by
             ``data_source``).
-        url: The gateway (default ``TRIBUNAL_GATEWAY_URL`` or http://127.0.0.1:8100).
+        url: The gateway (default ``TRIBUNAL_GATEWAY_URL``, else the local gateway on
+            ``TRIBUNAL_GATEWAY_PORT``, else http://127.0.0.1:8100).
         api_key: Bearer token (default ``TRIBUNAL_API_KEY``).
         timeout_s: Deadline of the request.
         verl_kwargs: What verl adds with a reward model (``reward_router_address``,

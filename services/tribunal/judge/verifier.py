@@ -36,6 +36,7 @@ from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 from tribunal.llm import LLMBackend, create_backend
 from tribunal.llm.meter import BackendMeter
+from tribunal.llm.readiness import backend_unready_reasons
 from tribunal.llm.untrusted import ControlTokens
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,13 @@ class JudgeVerifier:
             _schema_enforcement(self.backend.kind, self.config.backend.structured_output),
             len(self.control.tokens),
         )
+
+    async def unready_reasons(self) -> list[str]:
+        """Why no item can be judged now: no backend configured, or its server unreachable
+        ([] when it answers). Probed without starting the backend (an API process that
+        leaves scoring to the workers has not started one)."""
+        backend = self.backend or create_backend(self.config.backend, "TRIBUNAL_JUDGE_")
+        return await backend_unready_reasons(backend)
 
     async def aclose(self) -> None:
         """Close the backend (and the thread of large items' prompt building)."""

@@ -7,6 +7,9 @@ documented once, by the attribute docstring under each field.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
@@ -120,6 +123,42 @@ class TinyModelConfig:
     """Embedding rows of the model, if more than the tokenizer's (to reach a model size)."""
     max_position_embeddings: int = 4096
     """Longest sequence (prompt + completion) the model takes, tokens."""
+
+
+_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^${}]*))?\}")
+"""``${NAME}`` or ``${NAME:-default}`` whose default holds no further variable."""
+
+
+def expand_variables(value: Any, env: Mapping[str, str], where: str = "config") -> Any:
+    """``value`` (a loaded YAML document) with ``${NAME}`` and ``${NAME:-default}`` in its
+    strings replaced from ``env``, as Compose interpolates (a default applies when the
+    variable is unset or empty; a default may itself name a variable:
+    ``${TRIBUNAL_GATEWAY_URL:-http://127.0.0.1:${TRIBUNAL_GATEWAY_PORT:-8100}}``).
+
+    Raises:
+        ValueError: A variable without a default is unset (the message names it and
+            ``where``).
+    """
+    if isinstance(value, dict):
+        return {k: expand_variables(v, env, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_variables(v, env, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = env.get(name, "")
+        if found or default is not None:
+            return found or default or ""
+        raise ValueError(f"{where}: ${{{name}}} is unset and has no default")
+
+    text = value
+    while True:  # innermost first: a default's own variable is replaced before it is used
+        expanded = _VARIABLE.sub(substitute, text)
+        if expanded == text:
+            return expanded
+        text = expanded
 
 
 @dataclass(frozen=True)
@@ -293,11 +332,18 @@ class GRPOConfig:
         """Read a YAML config; ``overrides`` replace top-level keys (tests, CLI).
 
         A relative ``dataset`` path is found next to the config file when a file of that name
-        is there, else taken relative to the current directory.
+        is there, else taken relative to the current directory. Every string value may name
+        environment variables as Compose does (:func:`expand_variables`), so that a shipped
+        config follows the stack's port settings (``${TRIBUNAL_MATH_PORT:-8101}``).
+
+        Raises:
+            ValueError: The file is not a mapping, a variable it names without a default is
+                unset, or a field is invalid.
         """
         raw = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: the config must be a mapping")
+        raw = expand_variables(raw, os.environ, where=str(path))
         raw.update(overrides or {})
         beside = Path(path).parent / str(raw.get("dataset", ""))
         if raw.get("dataset") and not Path(raw["dataset"]).is_absolute() and beside.is_file():

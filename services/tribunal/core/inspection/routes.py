@@ -229,9 +229,11 @@ def _groups(summaries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                         "verifier": s.get("verifier"),
                         "reward": s.get("reward"),
                         "error": s.get("error"),
+                        "cached": bool(s.get("cached")),
                     }
                     for s in members
                 ],
+                "cache_hits": sum(bool(s.get("cached")) for s in members),
                 "all_equal": len(scored) > 1 and max(scored) - min(scored) < 1e-12,
                 "identical_completions": len(hashes) - len(set(hashes)),
                 "std": statistics.pstdev(scored) if scored else None,
@@ -313,18 +315,29 @@ async def stats(runtime: RuntimeDep, filters: FiltersDep) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-@router.get("/api/items/{verifier}/{rid}")
+@router.get("/api/items/{verifier}/{rid:path}")
 async def detail(verifier: str, rid: str, runtime: RuntimeDep) -> Response:
-    """One kept item whole: ``{"summary", "item", "result", "spec_rule"}``."""
+    """One kept item whole: ``{"summary", "item", "result", "spec_rule", "same_id"}``.
+
+    ``rid`` is a record's inspector id, or else an item's own id: then the newest record of
+    that item, and ``same_id`` counts the records of that id kept (each a scoring of it; 1
+    when ``rid`` named the record)."""
     if verifier not in runtime.services:
         raise HTTPException(404, f"no verifier {verifier!r} in this service")
     record = await runtime.inspect.record(verifier, rid)
+    same_id = 1
+    if record is None:
+        # Not a record id: the item's own id, as a person has it (newest first).
+        found = [s for s in await runtime.inspect.summaries(verifier) if s.get("id") == rid]
+        same_id = len(found)
+        record = await runtime.inspect.record(verifier, found[0]["rid"]) if found else None
     if record is None:
         raise HTTPException(
             404,
-            f"inspector item {rid!r} of {verifier} is not kept (trimmed by "
-            "TRIBUNAL_INSPECT_MAX_ITEMS, expired after TRIBUNAL_INSPECT_TTL_S, or never was)",
+            f"no kept item of {verifier} has the inspector id or the item id {rid!r} (trimmed "
+            "by TRIBUNAL_INSPECT_MAX_ITEMS, expired after TRIBUNAL_INSPECT_TTL_S, or never was)",
         )
+    record["same_id"] = same_id
     spec = record["summary"].get("spec")
     describe = getattr(runtime.services[verifier].verifier, "spec_rule", None)
     record["spec_rule"] = describe(spec) if describe is not None and spec else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -21,10 +22,20 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", operation_id="readyz", responses={503: {"description": "Not ready."}})
+@router.get(
+    "/readyz",
+    operation_id="readyz",
+    responses={
+        200: {"description": "Takes work: `ready`, or `degraded` with `reasons`."},
+        503: {"description": "Not ready: `not_ready` with `reasons`."},
+    },
+)
 async def readyz(runtime: RuntimeDep) -> JSONResponse:
-    """Readiness: the queue answers and every verifier has at least one live worker. A
-    verifier without one whose workers refused to start says why (`refused.<verifier>`)."""
+    """Readiness: `{"status", "reasons", "checks"}`. `not_ready` (503): the queue does not
+    answer or a verifier has no live worker (one whose workers refused to start says why,
+    `refused.<verifier>`). `degraded` (200): the service takes work, but some of it cannot
+    be scored now: an LLM backend unset or unreachable, a verifier of the gateway down.
+    `ready` (200): neither. `reasons` says why, one sentence each."""
     checks: dict[str, Any] = {"queue": runtime.queue.name}
     # A verifier that isolates programs says which layers its configuration asks for
     # (`layers.<verifier>`; its workers refuse to start when the host cannot give them).
@@ -32,21 +43,33 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
         layers = getattr(service.verifier, "layers", None)
         if layers is not None:
             checks[f"layers.{name}"] = layers
-    ready = True
+    blocking: list[str] = []
     try:
         await runtime.queue.ping()
         for name in runtime.services:
             live = await runtime.queue.live_workers(name, runtime.metrics.worker_window_s)
             checks[f"workers.{name}"] = live
-            ready = ready and live > 0
             refusal = await runtime.queue.refusal(name) if live == 0 else None
             if refusal is not None:
                 checks[f"refused.{name}"] = refusal
+            if live == 0:
+                blocking.append(f"{name}: no live worker" + (f" ({refusal})" if refusal else ""))
     except QueueUnavailable as exc:
         checks["error"] = exc.message
-        ready = False
-    status = "ready" if ready else "not_ready"
-    return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
+        blocking.append(f"queue: {exc.message}")
+    if blocking:
+        return _readiness("not_ready", blocking, checks, 503)
+    probes = [
+        probe()
+        for service in runtime.services.values()
+        if (probe := getattr(service.verifier, "unready_reasons", None)) is not None
+    ]
+    degraded = [reason for found in await asyncio.gather(*probes) for reason in found]
+    return _readiness("degraded" if degraded else "ready", degraded, checks, 200)
+
+
+def _readiness(status: str, reasons: list[str], checks: dict[str, Any], code: int) -> JSONResponse:
+    return JSONResponse({"status": status, "reasons": reasons, "checks": checks}, code)
 
 
 @router.get("/metrics", operation_id="metrics", response_class=Response)

@@ -63,7 +63,7 @@ function itemHref(verifier, rid) {
 function reflectFilters() {
   const params = query();
   const current = new URLSearchParams(location.search);
-  for (const extra of ["v", "rid", "view"]) if (current.get(extra)) params.set(extra, current.get(extra));
+  for (const extra of ["v", "rid", "id", "view"]) if (current.get(extra)) params.set(extra, current.get(extra));
   history.replaceState(null, "", "inspect" + (params.toString() ? "?" + params : ""));
   document.getElementById("export").href = API + "export.jsonl?" + query().toString();
 }
@@ -97,7 +97,8 @@ async function loadItems() {
       el("td", {}, s.group || ""),
       el("td", { class: "reward" }, s.reward === null ? "—" : num(s.reward)),
       el("td", { class: "error-code" }, s.error || ""),
-      el("td", {}, s.latency_ms === null ? "—" : s.latency_ms));
+      el("td", {}, s.latency_ms === null ? "—" : s.latency_ms),
+      el("td", { class: "cache" }, s.cached ? "hit" : ""));
   }));
 }
 
@@ -164,12 +165,14 @@ async function loadGroups() {
     el("td", {}, g.group),
     el("td", { class: "mono" }, g.job.slice(0, 8)),
     el("td", {}, ...g.items.map((i) => {
-      const chip = el("a", { class: "chip" + (i.error ? " failed" : ""), href: itemHref(i.verifier, i.rid), title: i.id },
+      const chip = el("a", { class: "chip" + (i.error ? " failed" : "") + (i.cached ? " cached" : ""),
+        href: itemHref(i.verifier, i.rid), title: i.cached ? `${i.id} (a cache hit)` : i.id },
         i.reward === null ? i.error || "—" : num(i.reward));
       chip.addEventListener("click", (event) => { event.preventDefault(); openItem(i.verifier, i.rid); });
       return chip;
     })),
-    el("td", {}, g.all_equal ? "all equal: no learning signal" : `std ${num(g.std)}`),
+    el("td", {}, (g.all_equal ? "all equal: no learning signal" : `std ${num(g.std)}`) +
+      (g.cache_hits ? ` · ${g.cache_hits} from the result cache` : "")),
     el("td", {}, g.identical_completions)));
   section.replaceChildren(rows.length
     ? el("table", { id: "groups" },
@@ -234,22 +237,47 @@ function rubricView(details) {
       el("thead", {}, el("tr", {}, ...["rubric", "polarity", "verdict", "score", "reason"].map((h) => el("th", {}, h)))),
       el("tbody", {}, ...details.rubrics.map((r) => el("tr", { class: `verdict-${r.verdict || "none"}` },
         el("td", {}, r.title ? `${r.title}: ${r.text}` : r.text),
-        el("td", {}, r.polarity),
+        el("td", { class: "polarity" }, r.polarity),
         el("td", { class: "verdict" }, r.verdict || (r.error ? r.error.code : "—")),
-        el("td", {}, num(r.score)),
+        el("td", { class: "score" }, num(r.score)),
         el("td", { class: "reason" }, r.reason || (r.error ? r.error.message : "")))))));
 }
 
-function codeView(details) {
+function expectedOf(tests, index) {
+  // What the item's tests expect of case `index`: the stdout of a stdio case, the return
+  // value of a function case (as JSON); an assert test's check is the program's own.
+  const cases = tests && Array.isArray(tests.cases) ? tests.cases : [];
+  const one = cases[index];
+  if (!one || typeof one !== "object") return null;
+  if (tests.kind === "stdio") return typeof one.stdout === "string" ? one.stdout : null;
+  if (tests.kind === "function") return JSON.stringify(one.expected);
+  return null;
+}
+
+function actualOf(t, kind) {
+  // What the program gave: the start of its stdout for a failed stdio case (kept by the
+  // service); a function case's return value is compared in the service and not kept.
+  if (t.verdict === "accepted") return "as expected";
+  if (kind === "stdio") return t.stdout ?? "(printed nothing)";
+  return kind === "function" ? "(not kept: see why)" : "";
+}
+
+function codeView(details, item) {
+  const tests = item && typeof item.tests === "object" && item.tests !== null ? item.tests : {};
   const parts = [el("h3", {}, `tests: ${details.passed}/${details.total} passed`)];
   if (details.compile_message) parts.push(el("pre", { class: "output" }, details.compile_message));
   if (details.no_code_reason) parts.push(el("p", {}, "no code: ", details.no_code_reason));
   parts.push(el("table", { class: "tests" },
-    el("thead", {}, el("tr", {}, ...["case", "verdict", "time ms", "output / message"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, ...details.tests.map((t) => el("tr", { class: t.verdict === "accepted" ? "pass" : "failed" },
-      el("td", {}, t.index), el("td", {}, t.verdict), el("td", {}, num(t.time_ms, 1)),
-      el("td", {}, ...[t.message, t.stdout && `stdout: ${t.stdout}`, t.stderr && `stderr: ${t.stderr}`]
-        .filter(Boolean).map((text) => el("pre", { class: "output" }, text))))))));
+    el("thead", {}, el("tr", {}, ...["case", "verdict", "time ms", "expected", "actual", "why / stderr"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, ...details.tests.map((t) => {
+      const expected = expectedOf(tests, t.index);
+      return el("tr", { class: t.verdict === "accepted" ? "pass" : "failed" },
+        el("td", {}, t.index), el("td", { class: "verdict" }, t.verdict), el("td", {}, num(t.time_ms, 1)),
+        el("td", { class: "expected" }, expected === null ? "—" : el("pre", { class: "output" }, expected)),
+        el("td", { class: "actual" }, el("pre", { class: "output" }, actualOf(t, tests.kind))),
+        el("td", {}, ...[t.message, t.stderr && `stderr: ${t.stderr}`]
+          .filter(Boolean).map((text) => el("pre", { class: "output" }, text))));
+    }))));
   if (details.extracted_code) parts.push(el("h4", {}, "program"), el("pre", { class: "output" }, details.extracted_code));
   return el("div", {}, ...parts);
 }
@@ -297,7 +325,9 @@ function renderDetail(record) {
     el("h2", {}, "item ", el("span", { class: "mono", id: "detail-id" }, summary.id)), close,
     el("p", {}, `${summary.scorer || summary.verifier} · reward `, el("strong", { id: "detail-reward" }, result.reward === null ? "none" : num(result.reward, 4)),
       ` · job ${summary.job} #${summary.index}` + (summary.group ? ` · group ${summary.group}` : "") +
-      (summary.latency_ms !== null ? ` · ${summary.latency_ms} ms` : "") + (result.cached ? " · cached" : "")),
+      (summary.latency_ms !== null ? ` · ${summary.latency_ms} ms` : "") +
+      (result.cached ? " · a cache hit (answered from the result cache)" : "") +
+      (record.same_id > 1 ? ` · ${record.same_id} records of this id kept, the newest shown` : "")),
     el("p", {}, "link: ", el("a", { href: link, id: "permalink" }, link)));
   const parts = [head];
   if (result.error) {
@@ -309,7 +339,7 @@ function renderDetail(record) {
   components(result).forEach(([name, details], n) => {
     if (details.claims && response !== null) { parts.push(citationView(response, details, evidenceOf(item), `c${n}-`)); shownResponse = true; }
     if (details.rubrics) parts.push(rubricView(details));
-    if (details.tests) parts.push(codeView(details));
+    if (details.tests) parts.push(codeView(details, item));
     if (details.stdout !== undefined && details.stderr !== undefined) parts.push(runView(details));
     if (details.extracted_ground_truth !== undefined) parts.push(mathView(details));
   });
@@ -372,7 +402,9 @@ for (const button of document.querySelectorAll("#tabs button")) button.addEventL
 (function start() {
   const params = new URLSearchParams(location.search);
   for (const name of FIELDS) if (params.get(name)) field(name).value = params.get(name);
-  if (params.get("v") && params.get("rid")) openItem(params.get("v"), params.get("rid"));
+  // rid: a record; id: an item's own id (its newest record).
+  const wanted = params.get("rid") || params.get("id");
+  if (params.get("v") && wanted) openItem(params.get("v"), wanted);
   show(["items", "charts", "groups"].includes(params.get("view")) ? params.get("view") : "items");
   schedule();
 })();
