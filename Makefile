@@ -14,7 +14,7 @@ LOCK_ALL := requirements/all.txt
 # Trainers' packages whose own dependencies cannot install here (vLLM, flash-attn): hashed, by hand.
 NODEPS := requirements/trainers-nodeps.txt
 
-.PHONY: up train test lint lock check-lock docs openapi monitoring bench-math clean tools
+.PHONY: up train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -61,7 +61,12 @@ train: tools $(VENV)/.all
 test: tools $(VENV)/.all
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
 	$(MAKE) check-lock lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+# While you work: every test that starts no service process and takes under a few seconds
+# (markers e2e and slow left out; tests/conftest.py marks the folders that start processes).
+test-fast: tools $(VENV)/.all
+	$(BIN)/python -m pytest -m "not e2e and not slow and not gpu" -q
 
 # pyproject.toml, the locks and the venv agree (scripts/check_lock.py says what does not).
 check-lock: $(VENV)/.all

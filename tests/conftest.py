@@ -189,3 +189,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+E2E_FOLDERS = frozenset({"e2e", "faults", "integrations"})
+"""Every test under these folders starts the stack's processes (or a trainer's): it is ``e2e``
+whatever its module says, so that the fast lane (``make test-fast``) never runs one."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test under one of :data:`E2E_FOLDERS` ``e2e``."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(root) and path.relative_to(root).parts[0] in E2E_FOLDERS:
+            item.add_marker(pytest.mark.e2e)

@@ -20,6 +20,9 @@ import pytest
 
 from bench import results
 
+pytestmark = pytest.mark.slow
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

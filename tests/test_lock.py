@@ -13,6 +13,9 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PIP = [sys.executable, "-m", "pip"]

@@ -244,6 +244,7 @@ async def test_a_batch_without_one_valid_item_is_rejected_once(math: RunningServ
     assert caught.value.status == 422 and caught.value.field == "items.0.ground_truth"
 
 
+@pytest.mark.slow
 async def test_a_real_429_is_retried_after_its_retry_after_until_there_is_room(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -263,6 +264,7 @@ async def test_a_real_429_is_retried_after_its_retry_after_until_there_is_room(
     assert rewards(results) == [1.0]
 
 
+@pytest.mark.slow
 async def test_a_real_503_while_redis_is_down_is_retried_until_it_is_back(
     service: Callable[..., RunningService], own_redis: RedisServer, key_prefix: str
 ) -> None:
@@ -292,6 +294,7 @@ async def test_long_poll_waits_for_the_job(math: RunningService) -> None:
     assert rewards(results) == [1.0] * 40
 
 
+@pytest.mark.slow
 async def test_wait_times_out_while_no_worker_runs(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -305,6 +308,7 @@ async def test_wait_times_out_while_no_worker_runs(
         assert caught.value.job_id == job_id and caught.value.completed == 0
 
 
+@pytest.mark.slow
 async def test_results_stream_as_they_complete(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -354,6 +358,7 @@ with SyncTribunalClient(sys.argv[1]) as client:
 """
 
 
+@pytest.mark.slow
 def test_a_job_is_resumed_by_its_key_after_the_client_is_killed(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -386,6 +391,7 @@ def test_a_job_is_resumed_by_its_key_after_the_client_is_killed(
     assert caught.value.status == 409
 
 
+@pytest.mark.slow
 async def test_a_keyed_score_that_times_out_names_its_job_and_is_scored_once(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:

@@ -26,6 +26,7 @@ def code(
     return service("code", env=redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="2"))
 
 
+@pytest.mark.slow
 @needs_bwrap
 async def test_a_run_comes_back_typed_whether_it_succeeds_or_fails(code: RunningService) -> None:
     reverse = RunItem(id="rev", language="python", code="print(input()[::-1])", stdin="olleh\n")
@@ -53,6 +54,7 @@ async def test_a_run_comes_back_typed_whether_it_succeeds_or_fails(code: Running
     assert looping.verdict is TestVerdict.TIME_LIMIT
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_bad_item_is_rejected_naming_its_field(code: RunningService) -> None:
     with SyncTribunalClient(code.base_url) as client:

@@ -57,6 +57,7 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.slow
 def test_score_a_file_interrupt_and_resume(
     service: Callable[..., RunningService],
     redis_server: RedisServer,
@@ -112,6 +113,7 @@ def test_score_a_file_interrupt_and_resume(
     assert items_scored(running.base_url) == 1000
 
 
+@pytest.mark.slow
 def test_stdin_to_stdout_and_a_line_that_is_not_json(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -183,6 +185,7 @@ def test_a_missing_or_empty_input_is_one_line_and_exit_2(tmp_path: Path) -> None
         assert done.stderr.strip() == f"{path}: {reason}"
 
 
+@pytest.mark.slow
 def test_the_command_loads_no_server_code_and_not_httpx_s_own_cli(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -246,6 +249,7 @@ def test_the_default_ports_are_the_services_own() -> None:
     assert {name: load_service(name).port for name in SERVICES} == PORTS
 
 
+@pytest.mark.slow
 async def test_a_chunk_past_the_synchronous_deadline_is_collected_as_its_job(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:

@@ -106,6 +106,7 @@ async def test_busy_threads_and_ignored_sigterm(run_verifier: CodeRunVerifier) -
     assert details["verdict"] == "time_limit"
 
 
+@pytest.mark.slow
 async def test_fork_bomb_is_contained(run_verifier: CodeRunVerifier) -> None:
     code = """
         import os
@@ -419,6 +420,7 @@ async def test_busy_daemon_cannot_starve_later_cases(code_verifier: CodeVerifier
 # -- concurrency -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_hostile_neighbours_do_not_disturb_honest_items(code_verifier: CodeVerifier) -> None:
     honest = "def add(a, b):\n    return a + b\n"
     hostile = [

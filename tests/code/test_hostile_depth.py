@@ -34,7 +34,7 @@ from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime, result_json
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 _INFO = VerifierInfo(name="code", version="test", config_hash="0" * 16)
 

@@ -209,6 +209,7 @@ async def test_run_details(run_verifier: CodeRunVerifier) -> None:
     assert killed.details["exit_code"] == 137
 
 
+@pytest.mark.slow
 async def test_many_items_run_concurrently(code_verifier: CodeVerifier) -> None:
     items = [
         CodeItem(
@@ -237,6 +238,7 @@ def _response(task_id: str, field: str = "response") -> str:
     return str(next(r[field] for r in rows if r["task_id"] == task_id))
 
 
+@pytest.mark.slow
 async def test_a_raw_completion_is_scored_on_its_last_block(code_verifier: CodeVerifier) -> None:
     task = "shortest-distance-after-road-addition-queries-i"
     fenced = _leetcode_item(task, response=_response(task))

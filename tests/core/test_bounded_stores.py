@@ -142,6 +142,7 @@ async def test_a_redis_that_could_evict_queue_keys_is_refused(
         await queue.aclose()
 
 
+@pytest.mark.slow
 def test_the_api_and_the_worker_refuse_to_start_on_an_evicting_redis(
     own_redis: RedisServer, key_prefix: str, tmp_path: Path
 ) -> None:
@@ -166,6 +167,7 @@ def test_the_api_and_the_worker_refuse_to_start_on_an_evicting_redis(
         assert "noeviction" in text
 
 
+@pytest.mark.slow
 async def test_a_long_stream_of_unique_items_keeps_every_store_in_bound(
     service: Callable[..., RunningService],
     own_redis: RedisServer,

@@ -166,6 +166,13 @@ class Prometheus:
             if a["state"] == "firing"
         }
 
+    def wait_for(self, expr: str, why: str, timeout_s: float = 30) -> None:
+        """Poll until the instant query ``expr`` returns a series (a scrape has seen it)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.query(expr):
+            assert time.monotonic() < deadline, why
+            time.sleep(0.5)
+
     def wait_firing(
         self, alert: tuple[str, str], timeout_s: float = 90, meanwhile: Callable[[], Any] = list
     ) -> None:
@@ -315,16 +322,19 @@ def run_scenario(
     # Healthy traffic, twice a few scrapes apart (rates need two samples), then once more
     # the same batch: answered from the caches.
     score_everything(gateway, "a")
-    time.sleep(3)
+    prometheus.wait_for(
+        'count_over_time(tribunal_spec_items_total{spec="rloo_math"}[1m]) >= 2',
+        "the first round's counters were never scraped twice",
+    )
     score_everything(gateway, "b")
     score_everything(gateway, "b")
     # A refused request: the API processes count their error answers.
     refused = httpx.post(f"{services['math'].base_url}/v1/math/score", json={"items": []})
     assert refused.status_code == 422
-    deadline = time.monotonic() + 30
-    while not prometheus.query('tribunal_spec_items_total{spec="rloo_math"} >= 8'):
-        assert time.monotonic() < deadline, "the spec counters never reached Prometheus"
-        time.sleep(0.5)
+    prometheus.wait_for(
+        'tribunal_spec_items_total{spec="rloo_math"} >= 8',
+        "the spec counters never reached Prometheus",
+    )
     healthy = prometheus.firing()
     assert not {a for a in healthy if a[0] != "TribunalQueueStalled"}, healthy
 
@@ -355,7 +365,10 @@ def run_scenario(
     prometheus.wait_firing(("TribunalQueueStalled", "math"))
 
     # Every panel's query, with the dashboard's variables at "All", returns series.
-    time.sleep(2)  # the spec error above, scraped
+    prometheus.wait_for(
+        'tribunal_spec_errors_total{spec="refiner_rubric_citation"}',
+        "the spec error above was never scraped",
+    )
     empty = []
     for title, expr in module.panel_queries():
         concrete = (

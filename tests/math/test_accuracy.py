@@ -22,6 +22,9 @@ import pytest
 from tests.conftest import DATA as SHARED_DATA
 from tribunal.math import MathScore, verify_answer
 
+pytestmark = pytest.mark.slow
+
+
 DATA = SHARED_DATA / "math"
 GSM8K = DATA / "gsm8k_test.jsonl"
 MATH500 = DATA / "math500_test.jsonl"

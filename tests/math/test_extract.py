@@ -130,6 +130,7 @@ def test_clean_answer_strips_layers() -> None:
     assert clean_answer(r"\$5") == r"\$5"  # a dollar sign, not math
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "response",
     [

@@ -78,6 +78,7 @@ async def test_retryable_item_errors_go_to_the_policy() -> None:
         server.stop()
 
 
+@pytest.mark.slow
 async def test_a_service_that_is_down_is_retried_then_dropped_or_stops_the_run() -> None:
     server = StandInRewardServer(lambda item: 1.0).start()
     server.stop()

@@ -151,6 +151,7 @@ class ScriptedBackend:
 CALL = '<tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_the_tool_loop_runs_code_on_the_code_service_and_masks_its_output(

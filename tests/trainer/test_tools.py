@@ -16,6 +16,7 @@ from tribunal.trainer.tools import CodeRunner
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_a_tool_turn_shows_the_run_or_why_there_is_none(
     request: pytest.FixtureRequest,
