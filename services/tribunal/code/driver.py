@@ -417,6 +417,7 @@ def _raise_oom_score(score: int) -> None:
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
 _SIGCHLD = 17
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 _CAP_SYS_ADMIN = 21
@@ -437,8 +438,8 @@ def _has_capability(bit: int) -> bool:
 
 
 class _CaseNamespaces:
-    """A fresh pid, mount and IPC namespace for each stdio case, where the driver may make
-    them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
+    """A fresh pid, mount, IPC and network namespace for each stdio case, where the driver
+    may make them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
 
     The cases of one item share a sandbox; without this, the pid a case's process gets and
     the inode numbers of its files advance from case to case, and a program can answer by
@@ -450,7 +451,11 @@ class _CaseNamespaces:
     namespace, then forks the program as pid 2 and reports its wait status. The program sees
     the same pids, inode numbers, directory times and IPC ids in every case; when the init
     exits, the kernel kills whatever the program left, and the mounts and IPC objects go
-    with their namespaces (nothing to wipe).
+    with their namespaces (nothing to wipe). The network namespace holds what a case could
+    leave behind with no process to kill: its loopback's counters (a program that sent
+    datagrams to itself moved them, and the next case read them), abstract ``AF_UNIX``
+    names and sockets kept alive in flight; the next case starts with a down loopback and
+    none of them.
     """
 
     def __init__(self, dirs: list[str], modes: dict[str, int]) -> None:
@@ -476,13 +481,14 @@ class _CaseNamespaces:
         return cls(dirs, modes)
 
     def fork(self) -> int:
-        """Like ``os.fork``, but the child is pid 1 of new pid, mount and IPC namespaces.
+        """Like ``os.fork``, but the child is pid 1 of new pid, mount, IPC and network
+        namespaces.
 
         The driver is single-threaded and the child runs only :meth:`enter` (which forks the
         program with ``os.fork``), so the raw ``clone`` skipping Python's and libc's fork
         handlers is safe here.
         """
-        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _SIGCHLD
+        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _SIGCHLD
         pid = _libc("syscall")(_SYS_CLONE, flags, 0, 0, 0, 0)
         if pid < 0:
             import _ctypes
