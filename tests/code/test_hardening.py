@@ -4,6 +4,8 @@
    process holds (the loopback's counters) carried data from one stdio case to the next.
 2. Without a memory cgroup, local socket buffers raised to the host's maximum held over 1 GiB
    under a 256 MiB limit, counted by no rlimit.
+5. In assert mode, names the test used but did not define (the prompt's helpers) were taken
+   from the program, which could redefine them and was handed the expected values.
 6. The seccomp filter allowed calls that Docker's and podman's default profiles refuse and no
    test program needs.
 """
@@ -230,3 +232,49 @@ async def test_readyz_says_what_each_missing_layer_leaves_open() -> None:
     bare = CodeVerifier(CodeConfig(seccomp=False)).layers["open"]
     assert set(bare) == {"seccomp", "case_namespaces", "memory_cgroup"}
     assert "socket buffers" in bare["seccomp"]
+
+
+# -- class 5: assert tests take only the entry point from the program ----------------------------
+
+HELPER_THIEF = """
+    seen = []
+    def encode(s):  # the prompt's helper, redefined: the test hands it the answers
+        seen.append(s)
+        return s[::-1]
+    def decode(s):
+        return seen[-1] if seen else s
+"""
+HONEST_DECODE = """
+    def encode(s):
+        return s[::-1]
+    def decode(s):
+        return s[::-1]
+"""
+CHECK = """
+def check(candidate):
+    for word in ['abc', 'hello', 'tribunal']:
+        assert candidate(encode(word)) == word
+"""
+OWN_HELPER = "def encode(s):\n    return s[::-1]\n" + CHECK
+
+
+async def test_an_assert_test_brings_its_own_helpers(code_verifier: CodeVerifier) -> None:
+    def tests(test: str) -> dict[str, Any]:
+        return {"kind": "assert", "entry_point": "decode", "test": test}
+
+    # With its own helper, the program's version is never called: the thief fails and the
+    # honest program passes.
+    stolen = await score(code_verifier, HELPER_THIEF, tests(OWN_HELPER))
+    assert verdicts(stolen) == ["wrong_answer"]
+    honest = await score(code_verifier, HONEST_DECODE, tests(OWN_HELPER))
+    assert verdicts(honest) == ["accepted"]
+    # Without it, the helper was taken from the program (the thief was paid): now the test is
+    # unusable, an item error naming the field and the name, never a reward.
+    for program in (HELPER_THIEF, HONEST_DECODE):
+        outcome = await score(code_verifier, program, tests(CHECK))
+        assert outcome.reward is None and outcome.error is not None
+        assert outcome.error.code == "bad_input" and outcome.error.field == "tests.test"
+        assert "'encode'" in outcome.error.message and "'decode'" in outcome.error.message
+    # The entry point by its own name is still the program's.
+    by_name = "def check(candidate):\n    assert decode('cba') == 'abc'\n"
+    assert verdicts(await score(code_verifier, HONEST_DECODE, tests(by_name))) == ["accepted"]

@@ -27,9 +27,12 @@ Roles (the first command's ``role``):
   The worker is restarted after a crash or timeout. Values cross as tagged JSON (never pickle),
   so an object whose ``__eq__`` always says True arrives as plain data.
 * ``test``: runs a trusted ``check(candidate)`` (HumanEval / MBPP style) in a sandbox that holds
-  no untrusted code; ``candidate`` and any other name the test takes from the solution are
-  proxies whose calls the service relays to a ``call`` sandbox. The program never sees the
-  test, so it can neither read expected values nor patch the assertions.
+  no untrusted code; ``candidate`` (and the entry point's name, where the test uses it) is a
+  proxy whose calls the service relays to a ``call`` sandbox. The program never sees the test,
+  so it can neither read expected values nor patch the assertions. Nothing else is taken from
+  the program: a helper the test calls (a prompt's ``encode_cyclic``) would be the program's
+  own version, handed the expected values; the test brings its own, and a name it neither
+  defines nor imports makes it unusable (``bad_test``).
 
 The driver is pid 1 of its pid namespace (``bwrap --as-pid-1``): signals from inside the
 sandbox without a handler are ignored by the kernel, so the program cannot kill it.
@@ -1246,6 +1249,11 @@ class _Abort(BaseException):
     """The solution cannot go on (timeout, crash, load failure): end the check."""
 
 
+class _Undefined(BaseException):
+    """The test uses a name it does not define, which is not the entry point's (a
+    ``BaseException``, so that no ``except Exception`` of the test swallows it)."""
+
+
 _RELAYABLE = {
     name
     for name, value in vars(builtins).items()
@@ -1298,6 +1306,8 @@ class _TestRole:
     def run(self) -> DoneRecord:
         role = self
         builtin_names = vars(builtins)
+        entry = str(self.setup["entry_point"])
+        entry_name = entry.split(".", 1)[0].split("(", 1)[0]
 
         class Namespace(dict):  # type: ignore[type-arg]
             def __missing__(self, name: str) -> Any:
@@ -1309,7 +1319,11 @@ class _TestRole:
                     # A module the test uses without importing it (the program imported it in
                     # the shared namespace of the original harness).
                     return __import__(name)
-                # A name of the program: a function stays there (proxy), data is copied here.
+                if name != entry_name:
+                    # Not the program's to give: its own helper would see what the test
+                    # passes it, the expected values among them.
+                    raise _Undefined(name)
+                # The entry point by name: a function stays there (proxy), a value is copied.
                 value = role.remote_call(name, (), {}, get=True)
                 self[name] = value
                 return value
@@ -1325,9 +1339,16 @@ class _TestRole:
             check = dict.get(self.namespace, "check")
             if not callable(check):
                 return {"op": "done", "status": "bad_test", "msg": "the test defines no check()"}
-            check(_Proxy(self, str(self.setup["entry_point"])))
+            check(_Proxy(self, entry))
         except _Abort:
             return {"op": "done", "status": "aborted", "calls": self.calls}
+        except _Undefined as exc:
+            message = (
+                f"the test uses {exc.args[0]!r}, which it neither defines nor imports: only "
+                f"the entry point ({entry_name!r}) is taken from the program; define the "
+                "prompt's helpers in the test"
+            )
+            return {"op": "done", "status": "bad_test", "msg": message, "calls": self.calls}
         except AssertionError as exc:
             message = describe(exc, with_type=False)
             return {"op": "done", "status": "failed", "msg": message, "calls": self.calls}
