@@ -8,6 +8,10 @@
    from the program, which could redefine them and was handed the expected values.
 6. The seccomp filter allowed calls that Docker's and podman's default profiles refuse and no
    test program needs.
+And the event-loop rule: two real worker processes on a real Redis queue (0.3 s visibility
+timeout) score a hostile item at its size limit beside an honest one; work proportional to the
+hostile item's size on a worker's event loop would stop its heartbeats, and the other worker
+would claim it again.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,6 +27,7 @@ import pytest
 
 from tests.code.test_hostile import score
 from tests.code.test_hostile_depth import verdicts
+from tests.conftest import RedisServer, RunningService, redis_env
 from tribunal.code import CodeConfig, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.api import create_app
 from tribunal.code.settings import CodeSettings
@@ -278,3 +284,48 @@ async def test_an_assert_test_brings_its_own_helpers(code_verifier: CodeVerifier
     # The entry point by its own name is still the program's.
     by_name = "def check(candidate):\n    assert decode('cba') == 'abc'\n"
     assert verdicts(await score(code_verifier, HONEST_DECODE, tests(by_name))) == ["accepted"]
+
+
+# -- the event-loop rule: a hostile item at its size limit delays no honest one ------------------
+
+
+def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    # A return value at the largest output cap (16 MiB) that the bytes cannot decide, against
+    # a small expected value: its parse held the worker's event loop for about 1 s of CPU, so
+    # its heartbeats stopped (0.3 s visibility timeout here) and the other worker claimed it:
+    # a second delivery, which with one delivery allowed dead-letters the item (an error
+    # result instead of its verdict). Two worker processes, a real Redis queue.
+    running = service(
+        "code",
+        workers=2,
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_CODE_SLOTS="2",
+            TRIBUNAL_CODE_WORKERS="2",
+            TRIBUNAL_VISIBILITY_TIMEOUT_S="0.3",
+            TRIBUNAL_WORKER_HEARTBEAT_S="0.05",
+            TRIBUNAL_MAX_DELIVERIES="1",
+            TRIBUNAL_CACHE_TTL_S="0",
+        ),
+    )
+    cap = CodeConfig().max_output_bytes
+    one_call = {"kind": "function", "entry_point": "f", "cases": [{"expected": [1.5]}]}
+    hostile = {
+        "id": "hostile",
+        "language": "python",
+        "code": f"def f():\n    return [{{'k': 10**20}}] * {cap // 44}\n",
+        "tests": one_call,
+        "limits": {"timeout_s": 30.0, "max_output_bytes": cap, "memory_mb": 1024},
+    }
+    honest = {"id": "honest", "language": "python", "code": "def f():\n    return [1.5]\n"}
+    honest["tests"] = one_call
+    with running.http(timeout_s=170) as client:
+        response = client.post("/v1/code/score", json={"items": [hostile, honest]})
+    assert response.status_code == 200, response.text
+    bad, good = response.json()["results"]
+    assert good["reward"] == 1.0 and good["error"] is None
+    assert bad["error"] is None, bad["error"]
+    assert bad["reward"] == 0.0 and bad["details"]["tests"][0]["verdict"] == "wrong_answer"
