@@ -8,7 +8,7 @@
    from the program, which could redefine them and was handed the expected values.
 6. The seccomp filter allowed calls that Docker's and podman's default profiles refuse and no
    test program needs.
-And the event-loop rule: two real worker processes on a real Redis queue (0.3 s visibility
+And the event-loop rule: two real worker processes on a real Redis queue (0.5 s visibility
 timeout) score a hostile item at its size limit beside an honest one; work proportional to the
 hostile item's size on a worker's event loop would stop its heartbeats, and the other worker
 would claim it again.
@@ -294,7 +294,7 @@ def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
 ) -> None:
     # A return value at the largest output cap (16 MiB) that the bytes cannot decide, against
     # a small expected value: its parse held the worker's event loop for about 1 s of CPU, so
-    # its heartbeats stopped (0.3 s visibility timeout here) and the other worker claimed it:
+    # its heartbeats stopped (0.5 s visibility timeout here) and the other worker claimed it:
     # a second delivery, which with one delivery allowed dead-letters the item (an error
     # result instead of its verdict). Two worker processes, a real Redis queue.
     running = service(
@@ -305,7 +305,7 @@ def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
             key_prefix,
             TRIBUNAL_CODE_SLOTS="2",
             TRIBUNAL_CODE_WORKERS="2",
-            TRIBUNAL_VISIBILITY_TIMEOUT_S="0.3",
+            TRIBUNAL_VISIBILITY_TIMEOUT_S="0.5",
             TRIBUNAL_WORKER_HEARTBEAT_S="0.05",
             TRIBUNAL_MAX_DELIVERIES="1",
             TRIBUNAL_CACHE_TTL_S="0",
