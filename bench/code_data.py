@@ -43,14 +43,33 @@ def parse(code: str) -> ast.Module:
         return ast.parse(code)
 
 
+def prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own code but the entry point's stub: its imports and the helpers its test
+    calls (``poly`` of HumanEval/32, ``encode_cyclic`` of /38, ``encode_shift`` of /50). The
+    sandbox takes only the entry point from the program, so the test brings these itself:
+    the program's versions would be handed the expected values."""
+    kept = [
+        node
+        for node in parse(prompt).body
+        if not (isinstance(node, ast.FunctionDef) and node.name == entry_point)
+    ]
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))
+
+
 def humaneval_item(row: dict[str, Any], code: str | None = None) -> dict[str, Any]:
     """One HumanEval row as an item: code = prompt + canonical solution (or ``code``);
-    assert tests ``check(candidate)``."""
+    assert tests ``check(candidate)``, after the prompt's helpers."""
+    entry = row["entry_point"]
+    helpers = prompt_helpers(row["prompt"], entry)
     return {
         "id": row["task_id"],
         "language": "python",
         "code": row["prompt"] + row["canonical_solution"] if code is None else code,
-        "tests": {"kind": "assert", "entry_point": row["entry_point"], "test": row["test"]},
+        "tests": {
+            "kind": "assert",
+            "entry_point": entry,
+            "test": f"{helpers}\n\n{row['test']}" if helpers else row["test"],
+        },
     }
 
 

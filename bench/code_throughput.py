@@ -29,6 +29,11 @@ Two more parts, in this process (no HTTP, no Redis), for the hardening of issue 
   filter is installed and the case's namespaces made once per case), with the CPU per run
   and per case of this process and every sandbox (reaped children, from ``getrusage``).
   Target: each layer within 5% of runs/s and CPU.
+* ``beside``: an honest item's latency alone and while a hostile one (a 16 MiB reply the
+  bytes cannot decide, against ``[1.5]``) is scored on the same verifier: the event-loop
+  rule of issue #38, whose figure is the slowest honest item per round. Beside it, in
+  ``compare``, that reply compared (bounded by what could match ``[1.5]``) and parsed and
+  walked as before.
 * ``compare``: the largest return value the output cap allows (``max_output_bytes`` of
   integers), as the service now takes it (``compare.reply_matches``: its bytes, beside its
   record, compared with the expected value's JSON), equal to the expected value and differing
@@ -509,14 +514,31 @@ def _reply_costs(cap: int) -> dict[str, Any]:
     }
 
 
+def _hostile_value(cap: int) -> list[dict[str, int]]:
+    """A return value of about ``cap`` bytes that the bytes cannot decide against ``[1.5]``
+    (dicts, so no byte rule applies) and that only the exact JSON parser reads (integers past
+    64 bits): the slowest parse a program can ask of the service."""
+    return [{"k": 10**20}] * (cap // 44)  # {"$dict":[["k",100000000000000000000]]}, is 44
+
+
 def compare_part() -> dict[str, Any]:
     """Replies at the default output cap and at the largest an item may ask for, by their
-    bytes and by the path they replaced; and a set of integers of one hash, by the walk and
-    by the decode before it."""
+    bytes and by the path they replaced; a reply at the largest cap that the bytes cannot
+    decide against a small expected value, bounded by what could match it and parsed as
+    before; and a set of integers of one hash, by the walk and by the decode before it."""
     config = CodeConfig()
     colliding = 20_000  # the decode is quadratic: a whole reply of these takes minutes
     hostile = {"v": {"$set": [k * (2**61 - 1) for k in range(colliding)]}, "o": []}
+    undecided = dumps(encode_value(_hostile_value(config.max_output_bytes))).encode()
     return {
+        "hostile_reply": {
+            "reply_bytes": len(undecided),
+            "expected": "[1.5]",
+            "compared_ms": _median_ms(lambda: reply_matches([1.5], undecided), repeats=3),
+            "before_parsed_and_walked_ms": _median_ms(
+                lambda: return_value_matches([1.5], jsonparse.loads(undecided)), repeats=3
+            ),
+        },
         "default_cap": {
             "max_output_bytes": config.default_max_output_bytes,
             **_reply_costs(config.default_max_output_bytes),
@@ -531,6 +553,56 @@ def compare_part() -> dict[str, Any]:
             "decode_ms": _median_ms(lambda: decode_value(hostile), repeats=1),
         },
         "target_ms": 50,
+    }
+
+
+async def beside(rounds: int) -> dict[str, Any]:
+    """An honest function item's latency alone, and while a hostile one is scored on the same
+    verifier (two slots): the hostile item returns a reply at the largest output cap that the
+    bytes cannot decide (:func:`_hostile_value`); honest items are scored one after another
+    for as long as it is in flight, and the slowest of them is its round's figure. Work the
+    hostile item puts on the event loop is added to whichever honest item overlaps it."""
+    cap = CodeConfig().max_output_bytes
+    one_call = {"kind": "function", "entry_point": "f", "cases": [{"expected": [1.5]}]}
+    honest = CodeItem(
+        id="honest", language="python", code="def f():\n    return [1.5]\n", tests=one_call
+    )
+    hostile = CodeItem(
+        id="hostile",
+        language="python",
+        code=f"def f():\n    return [{{'k': 10**20}}] * {cap // 44}\n",
+        tests=one_call,
+        limits={"timeout_s": 60.0, "max_output_bytes": cap, "memory_mb": 1024},
+    )
+    verifier = CodeVerifier(CodeConfig(slots=2))
+    await verifier.start()
+
+    async def honest_ms() -> float:
+        start = time.perf_counter()
+        [outcome] = await verifier.score([honest])
+        assert outcome.reward == 1.0, outcome
+        return 1000 * (time.perf_counter() - start)
+
+    try:
+        alone = sorted([await honest_ms() for _ in range(10)])
+        worst, counts = [], []
+        for _ in range(rounds):
+            task = asyncio.create_task(verifier.score([hostile]))
+            latencies = []
+            while not task.done():
+                latencies.append(await honest_ms())
+            [outcome] = task.result()
+            assert outcome.error is None and outcome.reward == 0.0, outcome
+            worst.append(round(max(latencies), 1))
+            counts.append(len(latencies))
+    finally:
+        await verifier.aclose()
+    return {
+        "honest_alone_ms_p50": round(statistics.median(alone), 1),
+        "honest_alone_ms_max": round(alone[-1], 1),
+        "honest_beside_hostile_ms_max_per_round": worst,
+        "honest_items_per_round": counts,
+        "hostile_reply_bytes": len(dumps(encode_value(_hostile_value(cap)))),
     }
 
 
@@ -580,6 +652,12 @@ def main() -> None:
         help="The layer the layers part turns off and on (the other one stays on).",
     )
     parser.add_argument(
+        "--beside-rounds",
+        type=int,
+        default=3,
+        help="Rounds of honest items scored beside a hostile one (0: skip that part).",
+    )
+    parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
     parser.add_argument(
@@ -610,6 +688,8 @@ def main() -> None:
     }
     extra_env = _env(args.env)
     report["compare"] = compare_part()
+    if args.beside_rounds:
+        report["beside"] = asyncio.run(beside(args.beside_rounds))
     if args.layers_runs:
         report["layers"] = asyncio.run(
             layers(args.layers_runs, args.layers_cases, layer=args.layer)
@@ -718,6 +798,26 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
                 ],
                 title="The largest return values, compared by their bytes (target: an equal "
                 f"reply under {compare['target_ms']} ms)",
+            )
+        )
+    if "beside" in report:
+        near = report["beside"]
+        hostile = report["compare"]["hostile_reply"]
+        out.append(
+            results.table(
+                ["", "ms"],
+                [
+                    ["honest item alone, p50", near["honest_alone_ms_p50"]],
+                    ["honest item alone, slowest of 10", near["honest_alone_ms_max"]],
+                    [
+                        "slowest honest item beside a hostile one, per round",
+                        ", ".join(map(str, near["honest_beside_hostile_ms_max_per_round"])),
+                    ],
+                    ["the hostile reply compared (CPU)", hostile["compared_ms"]],
+                    ["before: parsed and walked (CPU)", hostile["before_parsed_and_walked_ms"]],
+                ],
+                title=f"An honest item beside a hostile one ({hostile['reply_bytes'] / 2**20:.0f}"
+                " MiB reply the bytes cannot decide, against `[1.5]`), one verifier of 2 slots",
             )
         )
     return out

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import enum
 import math
+import random
 from typing import Any
 
 import pytest
 
 from tribunal.code.codec import encode_value
 from tribunal.code.compare import (
+    longest_match,
     normalise_stdout,
     reply_matches,
     return_value_matches,
@@ -236,3 +238,69 @@ def test_an_expected_value_larger_than_the_reply_is_not_encoded(parsed: list[byt
     assert reply_matches(cyclic, reply([[[]]])) == (False, None)
     assert reply_matches(BIG, reply([1])) == (False, None)
     assert len(parsed) == 2
+
+
+def test_a_reply_longer_than_any_match_is_not_parsed(parsed: list[bytes]) -> None:
+    # Issue 38: a reply the bytes cannot decide was parsed whole (about 1 s at the 16 MiB
+    # cap) before the walk stopped at its first node. Longer than anything that could match
+    # the expected value, it is now a mismatch unparsed.
+    floats = reply([0.25] * 100_000)
+    assert len(floats) > 64 << 10
+    assert reply_matches([1.5], floats) == (False, None)
+    assert reply_matches([1.5], floats, float_tolerance=0.5) == (False, None)
+    assert reply_matches(list(range(3)), reply(tuple(range(100_000)))) == (False, None)
+    assert reply_matches({"a": [1]}, reply({str(i): i for i in range(20_000)})) == (False, None)
+    assert parsed == []
+    # Where a match is as long, or the bound says nothing, it is parsed and walked.
+    assert reply_matches([0.3] * 100_000, floats, float_tolerance=0.5) == (True, None)
+    assert reply_matches([1.5], floats, float_tolerance=1.0) == (False, None)
+    assert len(parsed) == 2
+
+
+def _longest_equal(value: Any, tolerance: float | None, rng: random.Random) -> Any:
+    """A value equal to ``value`` under the walk's rules, written as long as the driver can:
+    tuples for lists, the longest integer within the tolerance for a float."""
+    if type(value) is list:
+        return tuple(_longest_equal(v, tolerance, rng) for v in value)
+    if type(value) is dict:
+        return {k: _longest_equal(v, tolerance, rng) for k, v in value.items()}
+    if type(value) is float and math.isfinite(value):
+        if tolerance:  # math.isclose: |a - x| <= t * |a| at most, so |a| <= (|x| + t) / (1 - t)
+            bound = (abs(value) + tolerance) / (1 - tolerance)
+            widest = math.floor(bound if math.isfinite(bound) else abs(value))
+            candidate = int(math.copysign(widest, value)) if value else 0
+        else:
+            candidate = int(value)
+        if return_value_matches(value, encode_value(candidate), tolerance)[0]:
+            return candidate
+    return value
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    atoms: list[Any] = [
+        0.0, -0.0, 1e-05, 1e15 + 0.5, 1e16, -1.7976931348623157e308, 5e-324, 0.1 + 0.2,
+        math.nan, math.inf, -math.inf, 2**63 - 1, -(2**63), True, None, "", "a\x7f",
+        "é" * 3, "\U0001f600", '"\\\n', "e+",
+    ]  # fmt: skip
+    kind = rng.randrange(4) if depth < 4 else 0
+    if kind == 0:
+        return rng.choice(atoms)
+    if kind == 1:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if kind == 2:
+        return {rng.choice(["", "k", "é", "\x00"]) + str(i): _random_value(rng, depth + 1)
+                for i in range(rng.randrange(3))}  # fmt: skip
+    return [rng.choice(atoms)] * rng.randrange(1, 30)
+
+
+def test_the_longest_match_bounds_every_matching_reply() -> None:
+    rng = random.Random(38)
+    for _ in range(2_000):
+        expected = _random_value(rng)
+        for tolerance in (None, 1e-6, 0.5):
+            returned = _longest_equal(expected, tolerance, rng)
+            wire = encode_value(returned)
+            assert return_value_matches(expected, wire, tolerance)[0], (expected, returned)
+            longest = longest_match(expected, tolerance)
+            assert longest is not None
+            assert len(dumps(wire).encode()) <= longest, (expected, returned, tolerance)

@@ -79,7 +79,11 @@ def mbpp() -> list[CodeItem]:
         entry = _entry_point(row["code"], row["test_list"][0])
         lines = [ast.unparse(_ToCandidate(entry).visit(_parse(t))) for t in row["test_list"]]
         body = "\n".join(f"    {line}" for line in lines)
-        test = "\n".join(row["test_imports"]) + "\n\ndef check(candidate):\n" + body + "\n"
+        # The reference's helpers (classes such as Pair that a test builds its arguments
+        # from): the test brings them, since only the entry point is taken from the program.
+        helpers = code_data.prompt_helpers(row["code"], entry)
+        test = "\n".join([*row["test_imports"], helpers]) + "\n\ndef check(candidate):\n"
+        test += body + "\n"
         items.append(
             CodeItem(
                 id=f"mbpp/{row['task_id']}",
@@ -113,6 +117,9 @@ def cruxeval(wrong: bool = False) -> list[CodeItem]:
             _parse(test)
         except SyntaxError:
             continue  # an unparsable prediction is no test at all
+        # Inputs that name the code's own data (sample_258's thigh_o_two): the test defines
+        # them from the dataset's code, since only the entry point is taken from the program.
+        test = f"{code_data.prompt_helpers(row['code'], 'f')}\n\n{test}"
         items.append(
             CodeItem(
                 id=row["id"],

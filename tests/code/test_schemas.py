@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tribunal.code import CodeItem, RunItem
+from tribunal.code import CodeItem, RunItem, sandbox_fusion
 from tribunal.code.config import CodeConfig
 from tribunal.code.runner import effective_limits
 from tribunal.code.schemas import Limits
@@ -85,3 +85,9 @@ def test_code_or_response_errors_name_the_field_in_a_batch() -> None:
         missing.field == "items.1.code" and "`code` or the policy's completion" in missing.message
     )
     assert doubled.field == "items.2.response" and "not both" in doubled.message
+
+
+def test_the_run_code_docstring_says_the_default_compile_timeout() -> None:
+    # It once said 10 s (SandboxFusion's default) where the service's default was 30 s.
+    seconds = f"{CodeConfig().compile_timeout_s:g} s by default"
+    assert seconds in (sandbox_fusion.__doc__ or "")

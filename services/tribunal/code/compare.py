@@ -329,6 +329,42 @@ def expected_json(expected: Any, max_nodes: int) -> tuple[bytes, bool] | None:
     return text, seen <= _CANONICAL_KINDS
 
 
+_BOUNDED_FROM = 64 << 10
+"""Replies at least this long (bytes) are checked against :func:`longest_match` before they
+are parsed; a shorter one parses in well under a millisecond a KiB."""
+_PER_BYTE = 8
+_PER_HUGE_FLOAT = 312
+
+
+def longest_match(expected: Any, float_tolerance: float | None = None) -> int | None:
+    """An upper bound (bytes) of the driver's JSON of any wire value equal to ``expected``,
+    from the length of orjson's text of ``expected``, or None where it gives none.
+
+    Each node of a matching reply is at most :data:`_PER_BYTE` (8) times as long as orjson
+    writes the node of ``expected`` it pairs with: a string is the same text, escaped to ASCII
+    (a character of two UTF-8 bytes becomes ``\\u00e9``: 3 times); a list may come as a
+    ``$tuple`` (``[]`` becomes ``{"$tuple":[]}``: 7 times); a dict as a ``$dict`` of pairs
+    (``{}``: 6 times, a pair 2 bytes more than its ``"k":``); a float (3 bytes at least, as
+    ``0.0``) as any float's text (24 at most), a ``$float`` tag (17) or an integer within the
+    tolerance, which has at most 18 characters below 1e16 with a tolerance of at most 0.5
+    (``math.isclose`` allows at most ``(|x| + t) / (1 - t)``, twice ``|x|`` and one);
+    integers, booleans and ``null`` are their own text. Above 1e16 orjson writes a float with
+    ``e+``: each ``e+`` in the text adds :data:`_PER_HUGE_FLOAT` bytes (the 310 characters of
+    an integer near the largest float). ``{"v":`` and ``,"o":[]}`` add 13 bytes.
+
+    None where orjson cannot write ``expected`` (an integer past 64 bits, a nest past its
+    depth, a cycle) or the tolerance is above 0.5 (at 1, an integer of any length is within
+    it).
+    """
+    if float_tolerance is not None and float_tolerance > 0.5:
+        return None
+    try:
+        text = orjson.dumps(expected)
+    except orjson.JSONEncodeError:
+        return None
+    return _PER_BYTE * len(text) + _PER_HUGE_FLOAT * text.count(b"e+") + len(_HEAD + _TAIL)
+
+
 def reply_matches(
     expected: Any, reply: bytes, float_tolerance: float | None = None
 ) -> tuple[bool, str | None]:
@@ -371,6 +407,15 @@ def reply_matches(
     skipped where the reply's value is an object (a tuple, a dict ...), which neither rule
     can use.
 
+    **A reply longer than any match, a mismatch, without parsing.** Where the bytes cannot
+    decide, a reply of at least 64 KiB is parsed only if it is no longer than
+    :func:`longest_match` of ``expected``: a longer one is no wire value equal to
+    ``expected`` (with no message), so a program that returns 16 MiB against a small
+    expected value costs the worker a ``len`` and the JSON of the expected value, not the
+    parse of its reply (about 1 s at that cap). Its verdict is the walk's, but for a value
+    that matches beside objects nothing references (``o``), which the driver's encoder never
+    writes: a mismatch here, as it should be.
+
     Raises:
         ValueError: ``reply`` is not JSON (the driver wrote something it never writes).
         RecursionError: ``reply`` nests deeper than the parser goes (likewise).
@@ -385,5 +430,9 @@ def reply_matches(
         if len(reply) == len(_HEAD) + len(text) + len(_TAIL) and reply.startswith(text, len(_HEAD)):
             return True, None
         if canonical and reply.find(b"{", len(_HEAD), len(reply) - len(_TAIL)) < 0:
+            return False, None
+    if len(reply) >= _BOUNDED_FROM:
+        longest = longest_match(expected, float_tolerance)
+        if longest is not None and len(reply) > longest:
             return False, None
     return return_value_matches(expected, jsonparse.loads(reply), float_tolerance)

@@ -36,10 +36,11 @@ class CodeConfig(BaseModel):
     )
     case_namespaces: bool = Field(
         default=True,
-        description="Run each stdio case of a multi-case item in pid, mount and IPC namespaces "
-        "of its own (about 1 ms of CPU per case, where the host allows them; `/readyz` says "
-        "whether it does). false: the per-case clean-up alone, as on a host that refuses them; "
-        "the random case order keeps any counter from naming a case either way.",
+        description="Run each stdio case of a multi-case item in pid, mount, IPC and network "
+        "namespaces of its own (about 1 ms of CPU per case, where the host allows them; "
+        "`/readyz` says whether it does). false: the per-case clean-up alone, as on a host "
+        "that refuses them; the random case order keeps any counter from naming a case either "
+        "way.",
     )
     slots: int = Field(
         default=0,

@@ -27,9 +27,12 @@ Roles (the first command's ``role``):
   The worker is restarted after a crash or timeout. Values cross as tagged JSON (never pickle),
   so an object whose ``__eq__`` always says True arrives as plain data.
 * ``test``: runs a trusted ``check(candidate)`` (HumanEval / MBPP style) in a sandbox that holds
-  no untrusted code; ``candidate`` and any other name the test takes from the solution are
-  proxies whose calls the service relays to a ``call`` sandbox. The program never sees the
-  test, so it can neither read expected values nor patch the assertions.
+  no untrusted code; ``candidate`` (and the entry point's name, where the test uses it) is a
+  proxy whose calls the service relays to a ``call`` sandbox. The program never sees the test,
+  so it can neither read expected values nor patch the assertions. Nothing else is taken from
+  the program: a helper the test calls (a prompt's ``encode_cyclic``) would be the program's
+  own version, handed the expected values; the test brings its own, and a name it neither
+  defines nor imports makes it unusable (``bad_test``).
 
 The driver is pid 1 of its pid namespace (``bwrap --as-pid-1``): signals from inside the
 sandbox without a handler are ignored by the kernel, so the program cannot kill it.
@@ -417,6 +420,7 @@ def _raise_oom_score(score: int) -> None:
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
 _SIGCHLD = 17
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
 _CAP_SYS_ADMIN = 21
@@ -437,8 +441,8 @@ def _has_capability(bit: int) -> bool:
 
 
 class _CaseNamespaces:
-    """A fresh pid, mount and IPC namespace for each stdio case, where the driver may make
-    them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
+    """A fresh pid, mount, IPC and network namespace for each stdio case, where the driver
+    may make them (``CAP_SYS_ADMIN`` of the sandbox's user namespace, from bwrap's ``--cap-add``).
 
     The cases of one item share a sandbox; without this, the pid a case's process gets and
     the inode numbers of its files advance from case to case, and a program can answer by
@@ -450,7 +454,11 @@ class _CaseNamespaces:
     namespace, then forks the program as pid 2 and reports its wait status. The program sees
     the same pids, inode numbers, directory times and IPC ids in every case; when the init
     exits, the kernel kills whatever the program left, and the mounts and IPC objects go
-    with their namespaces (nothing to wipe).
+    with their namespaces (nothing to wipe). The network namespace holds what a case could
+    leave behind with no process to kill: its loopback's counters (a program that sent
+    datagrams to itself moved them, and the next case read them), abstract ``AF_UNIX``
+    names and sockets kept alive in flight; the next case starts with a down loopback and
+    none of them.
     """
 
     def __init__(self, dirs: list[str], modes: dict[str, int]) -> None:
@@ -476,13 +484,14 @@ class _CaseNamespaces:
         return cls(dirs, modes)
 
     def fork(self) -> int:
-        """Like ``os.fork``, but the child is pid 1 of new pid, mount and IPC namespaces.
+        """Like ``os.fork``, but the child is pid 1 of new pid, mount, IPC and network
+        namespaces.
 
         The driver is single-threaded and the child runs only :meth:`enter` (which forks the
         program with ``os.fork``), so the raw ``clone`` skipping Python's and libc's fork
         handlers is safe here.
         """
-        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _SIGCHLD
+        flags = _CLONE_NEWPID | _CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET | _SIGCHLD
         pid = _libc("syscall")(_SYS_CLONE, flags, 0, 0, 0, 0)
         if pid < 0:
             import _ctypes
@@ -1240,6 +1249,11 @@ class _Abort(BaseException):
     """The solution cannot go on (timeout, crash, load failure): end the check."""
 
 
+class _Undefined(BaseException):
+    """The test uses a name it does not define, which is not the entry point's (a
+    ``BaseException``, so that no ``except Exception`` of the test swallows it)."""
+
+
 _RELAYABLE = {
     name
     for name, value in vars(builtins).items()
@@ -1292,6 +1306,8 @@ class _TestRole:
     def run(self) -> DoneRecord:
         role = self
         builtin_names = vars(builtins)
+        entry = str(self.setup["entry_point"])
+        entry_name = entry.split(".", 1)[0].split("(", 1)[0]
 
         class Namespace(dict):  # type: ignore[type-arg]
             def __missing__(self, name: str) -> Any:
@@ -1303,7 +1319,11 @@ class _TestRole:
                     # A module the test uses without importing it (the program imported it in
                     # the shared namespace of the original harness).
                     return __import__(name)
-                # A name of the program: a function stays there (proxy), data is copied here.
+                if name != entry_name:
+                    # Not the program's to give: its own helper would see what the test
+                    # passes it, the expected values among them.
+                    raise _Undefined(name)
+                # The entry point by name: a function stays there (proxy), a value is copied.
                 value = role.remote_call(name, (), {}, get=True)
                 self[name] = value
                 return value
@@ -1319,9 +1339,16 @@ class _TestRole:
             check = dict.get(self.namespace, "check")
             if not callable(check):
                 return {"op": "done", "status": "bad_test", "msg": "the test defines no check()"}
-            check(_Proxy(self, str(self.setup["entry_point"])))
+            check(_Proxy(self, entry))
         except _Abort:
             return {"op": "done", "status": "aborted", "calls": self.calls}
+        except _Undefined as exc:
+            message = (
+                f"the test uses {exc.args[0]!r}, which it neither defines nor imports: only "
+                f"the entry point ({entry_name!r}) is taken from the program; define the "
+                "prompt's helpers in the test"
+            )
+            return {"op": "done", "status": "bad_test", "msg": message, "calls": self.calls}
         except AssertionError as exc:
             message = describe(exc, with_type=False)
             return {"op": "done", "status": "failed", "msg": message, "calls": self.calls}

@@ -11,7 +11,9 @@ What maps to what:
 - ``run_timeout`` (s) and ``memory_limit_MB`` become the run's limits, clamped to the service's
   maxima like every limit; ``stdin: null`` is no input.
 - ``compile_timeout`` is accepted and not used: C++ compiles under the service's own limit
-  (``TRIBUNAL_CODE_COMPILE_TIMEOUT_S``, 10 s by default, SandboxFusion's default too).
+  (``TRIBUNAL_CODE_COMPILE_TIMEOUT_S``, 30 s by default; SandboxFusion's default is 10 s).
+- Text that is not Unicode (a lone surrogate escape such as ``"\\ud800"`` in any string or
+  key) is Tribunal's 422 naming the field, like every route's.
 - ``files`` and ``fetch_files`` must be empty: the sandbox takes no files (refused by name).
 - The answer: ``Success`` when the program exited 0 within its limits, ``Failed`` otherwise,
   with ``run_result`` (``Finished`` or ``TimeLimitExceeded``, return code, stdout, stderr,
@@ -26,13 +28,14 @@ from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tribunal.code.runs import run_once
 from tribunal.code.schemas import MAX_CODE_CHARS, Limits, RunDetails, RunItem
 from tribunal.code.verdicts import TestVerdict
 from tribunal.core.deps import RuntimeDep, require_api_key
 from tribunal.core.errors import BadInput, SandboxError, TribunalError
+from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 
@@ -53,6 +56,17 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int | None = Field(default=None, gt=0, description="Memory limit, MiB.")
     files: dict[str, str | None] = Field(default_factory=dict, description="Must be empty.")
     fetch_files: list[str] = Field(default_factory=list, description="Must be empty.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_text(cls, data: Any) -> Any:
+        # A lone surrogate passes JSON and str but is no Unicode text: the run item built
+        # from it failed its own check inside the route (a 500). Refused here, by name.
+        found = lone_surrogate(data)
+        if found is not None:
+            where = ".".join(str(part) for part in found) or "the body"
+            raise ValueError(f"{printable(where)} {SURROGATE_MESSAGE}")
+        return data
 
 
 class CommandRunStatus(StrEnum):
@@ -96,8 +110,8 @@ def to_run_item(request: RunCodeRequest) -> RunItem:
     """The Tribunal run of a SandboxFusion request.
 
     Raises:
-        BadInput: ``language`` is not one Tribunal runs, or ``files`` / ``fetch_files`` are
-            not empty (each names its field).
+        BadInput: ``language`` is not one Tribunal runs, ``files`` / ``fetch_files`` are
+            not empty, or a value the run item refuses (each names its field).
     """
     language = LANGUAGES.get(request.language)
     if language is None:
@@ -112,13 +126,18 @@ def to_run_item(request: RunCodeRequest) -> RunItem:
     limits: dict[str, Any] = {"timeout_s": float(request.run_timeout)}
     if request.memory_limit_MB is not None:
         limits["memory_mb"] = request.memory_limit_MB
-    return RunItem(
-        id="run_code",
-        language=language,
-        code=request.code,
-        stdin=request.stdin or "",
-        limits=Limits(**limits),
-    )
+    try:
+        return RunItem(
+            id="run_code",
+            language=language,
+            code=request.code,
+            stdin=request.stdin or "",
+            limits=Limits(**limits),
+        )
+    except ValidationError as exc:  # what the request's own checks let through: its field
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "body"
+        raise BadInput(f"{field}: {error['msg']}", field=field) from exc
 
 
 def to_response(details: RunDetails, language: str) -> RunCodeResponse:

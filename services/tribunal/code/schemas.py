@@ -90,11 +90,18 @@ class FunctionTests(_Model):
 
 
 class AssertTests(_Model):
-    """HumanEval / MBPP style: ``test`` defines ``check(candidate)``; one case."""
+    """HumanEval / MBPP style: ``test`` defines ``check(candidate)``; one case. Only the entry
+    point is taken from the program: the test defines or imports every other name it uses
+    (a prompt's helpers too, which the program could redefine to see the expected values)."""
 
     kind: Literal["assert"]
     entry_point: str = Field(pattern=ENTRY_POINT_PATTERN, max_length=256)
-    test: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
+    test: str = Field(
+        min_length=1,
+        max_length=MAX_CODE_CHARS,
+        description="Defines `check(candidate)`, and the prompt's helpers it calls; a name "
+        "it neither defines nor imports (but the entry point's) is `bad_input`.",
+    )
 
 
 Tests = Annotated[StdioTests | FunctionTests | AssertTests, Field(discriminator="kind")]

@@ -57,6 +57,15 @@ _DOCKER_HINT = (
 )
 
 
+def _wmem_default() -> int:
+    """The host's default send buffer of a socket (bytes; Linux's own default where unread)."""
+    try:
+        with open("/proc/sys/net/core/wmem_default") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 212_992
+
+
 class _CodeBase:
     """What both code verifiers share: config, slot pool, runner, start-up checks."""
 
@@ -68,7 +77,7 @@ class _CodeBase:
         self._runner: Runner | None = None
         self.has_cpp = False
         self.case_namespaces = False
-        """Whether each stdio case gets pid, mount and IPC namespaces of its own (found by
+        """Whether each stdio case gets pid, mount, IPC and network namespaces of its own (found by
         the start-up probe; where the host refuses them, the per-case clean-up alone)."""
 
     @property
@@ -83,7 +92,7 @@ class _CodeBase:
         to start (its probe checks the namespaces and the seccomp filter), so a live worker
         runs with exactly these."""
         sandboxed = self.config.isolation == "bwrap"
-        return {
+        layers: dict[str, Any] = {
             "namespaces": "bwrap" if sandboxed else "none (UNSANDBOXED)",
             "rlimits": True,
             "seccomp": self.config.seccomp,
@@ -91,6 +100,44 @@ class _CodeBase:
             "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
             "memory_cgroup": self._memory_cgroup(),
         }
+        layers["open"] = self._left_open(layers)
+        return layers
+
+    def _left_open(self, layers: dict[str, Any]) -> dict[str, str]:
+        """What each layer this host lacks leaves open (``docs/code-sandbox.md``)."""
+        config = self.config
+        open_: dict[str, str] = {}
+        if layers["namespaces"] != "bwrap":
+            open_["namespaces"] = (
+                "programs see the host's files, processes and network: development only"
+            )
+        if not layers["seccomp"]:
+            open_["seccomp"] = (
+                "SysV shared memory, memfd and socket buffers raised to the host's maximum hold "
+                "memory no limit counts; keyrings and message queues outlive a case; network "
+                "families (vsock) and the calls container runtimes refuse are allowed"
+            )
+        if not layers["case_namespaces"]:
+            open_["case_namespaces"] = (
+                "stdio cases of one item share pids, inode numbers, SysV ids and the network "
+                "namespace: a program can count its cases (the random order keeps it from "
+                "naming one)"
+            )
+        if not layers["memory_cgroup"]:
+            # Each process may hold its open files' worth of sockets, and as many more may
+            # be in flight (the kernel bounds those by RLIMIT_NOFILE per uid); the filter keeps
+            # each at the host's default buffer.
+            sockets = (config.max_processes + 1) * config.max_open_files
+            buffer = _wmem_default()
+            open_["memory_cgroup"] = (
+                "kernel memory of a program's processes is counted by no limit: page tables, "
+                "pipe buffers (fs.pipe-user-pages-soft per slot uid) and the buffers of up to "
+                f"{sockets} local sockets (net.core.wmem_default each, {buffer >> 10} KiB "
+                f"here: {sockets * buffer / (1 << 30):.1f} GiB)"
+                if layers["seccomp"]
+                else "kernel memory of a program's processes is counted by no limit"
+            )
+        return open_
 
     def _memory_cgroup(self) -> str | bool:
         """``v1``/``v2`` where each sandbox runs in a memory cgroup, else False."""
@@ -145,7 +192,8 @@ class _CodeBase:
         if cgroups is not None and cgroups.version is None:
             logger.warning(
                 "no memory cgroup per sandbox here (%s): memory that no rlimit counts (kernel "
-                "buffers, page tables) is bounded by the seccomp filter and tmpfs caps only",
+                "buffers, page tables) is bounded by the seccomp filter, the tmpfs caps and "
+                "the process and open-file limits only (/readyz: layers.*.open)",
                 cgroups.reason,
             )
         await self._probe()

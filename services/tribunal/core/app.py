@@ -29,7 +29,7 @@ from tribunal.core.errors import (
     QueueUnavailable,
     TribunalError,
 )
-from tribunal.core.hashing import printable
+from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 from tribunal.core.inspection.routes import inspect_router
 from tribunal.core.inspection.store import InspectRecorder, build_inspect_store, recorder_for
 from tribunal.core.metrics import Metrics
@@ -309,6 +309,13 @@ def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
             return _error_response(422, "bad_input", _json_error(exc, first), "body", False)
         field = _validation_field(request, first.get("loc", ()), tags)
         msg = str(first.get("msg"))
+        # Text that is not Unicode in a request's own key or tag fails as something else (a
+        # missing tag, a tag that matches none, a body that is no string) naming no field:
+        # the surrogate is the cause, and its path the field.
+        surrogate = lone_surrogate(exc.body)
+        if surrogate:
+            field = ".".join(printable(str(part)) for part in surrogate)
+            msg = SURROGATE_MESSAGE
         if field is None:
             field, message = _body_level_error(request, msg)
         else:
