@@ -184,7 +184,8 @@ def overlong_penalty(
     """
     expected = max_tokens - buffer_tokens
     excess = (lengths.float() - expected).clamp(min=0)
-    return -(excess / max(buffer_tokens, 1)).clamp(max=1.0) * factor
+    # + 0.0: an unpunished completion's -0.0 (0 times -factor) reads as 0.0
+    return (excess / max(buffer_tokens, 1)).clamp(max=1.0) * -factor + 0.0
 
 
 def tool_call_reward(
