@@ -100,6 +100,8 @@ def test_the_trainer_service_is_pointed_at_the_gateway() -> None:
     # the image installs the trainer's lock, which holds the trainer extra
     dockerfile = (ROOT / "docker" / "trainer.Dockerfile").read_text()
     assert "COPY requirements/trainer.txt" in dockerfile and "--require-hashes" in dockerfile
+    # torch apart, from PyTorch's index (requirements/torch.txt: no hash, the index picks the build)
+    assert '--index-url "${TORCH_INDEX}" -r /opt/torch.txt' in dockerfile
     assert "deepspeed==" in (ROOT / "requirements" / "trainer.txt").read_text()
 
 
