@@ -230,3 +230,16 @@ def test_fetch_from_a_copy_through_the_command(tmp_path: Path) -> None:
     assert f"{tmp_path / 'd'}: nothing; {len(DATASETS)} failed" in done.stderr
     assert "research/prometheus_rubrics_v8.json: the file from " in done.stderr
     assert f"math/gsm8k_test.jsonl: not in {copy}" in done.stderr
+
+
+def test_train_without_its_dataset_says_which_commands_make_it(tmp_path: Path) -> None:
+    config = ROOT / "trainer/tribunal/trainer/configs/stack_rloo_cpu.yaml"
+    args = ["-m", "tribunal.cli", "train", "--config", str(config), "--output-dir", "out"]
+    done = subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tribunal train: no dataset at runs/stack-data")
+    assert "`tribunal data fetch`" in lines[0] and "bench.training_data" in lines[0]
+    assert not (tmp_path / "out").exists()
