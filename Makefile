@@ -66,7 +66,7 @@ dev: tools $(VENV)/.all
 # at a pinned commit, checksummed; DATA_FROM=DIR or URL takes them from a copy or mirror instead.
 DATA_FROM ?=
 data: $(VENV)/.base
-	$(BIN)/tribunal data fetch $(if $(DATA_FROM),--from $(DATA_FROM))
+	$(BIN)/tribunal data fetch$(if $(DATA_FROM), --from $(DATA_FROM))
 
 # What compose's `train` profile runs, against a `make up` in another terminal: the datasets
 # from TRIBUNAL_DATA_DIR (`make data`), then `tribunal train` (TRAIN_CONFIG, TRAIN_OUT to change them).

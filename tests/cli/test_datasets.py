@@ -243,3 +243,25 @@ def test_train_without_its_dataset_says_which_commands_make_it(tmp_path: Path) -
     assert len(lines) == 1 and lines[0].startswith("tribunal train: no dataset at runs/stack-data")
     assert "`tribunal data fetch`" in lines[0] and "bench.training_data" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_make_dev_and_make_data_run_what_the_readme_says() -> None:
+    # `make -n -B`: every command of the target, printed, none run.
+    def commands(*args: str) -> list[str]:
+        done = subprocess.run(
+            ["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    cuda = "https://download.pytorch.org/whl/cu128"
+    dev = commands("dev", f"TORCH_INDEX={cuda}")
+    torch = [line for line in dev if "requirements/torch.txt" in line]
+    assert len(torch) == 1 and f"--no-deps --index-url {cuda} -r requirements/torch.txt" in torch[0]
+    assert not any("pytest" in line for line in dev)
+    assert dev[-1] == "PYTHON=python3 scripts/setup-tools.sh --browser"
+    default = [line for line in commands("dev") if "requirements/torch.txt" in line]
+    assert "--index-url https://download.pytorch.org/whl/cpu -r" in default[0]
+    fetch = ".venv/bin/tribunal data fetch"
+    assert commands("data", "DATA_FROM=../copy")[-1] == f"{fetch} --from ../copy"
+    assert commands("data")[-1] == fetch
