@@ -145,6 +145,12 @@ def test_a_corrupted_file_is_refused_and_the_others_still_come(
     assert f"does not match its checksum (sha256 {SHA}, got " in failed[0]
     # Nothing of the bad file is kept: no file, no part to resume from.
     assert sorted(p.name for p in (tmp_path / "set").iterdir()) == ["good.jsonl"]
+    # A source that is not in its declared form (not gzip) is refused the same way.
+    handler.files[f"/o/r/{COMMIT}/b.jsonl.gz"] = JSONL
+    gunzip = Dataset("set/b.jsonl", SHA, "o/r", COMMIT, "b.jsonl.gz", SourceForm.GUNZIP)
+    done, failed = fetch(tmp_path, Recorder(), datasets=[gunzip], github=base)
+    assert done == {} and failed[0].startswith(f"set/b.jsonl: {base}/o/r/{COMMIT}/b.jsonl.gz is ")
+    assert not (tmp_path / "set/b.jsonl.part").exists()
     # A local copy is checked the same way.
     (tmp_path / "copy/set").mkdir(parents=True)
     (tmp_path / "copy/set/bad.jsonl").write_bytes(bytes(flipped))

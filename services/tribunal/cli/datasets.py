@@ -256,12 +256,18 @@ def _convert(part: Path, dataset: Dataset, target: Path) -> None:
     target.write_bytes(data)
 
 
+def _sha256_or_why(path: Path) -> str:
+    """:func:`content_sha256`, or why the file cannot be read (a truncated or corrupted
+    ``.gz``)."""
+    try:
+        return content_sha256(path)
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        return f"unreadable ({exc})"
+
+
 def _check(candidate: Path, dataset: Dataset, where: str) -> None:
     """Refuse (remove, then raise) a file whose content is not the catalogue's."""
-    try:
-        got = content_sha256(candidate)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        got = f"unreadable ({exc})"
+    got = _sha256_or_why(candidate)
     if got != dataset.sha256:
         candidate.unlink(missing_ok=True)
         raise DataError(
@@ -290,7 +296,7 @@ def fetch_one(
         DataError: the source could not be read, or its file did not match its checksum.
     """
     target = root / dataset.path
-    if target.is_file() and content_sha256(target) == dataset.sha256:
+    if target.is_file() and _sha256_or_why(target) == dataset.sha256:
         return "kept"
     target.parent.mkdir(parents=True, exist_ok=True)
     incoming = target.with_name(f".new-{target.name}")  # the same suffix: .gz reads as gzip
@@ -319,8 +325,13 @@ def fetch_one(
     if as_is:
         part.replace(incoming)
     else:
-        _convert(part, dataset, incoming)
-        part.unlink()
+        try:
+            _convert(part, dataset, incoming)
+        except (OSError, EOFError, ValueError) as exc:  # not gzip, not a JSON list
+            incoming.unlink(missing_ok=True)
+            raise DataError(f"{dataset.path}: {url} is not {dataset.form.value}: {exc}") from exc
+        finally:
+            part.unlink(missing_ok=True)
     _check(incoming, dataset, url)
     incoming.replace(target)
     return "fetched"
