@@ -9,6 +9,8 @@ import gzip
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -271,3 +273,29 @@ def test_make_dev_and_make_data_run_what_the_readme_says() -> None:
     fetch = ".venv/bin/tribunal data fetch"
     assert commands("data", "DATA_FROM=../copy")[-1] == f"{fetch} --from ../copy"
     assert commands("data")[-1] == fetch
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq not installed")
+def test_getting_started_gsm8k_lines_stop_without_data(tmp_path: Path) -> None:
+    # The example's two first commands (the data, then jq), as the page writes them.
+    page = (ROOT / "docs/getting-started.md").read_text()
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "data path" in b]
+    lines = block.splitlines()
+    start = next(n for n, line in enumerate(lines) if "tribunal data path" in line)
+    script = "\n".join(lines[start : start + 3]) + "\n"
+    assert script.rstrip().endswith("> rollouts.jsonl"), script
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    empty = env | {"TRIBUNAL_DATA_DIR": str(tmp_path / "none")}
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=empty, capture_output=True)
+    assert done.returncode == 2 and b"run `tribunal data fetch`" in done.stderr
+    assert not (tmp_path / "rollouts.jsonl").exists()  # no empty file for `tribunal score`
+    (tmp_path / "d/math").mkdir(parents=True)
+    rows = [{"question": "q", "answer": f"so\n#### {n}"} for n in range(3)]
+    (tmp_path / "d/math/gsm8k_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env |= {"TRIBUNAL_DATA_DIR": str(tmp_path / "d")}
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    items = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert [(i["id"], i["ground_truth"]) for i in items] == [
+        (f"gsm8k-{n + 1}", str(n)) for n in range(3)
+    ]
