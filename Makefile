@@ -1,4 +1,5 @@
-# Tribunal: `make up` runs the stack locally, `make test` runs the whole suite.
+# Tribunal: `make up` runs the stack locally, `make dev` builds the full development environment,
+# `make test` builds it and runs the whole suite, `make data` fetches the public data sets.
 # Both install the system tools they need (scripts/setup-tools.sh: apt-get as root, sudo -n
 # otherwise, else it stops with the command to run), create .venv and install into it.
 
@@ -13,8 +14,12 @@ LOCK_BASE := requirements/base.txt
 LOCK_ALL := requirements/all.txt
 # Trainers' packages whose own dependencies cannot install here (vLLM, flash-attn): hashed, by hand.
 NODEPS := requirements/trainers-nodeps.txt
+# torch comes from PyTorch's index, not PyPI: requirements/torch.txt pins its version, TORCH_INDEX
+# picks the build (the CPU one by default; a GPU machine: TORCH_INDEX=https://download.pytorch.org/whl/cu128).
+LOCK_TORCH := requirements/torch.txt
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: up train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools
+.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -28,13 +33,14 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
-# Every extra the suite exercises (torch is the CPU build, pinned in the lock), then the
-# trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand),
+# Every extra the suite exercises, then torch from TORCH_INDEX (its dependencies are in the lock),
+# then the trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand),
 # and verl's Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the math
 # verifier's math-verify cannot share).
 LOCK_VERL_HYDRA := requirements/verl-hydra.txt
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
+$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
+	$(PIP) --no-deps --index-url $(TORCH_INDEX) -r $(LOCK_TORCH)
 	$(PIP) --require-hashes --no-deps -r $(NODEPS)
 	@# openrlhf's wheel installs a top-level package named `tests`, which shadows this
 	@# repository's tests/ in the process pools' forkserver children (No module named
@@ -50,22 +56,33 @@ $(VENV)/.all: pyproject.toml $(LOCK_ALL) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/p
 up: tools $(VENV)/.base
 	$(BIN)/tribunal up
 
+# The full development environment, without running anything: every extra, the trainers, torch,
+# and the system tools the suite needs (the browser for the inspector's tests included).
+dev: tools $(VENV)/.all
+	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
+
+# The public data sets the docs, the tutorial, the benchmarks and the tests read, into
+# TRIBUNAL_DATA_DIR (default ../shared/data): `tribunal data fetch`, from each one's public source
+# at a pinned commit, checksummed; DATA_FROM=DIR or URL takes them from a copy or mirror instead.
+DATA_FROM ?=
+data: $(VENV)/.base
+	$(BIN)/tribunal data fetch$(if $(DATA_FROM), --from $(DATA_FROM))
+
 # What compose's `train` profile runs, against a `make up` in another terminal: the datasets
-# from ../shared/data, then `tribunal train` (TRAIN_CONFIG, TRAIN_OUT to change them).
+# from TRIBUNAL_DATA_DIR (`make data`), then `tribunal train` (TRAIN_CONFIG, TRAIN_OUT to change them).
 TRAIN_CONFIG ?= trainer/tribunal/trainer/configs/stack_rloo_cpu.yaml
 TRAIN_OUT ?= runs/train
 train: tools $(VENV)/.all
 	$(BIN)/python -m bench.training_data runs/stack-data --rows 16
 	$(BIN)/tribunal train --config $(TRAIN_CONFIG) --output-dir $(TRAIN_OUT)
 
-test: tools $(VENV)/.all
-	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
+test: dev
 	$(MAKE) check-lock lint
 	$(BIN)/python -m pytest --durations=25
 
 # While you work: every test that starts no service process and takes under a few seconds
 # (markers e2e and slow left out; tests/conftest.py marks the folders that start processes).
-test-fast: tools $(VENV)/.all
+test-fast: dev
 	$(BIN)/python -m pytest -m "not e2e and not slow and not gpu" -q
 
 # pyproject.toml, the locks and the venv agree (scripts/check_lock.py says what does not).

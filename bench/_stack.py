@@ -19,6 +19,7 @@ from tribunal.testing.stack import TRIBUNAL, free_port
 __all__ = [
     "DATA",
     "ROOT",
+    "data_file",
     "fake_judge_argv",
     "free_port",
     "processes",
@@ -30,6 +31,22 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TRIBUNAL_DATA_DIR", ROOT.parent / "shared" / "data"))
 """The shared data sets (``$TRIBUNAL_DATA_DIR``, default ``../shared/data`` of the repo)."""
+
+
+def data_file(relative: str) -> Path:
+    """``DATA / relative``; where it is missing, exit 2 with the one line that names the command
+    that gets it (``tribunal data fetch``).
+
+    Raises:
+        SystemExit: 2, the file is not there.
+    """
+    from tribunal.cli.datasets import DataMissing, require
+
+    try:
+        return require(relative, root=DATA) / relative
+    except DataMissing as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 @contextlib.contextmanager

@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
-from bench._stack import DATA, ROOT
+from bench._stack import ROOT, data_file
 from bench.raw_loop import BATCH, IN_FLIGHT, raw_loop
 from tribunal.testing.stack import TRIBUNAL, service_stack
 
@@ -62,7 +62,7 @@ RAW_LOOP = [sys.executable, str(Path(__file__).with_name("raw_loop.py"))]
 
 def load_items(n: int) -> list[dict[str, str]]:
     """``n`` GSM8K gold solutions with their answers (the test split, repeated)."""
-    with (DATA / "math" / "gsm8k_test.jsonl").open() as f:
+    with data_file("math/gsm8k_test.jsonl").open() as f:
         answers = [json.loads(line)["answer"] for line in f]
     return [
         {"response": a, "ground_truth": a.split("####")[-1].strip()}

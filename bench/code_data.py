@@ -14,6 +14,7 @@ import ast
 import gzip
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ DATA = (
 def jsonl(name: str) -> list[dict[str, Any]]:
     """Rows of ``DATA / name`` (``.jsonl`` or ``.jsonl.gz``)."""
     path = DATA / name
+    if not path.is_file():
+        from tribunal.cli.datasets import missing_line
+
+        print(missing_line(path), file=sys.stderr)
+        raise SystemExit(2)
     if name.endswith(".gz"):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]

@@ -41,14 +41,14 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
-from bench._stack import DATA, redis_server
+from bench._stack import data_file, redis_server
 from bench.raw_loop import raw_loop
 from tribunal.testing.stack import RunningService, service_stack
 
 
 def load_items(n: int) -> list[dict[str, str]]:
     """``n`` GSM8K gold solutions with their answers (the test split, repeated)."""
-    with (DATA / "math" / "gsm8k_test.jsonl").open() as f:
+    with data_file("math/gsm8k_test.jsonl").open() as f:
         answers = [json.loads(line)["answer"] for line in f]
     return [
         {"response": a, "ground_truth": a.split("####")[-1].strip()}

@@ -25,16 +25,16 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
-from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from bench._stack import data_file, free_port, processes, redis_server, tribunal, wait_ready
 from bench.raw_loop import BATCH, send_all
 from tribunal.client import TribunalClient
 
 
 def load_items() -> dict[str, list[dict[str, str]]]:
     """GSM8K test (1,319) and MATH-500 (500) gold solutions with their answers."""
-    with (DATA / "math" / "gsm8k_test.jsonl").open() as f:
+    with data_file("math/gsm8k_test.jsonl").open() as f:
         gsm8k = [json.loads(line)["answer"] for line in f]
-    with (DATA / "math" / "math500_test.jsonl").open() as f:
+    with data_file("math/math500_test.jsonl").open() as f:
         math500 = [json.loads(line) for line in f]
     return {
         "gsm8k": [{"response": a, "ground_truth": a.split("####")[-1].strip()} for a in gsm8k],

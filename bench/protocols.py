@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 
 from bench import results
-from bench._stack import DATA
+from bench._stack import data_file
 from tribunal.client import TribunalClient
 from tribunal.testing.stack import RunningService, service_stack, start_service
 
@@ -58,7 +58,7 @@ PROGRAM = "print(sum(range({n})))"
 
 def gsm8k(count: int) -> list[dict[str, str]]:
     """``count`` GSM8K gold solutions (the test split, repeated when ``count`` is larger)."""
-    lines = (DATA / "math" / "gsm8k_test.jsonl").read_text().splitlines()
+    lines = data_file("math/gsm8k_test.jsonl").read_text().splitlines()
     rows = []
     for index in range(count):
         row = json.loads(lines[index % len(lines)])

@@ -56,7 +56,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
-from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from bench._stack import data_file, free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import TribunalClient
 
 CODE = "print(sum(range(1000)))"
@@ -138,7 +138,7 @@ def math_items(n: int, rounds: int) -> list[dict[str, str]]:
     """The first ``n`` (at most 500) MATH-500 gold solutions with their answers, ``rounds``
     times over. With one round every input is distinct; with more, the repeats hit the same
     parse caches in the service's processes as in the no-service runs beside it."""
-    with (DATA / "math" / "math500_test.jsonl").open() as f:
+    with data_file("math/math500_test.jsonl").open() as f:
         rows = [json.loads(line) for line in f][:n]
     return [{"response": row["solution"], "ground_truth": row["answer"]} for row in rows] * rounds
 

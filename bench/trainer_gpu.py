@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
-from bench._stack import DATA, free_port, processes, redis_server, tribunal, wait_ready
+from bench._stack import data_file, free_port, processes, redis_server, tribunal, wait_ready
 
 # Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14/2 heads, MLP 4864) with Qwen's vocabulary
 # size: 0.49B parameters; the tokenizer is trained on the prompts (the extra rows are unused).
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, url: str, out: Path) -> dict[str, Any]:
     gpu = torch.cuda.is_available()
     raw = {
         "tiny_model": TINY if args.tiny else HALF_B,
-        "dataset": str(DATA / "math" / "gsm8k_test.jsonl"),
+        "dataset": str(data_file("math/gsm8k_test.jsonl")),
         "max_prompts": 256,
         "system_prompt": "Solve the problem and put the final answer in \\boxed{}.",
         "prompts_per_step": args.prompts,

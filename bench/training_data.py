@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.citation_data import TRACES, _jsonl, data_dir
 from tribunal.citation.evidence import tool_outputs_before_answer
+from tribunal.cli.datasets import DataMissing, require
 
 SCHOLARQA_RUBRICS = "research/scholarqa_cs_rubrics.json"
 LEETCODE = "code/leetcodedataset_v0.3.1_test.jsonl.gz"
+MATH500 = "math/math500_test.jsonl"
+GSM8K = "math/gsm8k_test.jsonl"
 
 
 def _traces() -> Iterator[dict[str, Any]]:
@@ -143,6 +147,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=16, help="Rows per dataset.")
     parser.add_argument("--judge-model", type=Path, help="Also save the tiny judge model here.")
     args = parser.parse_args()
+    needs = (TRACES, SCHOLARQA_RUBRICS, MATH500, LEETCODE, GSM8K)
+    try:
+        require(*needs, root=data_dir())
+    except DataMissing as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from None
     paths = write_datasets(args.out, args.rows)
     if args.judge_model is not None:
         paths["judge_model"] = tiny_judge_model(args.judge_model)

@@ -3,9 +3,9 @@
 # runs `tribunal train` as an unprivileged user. Rewards come from the gateway over HTTP: the
 # trainer imports no verifier.
 #
-# BASE as in services.Dockerfile. The lock pins torch's CPU build (`torch==2.13.0+cpu`), which
-# PyTorch's own index serves (TORCH_INDEX); for a GPU run, build FROM a CUDA base and lock the
-# CUDA build instead (docs/tutorial-training.md). DeepSpeed compiles no op at install
+# BASE as in services.Dockerfile. torch is not in the hashed lock: requirements/torch.txt pins
+# its version and PyTorch's index (TORCH_INDEX) supplies the build, the CPU one by default; for
+# a GPU run, build FROM a CUDA base with TORCH_INDEX=https://download.pytorch.org/whl/cu128. DeepSpeed compiles no op at install
 # (DS_BUILD_OPS=0): on CPU the trainer uses torch's AdamW and gloo.
 ARG BASE=python:3.11-slim
 
@@ -14,9 +14,10 @@ ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 DS_BUILD_OPS=0
 # The lock first: the slow layer that installs it is rebuilt only when the lock changes.
 COPY requirements/trainer.txt /opt/requirements.txt
+COPY requirements/torch.txt /opt/torch.txt
 RUN python3 -m venv /opt/venv \
-    && /opt/venv/bin/pip install --require-hashes --no-deps \
-        --extra-index-url "${TORCH_INDEX}" -r /opt/requirements.txt \
+    && /opt/venv/bin/pip install --require-hashes --no-deps -r /opt/requirements.txt \
+    && /opt/venv/bin/pip install --no-deps --index-url "${TORCH_INDEX}" -r /opt/torch.txt \
     && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 RUN useradd --uid 10001 --create-home tribunal \
     && mkdir /runs && chown tribunal /runs

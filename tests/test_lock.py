@@ -4,6 +4,8 @@ drift apart, and the command that needs an extra names it."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -44,7 +47,8 @@ def test_the_committed_locks_agree_with_pyproject() -> None:
 
 def test_this_venv_holds_exactly_the_lock() -> None:
     nodeps = ROOT / "requirements/trainers-nodeps.txt"
-    assert check_lock.venv_problems(ROOT / "requirements/all.txt", nodeps) == []
+    torch = ROOT / "requirements/torch.txt"
+    assert check_lock.venv_problems(ROOT / "requirements/all.txt", nodeps, torch) == []
 
 
 def test_a_trainer_package_outside_the_no_deps_file_is_caught(tmp_path: Path) -> None:
@@ -78,7 +82,7 @@ def test_the_no_deps_pins_are_sorted_and_hashed() -> None:
         pins = [line for line in lines if line and not line.startswith("#")]
         assert pins and pins == sorted(pins)
         for line in pins:
-            assert re.fullmatch(r"[A-Za-z0-9._-]+==\S+ --hash=sha256:[0-9a-f]{64}", line), line
+            assert re.fullmatch(r"[A-Za-z0-9._-]+==\S+( --hash=sha256:[0-9a-f]{64})+", line), line
 
 
 def test_a_dependency_added_without_locking_is_caught(project: Path) -> None:
@@ -139,3 +143,72 @@ def test_a_trainer_command_without_its_extra_names_the_extra(command: str) -> No
         "pip install 'tribunal[trainer]'"
     ) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def pypi() -> None:
+    """Skips the test where https://pypi.org cannot be reached (the `pypi` marker says which)."""
+    try:
+        httpx.head("https://pypi.org/simple/pip/", timeout=10).raise_for_status()
+    except httpx.HTTPError as error:
+        pytest.skip(f"https://pypi.org cannot be reached: {error}")
+
+
+def _pip_without_this_machine(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``pip install --dry-run ARGS`` with this machine's pip configuration off: no config file
+    (its find-links, extra indexes and constraint file), no PIP_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env |= {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
+    command += ["--no-deps", "--quiet", "--report", "report.json", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.pypi
+@pytest.mark.usefixtures("pypi")
+def test_every_hashed_pin_is_a_pypi_file_for_each_supported_python() -> None:
+    # One index page per package (PEP 691 JSON): the locked hashes name a file that installs on
+    # CPython 3.11 and 3.12, Linux x86_64.
+    assert check_lock.index_problems() == []
+
+
+@pytest.mark.pypi
+@pytest.mark.usefixtures("pypi")
+def test_pip_installs_the_locks_from_pypi_and_torch_from_its_index_alone(tmp_path: Path) -> None:
+    # PyTorch's index stood in for by a PEP 503 index in a folder, holding the one cached wheel.
+    wheel = next(Path("/opt/wheels").glob("torch-2.13.0+cpu-*.whl"), None)
+    if wheel is None:
+        pytest.skip("no cached torch wheel under /opt/wheels to stand in for PyTorch's index")
+    index = tmp_path / "simple"
+    (index / "torch").mkdir(parents=True)
+    (index / "torch/index.html").write_text(f'<a href="{wheel.as_uri()}">{wheel.name}</a>')
+    torch = ["--index-url", index.as_uri(), "-r", str(ROOT / "requirements/torch.txt")]
+    done = _pip_without_this_machine(torch, tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [item["metadata"]["version"] for item in report["install"]] == ["2.13.0+cpu"]
+    # A hashed lock on the Python this machine does not run, from PyPI alone (the trainers'
+    # per-Python wheels: one hash for 3.11 only was the way such a lock breaks).
+    nodeps = ["--require-hashes", "--only-binary=:all:", "--python-version", "3.12", "--target"]
+    nodeps += ["t", "-r", str(ROOT / "requirements/trainers-nodeps.txt")]
+    done = _pip_without_this_machine(nodeps, tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    names = sorted(item["metadata"]["name"] for item in report["install"])
+    assert names == sorted(check_lock.read_lock(ROOT / "requirements/trainers-nodeps.txt"))
+    urls = [item["download_info"]["url"] for item in report["install"]]
+    assert all(url.startswith("https://files.pythonhosted.org/") for url in urls), urls
+
+
+@pytest.mark.pypi
+@pytest.mark.usefixtures("pypi")
+def test_a_pin_hashed_for_one_python_only_is_caught(tmp_path: Path) -> None:
+    # openrlhf 0.11.2 has a wheel per Python: its cp311 hash alone installs on 3.11 only.
+    (tmp_path / "requirements").mkdir()
+    for lock in check_lock.HASHED_LOCKS:
+        (tmp_path / f"requirements/{lock}.txt").write_text("")
+    cp311 = "c969d70db03a70724c3d8a5a01186c6e0728bce624fb3dff95e39b5396acefa6"
+    nodeps = tmp_path / "requirements/trainers-nodeps.txt"
+    nodeps.write_text(f"openrlhf==0.11.2 --hash=sha256:{cp311}\n")
+    problems = check_lock.index_problems(tmp_path)
+    assert len(problems) == 1 and "installs on CPython 3.12.0" in problems[0], problems

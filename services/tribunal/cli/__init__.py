@@ -1,4 +1,5 @@
-"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``train``."""
+"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``train``,
+``data``."""
 
 from __future__ import annotations
 
@@ -355,6 +356,76 @@ def evaluate(
 
     result = run_evaluation(GRPOConfig.from_yaml(config), model, n, k or [1, n])
     typer.echo(json.dumps(result))
+
+
+data_app = typer.Typer(help="The public data sets (TRIBUNAL_DATA_DIR).", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="A copy laid out as the data directory: a folder or an http(s) mirror "
+            "(default: each file's public source at its pinned commit).",
+        ),
+    ] = None,
+    into: Annotated[
+        Path | None, typer.Option(help="Default: $TRIBUNAL_DATA_DIR, else ../shared/data.")
+    ] = None,
+) -> None:
+    """Fetch the public data sets the docs, tutorial, benchmarks and tests read, each checked
+    against its sha256 (a partial download resumes). Exit 1 when a file failed."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TransferSpeedColumn,
+    )
+
+    from tribunal.cli.datasets import data_dir, fetch
+
+    root = into if into is not None else data_dir()
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with Progress(*columns, TransferSpeedColumn(), transient=False) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        class _Bar:
+            def start(self, name: str, total_bytes: int | None, done_bytes: int) -> None:
+                tasks[name] = bar.add_task(name, total=total_bytes, completed=done_bytes)
+
+            def advance(self, name: str, nbytes: int) -> None:
+                bar.advance(tasks[name], nbytes)
+
+        done, failed = fetch(root, _Bar(), source)
+    counts = {what: sum(1 for v in done.values() if v == what) for what in set(done.values())}
+    summary = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+    typer.echo(f"{root}: {summary or 'nothing'}; {len(failed)} failed", err=True)
+    for line in failed:
+        typer.echo(line, err=True)
+    if failed:
+        raise typer.Exit(1)
+
+
+@data_app.command("path")
+def data_path(
+    files: Annotated[list[str], typer.Argument(help="Files under the data directory.")],
+) -> None:
+    """Print each file's path in the data directory; exit 2 with the command that gets it when
+    one is not there."""
+    from tribunal.cli.datasets import DataMissing, require
+
+    try:
+        root = require(*files)
+    except DataMissing as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    for name in files:
+        typer.echo(str(root / name))
 
 
 # What `pip install 'tribunal[trainer]'` adds and the trainer imports.

@@ -559,6 +559,25 @@ class SandboxSession:
         killed, self._oom_kills = kills > self._oom_kills, kills
         return killed
 
+    def end_reason(self) -> str:
+        """How the sandbox ended, for the error that says it did: its exit status, or the
+        signal that killed it (bwrap reports a child killed by signal N as 128 + N), and
+        whether its memory cgroup killed a process for memory. A SIGKILL with no cgroup kill
+        and no output is the kernel's OOM killer of the host (the sandbox's processes have the
+        highest ``oom_score_adj``) or another process: the kernel log says which."""
+        code = None if self._proc is None else self._proc.returncode
+        if code is None:
+            return "still running"
+        number = -code if code < 0 else code - 128 if code > 128 else None
+        if number is None:
+            reason = f"exit status {code}"
+        else:
+            name = signal.Signals(number).name if number in set(signal.Signals) else number
+            reason = f"killed by {name}"
+        if self.cgroup is not None and self.cgroup.oom_kills() > self._oom_kills:
+            reason += ", its memory cgroup's OOM kill"
+        return reason
+
     def diagnostics(self) -> str:
         """The driver's stderr so far (capped), for sandbox error messages."""
         return self._stderr.decode("utf-8", "replace")[-4000:]
@@ -691,7 +710,8 @@ class SandboxSession:
         if not line.endswith(b"\n"):
             await self._reap_quietly()
             raise SandboxError(
-                f"the sandbox driver ended without answering: {self.diagnostics() or 'no output'}"
+                f"the sandbox driver ended without answering ({self.end_reason()}): "
+                f"{self.diagnostics() or 'no output'}"
             )
         token, _, payload = line.partition(b" ")
         if not hmac.compare_digest(token, self._token):
@@ -718,7 +738,9 @@ class SandboxSession:
             return await asyncio.wait_for(self._records.readexactly(size), wait)
         except asyncio.IncompleteReadError as exc:
             await self._reap_quietly()
-            raise SandboxError("the sandbox driver ended in the middle of a return value") from exc
+            raise SandboxError(
+                f"the sandbox driver ended in the middle of a return value ({self.end_reason()})"
+            ) from exc
 
     async def request(
         self, command: Mapping[str, Any], timeout_s: float | None = None

@@ -32,6 +32,15 @@ def train_command(config_path: Path, output_dir: Path, max_steps: int | None) ->
     except (ValueError, TypeError, OSError) as exc:
         typer.echo(f"tribunal train: {config_path}: {exc}", err=True)
         raise typer.Exit(2) from exc
+    if not Path(config.dataset).is_file():
+        # The stack configs read bench.training_data's files, made from the public data sets.
+        typer.echo(
+            f"tribunal train: no dataset at {config.dataset}: the public data sets come with "
+            "`tribunal data fetch` (make data), then the stack configs' files with "
+            "`python -m bench.training_data runs/stack-data` (as make train does)",
+            err=True,
+        )
+        raise typer.Exit(2)
     from tribunal.trainer.loop import Trainer
 
     try:
