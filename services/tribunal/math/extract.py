@@ -53,6 +53,7 @@ ExtractionMethod = Literal[
     "boxed",
     "fbox",
     "gsm8k_hash",
+    "answer_line",
     "answer_phrase",
     "last_math",
     "whole_response",
@@ -268,6 +269,33 @@ def _boxed_run(text: str) -> tuple[Extraction, int, int] | None:
     before, after = _around(text, start, end)
     found = _joined_extraction([span[2] for span in reversed(run)], method)
     return replace(found, before=before, after=after), start, end
+
+
+def boxed_runs(text: str, *, limit: int) -> list[tuple[Extraction, int, int]]:
+    """Return every boxed answer of ``text`` (runs of adjacent boxes as one), in order.
+
+    Args:
+        text: The text to search.
+        limit: At most this many answers, the last ones (each costs one pass over the
+            text before it).
+
+    Returns:
+        ``(answer, start, end)`` of each, first to last.
+    """
+    runs: list[tuple[Extraction, int, int]] = []
+    end = len(text)
+    while len(runs) < limit:
+        found = _boxed_run(text[:end])
+        if found is None:
+            break
+        runs.append(found)
+        end = found[1]
+    return runs[::-1]
+
+
+def is_heading(line_text: str) -> bool:
+    """Whether the text after ``####`` is a Markdown heading's ("Step 2"), not a value."""
+    return _HEADING.match(line_text) is not None
 
 
 def _unboxed(content: str) -> str:

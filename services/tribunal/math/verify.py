@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from itertools import product
@@ -72,7 +72,7 @@ import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from tribunal.core.errors import BadInput, InternalError
-from tribunal.math.commit import Reason, uncommitted
+from tribunal.math.commit import Reason, uncommitted, uncommitted_in_sentence
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
@@ -81,6 +81,9 @@ from tribunal.math.extract import (
     extract_answer,
     last_boxed,
 )
+from tribunal.math.grammar import Graded, grade_region
+from tribunal.math.normalize import normalize_text
+from tribunal.math.regions import RegionName
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +139,11 @@ class MathScore:
             ``answer_phrase``, ``last_math``, ``whole_response``, ``final_equation``,
             ``last_number``), or ``none``.
         uncommitted: Why the answer is no committed answer (``negated``, ``bounded``,
-            ``hedged``, ``multiple``, ``words``, ``retracted``: ``tribunal.math.commit``),
-            in which case the reward is 0; None otherwise.
+            ``hedged``, ``multiple``, ``words``, ``retracted``: ``tribunal.math.commit``;
+            ``multiple`` also for two distinct answers of a strict format in the final
+            region), in which case the reward is 0; None otherwise.
+        region: Where the final answer region starts (``response``,
+            ``after_reasoning``), or None when there is none (``<think>`` never closed).
     """
 
     reward: float
@@ -145,6 +151,7 @@ class MathScore:
     extracted_ground_truth: str
     method: ScoreMethod
     uncommitted: Reason | None = None
+    region: RegionName | None = field(default=None, compare=False)
 
 
 def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:
@@ -177,15 +184,17 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     truth_number = _plain_number(truth) if config.allow_fast_path else None
     gold = None if truth_number is not None else _parse_gold(truth, truth_parts)
 
-    extraction = _extract(response, config)
+    graded = _extract(response, config)
+    extraction, region = graded.extraction, graded.region
     if extraction is None:
-        return MathScore(0.0, None, truth, "none")
+        return MathScore(0.0, None, truth, "none", region=region)
     answer, method = extraction.text, extraction.method
     if len(answer) > config.max_answer_chars:
-        return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
-    reason = _uncommitted(extraction, truth)
+        cut = answer[: config.max_answer_chars] + "…"
+        return MathScore(0.0, cut, truth, method, region=region)
+    reason = _uncommitted(graded, truth, config)
     if reason is not None:
-        return MathScore(0.0, answer, truth, method, reason)
+        return MathScore(0.0, answer, truth, method, reason, region)
     compared = _without_trailing_words(answer)
 
     if truth_number is not None:
@@ -193,11 +202,11 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
         if answer_number is not None:
             same = _numbers_equal(truth_number, answer_number, config)
             if same is not None:
-                return MathScore(float(same), answer, truth, method)
+                return MathScore(float(same), answer, truth, method, region=region)
         gold = _parse_gold(truth, truth_parts)
     assert gold is not None  # parsed above unless the fast path could answer
     same = _equivalent(gold, _parse_answer(compared, extraction.parts), config)
-    return MathScore(1.0 if same else 0.0, answer, truth, method)
+    return MathScore(1.0 if same else 0.0, answer, truth, method, region=region)
 
 
 def verify_plain_numbers(
@@ -224,29 +233,50 @@ def verify_plain_numbers(
     truth_number = _plain_number(truth)
     if truth_number is None:
         return None
-    extraction = _extract(response, config)
+    graded = _extract(response, config)
+    extraction, region = graded.extraction, graded.region
     if extraction is None:
-        return MathScore(0.0, None, truth, "none")
+        return MathScore(0.0, None, truth, "none", region=region)
     answer = extraction.text
     if len(answer) > config.max_answer_chars:
         return None
-    reason = _uncommitted(extraction, truth)
+    reason = _uncommitted(graded, truth, config)
     if reason is not None:
-        return MathScore(0.0, answer, truth, extraction.method, reason)
+        return MathScore(0.0, answer, truth, extraction.method, reason, region)
     answer_number = _plain_number(_without_trailing_words(answer))
     if answer_number is None:
         return None
     same = _numbers_equal(truth_number, answer_number, config)
-    return None if same is None else MathScore(float(same), answer, truth, extraction.method)
+    if same is None:
+        return None
+    return MathScore(float(same), answer, truth, extraction.method, region=region)
 
 
-def _extract(response: str, config: MathConfig) -> Extraction | None:
-    return extract_answer(
-        response, allow_last_number=config.allow_last_number, last_box=config.last_box_only
+def _extract(response: str, config: MathConfig) -> Graded:
+    """The answer the config's declared format names in the normalised final region."""
+    return grade_region(
+        normalize_text(response),
+        config.answer_format,
+        template=config.chat_template,
+        allow_last_number=config.allow_last_number,
+        last_box=config.last_box_only,
     )
 
 
-def _uncommitted(extraction: Extraction, truth: str) -> Reason | None:
+def _uncommitted(graded: Graded, truth: str, config: MathConfig) -> Reason | None:
+    """Why the graded answer is not a committed one (``tribunal.math.commit``), or None."""
+    extraction = graded.extraction
+    assert extraction is not None
+    if graded.candidates:
+        return "multiple"
+    if config.answer_format != "lenient":
+        return uncommitted_in_sentence(
+            extraction.text,
+            lead=extraction.before,
+            tail=extraction.after,
+            gold=truth,
+            boxed=True,
+        )
     return uncommitted(
         extraction.text,
         before=extraction.before,
