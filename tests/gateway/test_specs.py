@@ -244,7 +244,12 @@ async def test_rloo_math_by_hand(correct: float, expected: float) -> None:
     outcome = await score_one(gateway(client), spec="rloo_math", response="7", ground_truth="7")
     assert outcome.reward == expected
     assert dict(client.requests)["math"] == [
-        {"id": "r1/math", "response": "7", "ground_truth": "7"}
+        {
+            "id": "r1/math",
+            "response": "7",
+            "ground_truth": "7",
+            "options": {"answer_format": "marked"},
+        }
     ]
 
 

@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -48,6 +48,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tribunal.core.hashing import config_hash
 from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
 from tribunal.gateway.schemas import CombineRule, VerifierName
+from tribunal.math.grammar import AnswerFormat
+
+SPEC_ANSWER_FORMAT: AnswerFormat = "marked"
+"""The answer format of a spec's math source that declares none: a strict one (a box, a
+``####`` line or an ``Answer:`` line, all agreeing), never ``lenient``."""
 
 BuiltinName = Literal["num_turns", "overlong_penalty", "contains"]
 SHIPPED_DIR = Path(__file__).parent / "specs"
@@ -103,6 +108,28 @@ class Source(_Model):
         default_factory=dict, description="Verifier input -> where it comes from."
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Built-in parameters.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_format(cls, data: Any) -> Any:
+        """Give a math source the spec default :data:`SPEC_ANSWER_FORMAT` when its constant
+        options declare no ``answer_format``, and refuse an unknown one by name."""
+        if not isinstance(data, dict) or data.get("verifier") != "math":
+            return data
+        inputs = dict(data.get("inputs") or {})
+        options = inputs.get("options")
+        if options is None:
+            options = {"value": {}}
+        if isinstance(options, dict) and isinstance(options.get("value"), dict):
+            value = {"answer_format": SPEC_ANSWER_FORMAT, **options["value"]}
+            if value["answer_format"] not in get_args(AnswerFormat):
+                choices = ", ".join(get_args(AnswerFormat))
+                raise ValueError(
+                    f"inputs.options.answer_format: unknown answer format "
+                    f"{value['answer_format']!r}; one of {choices}"
+                )
+            inputs["options"] = {**options, "value": value}
+        return {**data, "inputs": inputs}
 
     @model_validator(mode="after")
     def _one_kind(self) -> Source:

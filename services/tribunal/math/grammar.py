@@ -10,6 +10,10 @@ normalised (``tribunal.math.normalize``) and cut to its final answer region
   such as ``#### Step 2``);
 - ``answer_line``: the rest of the last line ``Answer: x`` (DAPO's form; ``**Answer:**``,
   ``Final answer:`` too);
+- ``marked``: any of the three marks above (a box, a ``####`` line, an ``Answer:`` line);
+  every marked answer in the region must agree (the shipped specs' format: one spec serves
+  MATH-style boxes and GSM8K-style ``####`` lines, and a response that marks two values
+  is paid nothing);
 - ``lenient``: ``tribunal.math.extract.extract_answer``'s cascade (boxes, ``####``, answer
   phrases, last math, last number). It pays answers a policy can place anywhere and reads
   prose to refuse others: **not for training**, kept for evaluation of free-form text.
@@ -35,13 +39,14 @@ from tribunal.math.extract import (
     clean_answer,
     extract_answer,
     is_heading,
+    last_boxed,
 )
 from tribunal.math.regions import ChatTemplate, Region, RegionName, final_region
 
-AnswerFormat = Literal["boxed", "hash", "answer_line", "lenient"]
+AnswerFormat = Literal["boxed", "hash", "answer_line", "marked", "lenient"]
 """The declared answer format of a spec or a direct math request."""
 
-STRICT_FORMATS: tuple[AnswerFormat, ...] = ("boxed", "hash", "answer_line")
+STRICT_FORMATS: tuple[AnswerFormat, ...] = ("boxed", "hash", "answer_line", "marked")
 """The formats a training spec may use (``lenient`` is for evaluation only)."""
 
 _HASH_LINE = re.compile(r"^[ \t]*####[ \t]*(?!#)([^\n]*?)[ \t]*$", re.MULTILINE)
@@ -118,26 +123,34 @@ def grade_region(
 
 
 def _candidates(region: Region, answer_format: AnswerFormat) -> list[Extraction]:
-    """Every answer of the format in the region, in order, each with its sentence."""
+    """Every answer of the format in the region, in order of position, each with its
+    sentence (its line for the line forms)."""
     text = region.text
-    found: list[Extraction] = []
-    if answer_format == "boxed":
+    found: list[tuple[int, Extraction]] = []
+    if answer_format in ("boxed", "marked"):
         for extraction, start, end in boxed_runs(text, limit=_MAX_CANDIDATES):
             lead, tail = _sentence_around(text, start, end)
-            found.append(replace(extraction, before=lead, after=tail))
-        return found
-    pattern = _HASH_LINE if answer_format == "hash" else _ANSWER_LINE
-    for line in pattern.finditer(text):
-        value = line.group(1)
-        if answer_format == "hash" and is_heading(value):
-            continue
-        content = clean_answer(value)
-        if content:
-            method: ExtractionMethod = "gsm8k_hash" if answer_format == "hash" else "answer_line"
-            found.append(Extraction(content, method))
-        if len(found) == _MAX_CANDIDATES:
-            break
-    return found
+            found.append((start, replace(extraction, before=lead, after=tail)))
+    lines: list[tuple[re.Pattern[str], ExtractionMethod]] = []
+    if answer_format in ("hash", "marked"):
+        lines.append((_HASH_LINE, "gsm8k_hash"))
+    if answer_format in ("answer_line", "marked"):
+        lines.append((_ANSWER_LINE, "answer_line"))
+    for pattern, method in lines:
+        for line in pattern.finditer(text):
+            value = line.group(1)
+            if method == "gsm8k_hash" and is_heading(value):
+                continue
+            boxed = last_boxed(value)
+            if boxed is not None and answer_format == "marked":
+                continue  # "Answer: \\boxed{5}": the box is already a candidate
+            content = boxed.text if boxed is not None else clean_answer(value)
+            if content:
+                found.append((line.start(), Extraction(content, method)))
+            if len(found) >= 3 * _MAX_CANDIDATES:
+                break
+    found.sort(key=lambda pair: pair[0])
+    return [extraction for _, extraction in found]
 
 
 def _sentence_around(text: str, start: int, end: int) -> tuple[str, str]:

@@ -98,7 +98,9 @@ for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_not_timeout_disabled)
 
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# Programming e-notation (``1e-07``, ``2.5E3``): a number, never a product with Euler's e.
+_E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,4})(?![\w.])")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
 # A currency sign after a number (``2,74 $``, ``1,000.99€``).
 _TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
@@ -473,6 +475,7 @@ def _readings(text: str, *, is_ground_truth: bool) -> list[str]:
     equal. ``1,000`` stays one thousand.
     """
     text = _UPRIGHT_CONSTANT.sub(r"\1", text).strip()
+    text = _E_NOTATION.sub(lambda m: f"{m[1]} \\times 10^{{{int(m[2])}}}", text)
     if _SPACED_THOUSANDS.fullmatch(text):
         return [re.sub(r"\\[,;! ]|\{,\}|\s", "", text)]
     comma = _DECIMAL_COMMA.fullmatch(text)
@@ -529,11 +532,7 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
         except Exception as exc:  # sympy raises anything (ValueError, TypeError, ...)
             failure = exc
             continue
-        if (
-            same
-            and (not config.exact_guard or _exact_values_agree(gold_value, answer_value))
-            and _within_tolerance(gold_value, answer_value, relative_tolerance(config))
-        ):
+        if same and _leaves_agree(gold_value, answer_value, config):
             return True
     if failure is not None:
         raise InternalError(
@@ -541,6 +540,63 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
             f"{type(failure).__name__}: {failure}"
         ) from failure
     return False
+
+
+def _leaves_agree(gold: Any, answer: Any, config: MathConfig) -> bool:
+    """Apply the numeric rule to every number of two values Math-Verify called equal.
+
+    Math-Verify rounds each number it compares to ``float_rounding`` decimals and chops
+    tiny differences of exact ones, inside equations, sets, tuples, intervals and matrices
+    as for bare numbers. Here the two values are walked in step (:func:`_leaves`): ``x = v``
+    is ``v``; a set's numbers are paired in increasing order, a tuple's, an interval's and
+    a matrix's by position; and each pair of numbers must pass the exact-value guard
+    (:func:`_exact_values_agree`) and the relative tolerance (:func:`_within_tolerance`).
+    Values whose shapes differ keep Math-Verify's verdict.
+    """
+    gold_leaves, answer_leaves = _leaves(gold), _leaves(answer)
+    if len(gold_leaves) != len(answer_leaves):
+        return True
+    rtol = relative_tolerance(config)
+    return all(
+        (not config.exact_guard or _exact_values_agree(g, a)) and _within_tolerance(g, a, rtol)
+        for g, a in zip(gold_leaves, answer_leaves, strict=True)
+    )
+
+
+_MAX_LEAVES = 256
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The numbers of ``value`` in a canonical order, or ``[value]`` for anything else.
+
+    ``Eq(x, v)`` (a symbol on the left) is ``v``'s; a ``FiniteSet``'s are its elements'
+    (``x = v`` read as ``v``) sorted by value when each is one real number (else the set is
+    one leaf); a tuple's, a list's, an ``Interval``'s
+    (its two ends) and a matrix's (row by row) are positional. At most 256 (a larger value
+    is one leaf, itself).
+    """
+    if isinstance(value, sympy.Eq) and isinstance(value.lhs, sympy.Symbol):
+        return _leaves(value.rhs)
+    elements: list[Any] | None = None
+    if isinstance(value, sympy.FiniteSet) and len(value.args) <= _MAX_LEAVES:
+        nested = [_leaves(element) for element in value.args]
+        if all(len(one) == 1 and _is_real_number(one[0]) for one in nested):
+            return sorted((one[0] for one in nested), key=lambda e: float(e.evalf(30)))
+        return [value]
+    if isinstance(value, sympy.Interval):
+        elements = [value.start, value.end]
+    elif isinstance(value, sympy.Tuple | tuple | list | sympy.MatrixBase):
+        elements = list(value)
+    if elements is None or len(elements) > _MAX_LEAVES:
+        return [value]
+    leaves: list[Any] = []
+    for element in elements:
+        leaves.extend(_leaves(element))
+    return leaves
+
+
+def _is_real_number(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and bool(value.is_number) and bool(value.is_real)
 
 
 def _is_unequality(value: Any) -> bool:
