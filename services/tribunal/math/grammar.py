@@ -9,7 +9,8 @@ normalised (``tribunal.math.normalize``) and cut to its final answer region
 - ``hash``: the value of the last line ``#### x`` (GSM8K's form; not a Markdown heading
   such as ``#### Step 2``);
 - ``answer_line``: the rest of the last line ``Answer: x`` (DAPO's form; ``**Answer:**``,
-  ``Final answer:`` too);
+  ``Final answer:`` too, and Minerva's "Final Answer: The final answer is x. I hope it is
+  correct.");
 - ``marked``: any of the three marks above (a box, a ``####`` line, an ``Answer:`` line);
   every marked answer in the region must agree (the shipped specs' format: one spec serves
   MATH-style boxes and GSM8K-style ``####`` lines, and a response that marks two values
@@ -53,6 +54,11 @@ _HASH_LINE = re.compile(r"^[ \t]*####[ \t]*(?!#)([^\n]*?)[ \t]*$", re.MULTILINE)
 _ANSWER_LINE = re.compile(
     r"^[ \t>*_#]*(?:final[ \t]+)?answer[ \t*_]*:[ \t*_]*([^\n]*?)[ \t]*$",
     re.MULTILINE | re.IGNORECASE,
+)
+# Minerva's answer line: "Final Answer: The final answer is $x$. I hope it is correct."
+_MINERVA = re.compile(
+    r"(?:the\s+)?final\s+answer\s+is\s*:?\s*(.+?)\.?\s*(?:I\s+hope\s+it\s+is\s+correct\.?)?",
+    re.IGNORECASE,
 )
 _KEY_DROPPED = re.compile(r"\s+|\\left\b|\\right\b|\\[,;:! ]|\\displaystyle\b|\$")
 _KEY_LABEL = re.compile(r"^[A-Za-z](?:_\{?\w{1,4}\}?)?=(?!=)")
@@ -141,6 +147,8 @@ def _candidates(region: Region, answer_format: AnswerFormat) -> list[Extraction]
             value = line.group(1)
             if method == "gsm8k_hash" and is_heading(value):
                 continue
+            minerva = _MINERVA.fullmatch(value) if method == "answer_line" else None
+            value = minerva.group(1) if minerva is not None else value
             boxed = last_boxed(value)
             if boxed is not None and answer_format == "marked":
                 continue  # "Answer: \\boxed{5}": the box is already a candidate
