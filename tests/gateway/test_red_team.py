@@ -37,7 +37,7 @@ from tribunal.core.errors import ERRORS_BY_CODE, BadInput, TribunalError
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import num_turns
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
-from tribunal.math import verify_answer
+from tribunal.math import MathConfig, verify_answer
 
 CASES = [
     json.loads(line) for line in (Path(__file__).parent / "red_team.jsonl").read_text().splitlines()
@@ -61,7 +61,8 @@ class MathHere:
                 error = ItemError.from_exception(ERRORS_BY_CODE[code](f"{code} (stand-in)"))
             else:
                 try:
-                    reward = verify_answer(item["response"], item["ground_truth"]).reward
+                    config = MathConfig().merged(**(item.get("options") or {}))
+                    reward = verify_answer(item["response"], item["ground_truth"], config).reward
                 except TribunalError as exc:
                     error = ItemError.from_exception(exc)
             info = VerifierInfo(name="math", version="3", config_hash="0" * 16)

@@ -24,10 +24,14 @@ trainer routes send it as OpenRLHF's ``scores``, which its dynamic filtering rea
 kept only when its mean score lies strictly between 0 and 1, so a ±1 reward sent as the score
 would filter out every group. A spec without ``score`` sends its reward.
 
-``undecided_reward`` is what OpenRLHF's ``/get_reward`` (which cannot carry a missing
-reward) gives an item the verifiers could not decide (a ``timeout`` or ``internal_error``):
-the spec's lowest reward, or the value its author chose; such items are marked in
-``extra_logs.undecided``. Without it, such a batch is refused with a non-retryable error.
+``undecided_reward`` is the value a *component* takes when its verifier could not decide it
+(a ``timeout`` or ``internal_error``: a power tower sympy cannot finish): only that
+component's value is replaced, and the others (an overlong penalty, a tool-call count) still
+apply, on every route (``tribunal.gateway.scorer``; the item's ``details.undecided`` names
+the components). It is also the item's reward when the formula is undefined for its values
+(an overflow; a division by a component is refused at load). Trainer routes mark such items
+in ``extra_logs.undecided``. Without it, an undecided component fails the item, and
+OpenRLHF's route refuses the batch with a non-retryable error.
 
 Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
 (``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
