@@ -146,7 +146,8 @@ def _full_width(box: Box, rng: random.Random) -> str | None:
     v = box[3]
     if not v.isdigit():
         return None
-    return _replace(box, "\\boxed{%s}" % "".join(chr(ord(c) + 0xFEE0) for c in v))
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in v)
+    return _replace(box, f"\\boxed{{{wide}}}")
 
 
 def _e_notation(box: Box, rng: random.Random) -> str | None:

@@ -34,10 +34,10 @@ the verifiers could not decide (``timeout``, ``internal_error``: a power tower, 
 factorial) takes the spec's ``undecided_reward`` in place of its own value, and the other
 components still apply (``tribunal.gateway.scorer``: an overlong penalty is not escaped by
 an answer sympy cannot finish); such an item gets a score of 0 and a 1 in
-``extra_logs.undecided``, since OpenRLHF would retry the sample into the same failure. Any other item error (bad input, a
-verifier down) refuses the whole request with that error (its class and status), rather than
-a made-up number; an undecided item under a spec without ``undecided_reward`` refuses it as a
-``configuration_error`` naming the setting.
+``extra_logs.undecided``, since OpenRLHF would retry the sample into the same failure. Any
+other item error (bad input, a verifier down) refuses the whole request with that error (its
+class and status), rather than a made-up number; an undecided item under a spec without
+``undecided_reward`` refuses it as a ``configuration_error`` naming the setting.
 """
 
 from __future__ import annotations
