@@ -336,7 +336,7 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
         ValueError: The parameters do not fit the built-in.
     """
     expected: dict[str, set[str]] = {
-        "num_turns": set(),
+        "num_turns": {"template"},
         "overlong_penalty": {"max_length", "buffer", "factor", "tokenizer"},
         "contains": {"field", "all_of"},
     }
@@ -351,6 +351,12 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
         raise ValueError(
             f"builtin {name}: unknown params {sorted(unknown)}, missing {sorted(missing)}"
         )
+    if name == "num_turns" and params.get("template", "chatml") not in (
+        "chatml",
+        "llama3",
+        "gemma",
+    ):
+        raise ValueError("num_turns: template is one of chatml, llama3, gemma")
     if name == "overlong_penalty":
         max_length, buffer = params["max_length"], params["buffer"]
         if not (
