@@ -17,8 +17,9 @@
   falling linearly to ``-1`` at ``max_length``, ``-1`` beyond; times ``factor`` (verl's
   ``overlong_penalty_factor``, default 1). The length is the rollout's ``response_length``
   when the client sends it, else the response's own: its tokens under the Hugging Face
-  tokenizer named by the ``tokenizer`` parameter, or without one a conservative estimate (:func:`estimate_tokens`: ASCII letters and spaces four to a
-  token, every other character one) (``source`` in the details says which).
+  tokenizer named by the ``tokenizer`` parameter, or without one a conservative estimate
+  (:func:`estimate_tokens`: ASCII letters and spaces four to a token, every other character
+  one); ``source`` in the details says which.
 - ``contains``: 1 if the text holds every string of ``all_of``, else 0 (a format gate).
 
 Each returns ``(reward, details)`` and raises ``BadInput`` when the rollout lacks what it
