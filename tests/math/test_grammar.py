@@ -152,3 +152,18 @@ def test_one_numeric_rule_at_every_leaf(answer: str, gold: str, reward: float) -
 def test_lenient_is_the_old_cascade() -> None:
     graded = grade_region("The answer is 7.", "lenient")
     assert graded.extraction is not None and graded.extraction.method == "answer_phrase"
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "If there were 800 beds before, 800 - 700 = 100 beds remain.",
+        "If there are 5 students to each teacher, 180 students would need 180/5 = 36 teachers.",
+        "Multiply by 100% to get 33.333...% of them.",
+    ],
+)
+def test_how_word_problems_reason_is_kept_in_the_region(sentence: str) -> None:
+    # GSM8K's gold solutions: indicative "if ... were / would" and percent signs after a
+    # number or a period are not hypothetical sentences or LaTeX comments.
+    region = final_region(sentence)
+    assert region is not None and region.text == sentence and region.removed == ()

@@ -137,7 +137,9 @@ def _whitespace(box: Box, rng: random.Random) -> str:
     return "\n" + box[0].replace("\n\n", rng.choice(["\n\n\n", "\n \n", "\n\t\n"])) + "  \n"
 
 
-def _unit(box: Box, rng: random.Random) -> str:
+def _unit(box: Box, rng: random.Random) -> str | None:
+    if not box[3].lstrip("-").replace(".", "", 1).isdigit():
+        return None  # a unit belongs to a number, not to a choice such as \text{(C)}
     unit = rng.choice(["dollars", "cm", "minutes"])
     return _replace(box, f"\\boxed{{{box[3]} \\text{{ {unit}}}}}")
 

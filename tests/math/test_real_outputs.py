@@ -27,7 +27,7 @@ LABEL_DISAGREEMENTS = {
     "gsm8k-74": "\\boxed{2} trips, the GSM8K answer 2",
     "math-392": "\\frac{1}{\\sin x \\cos x} - \\tan x is \\cot x, not simplified",
 }
-# Right answers the strict format does not pay, besides the 18 solutions with no mark at
+# Right answers the strict format does not pay, besides the 15 solutions with no mark at
 # all (no box, #### or Answer: line: the format was not followed).
 STRICT_MISSES = {
     "gsm8k-319": "\\boxed{4 blue shoe boxes and 6 red shoe boxes} for the gold 10",
@@ -74,7 +74,7 @@ def test_agreement_is_at_least_math_verifys_and_no_wrong_answer_is_paid(
     unmarked = {i for i, s in strict.items() if label[i] and s.method == "none"}
     missed = {i for i in label if label[i] and not strict_paid[i]}
     assert missed - unmarked == set(STRICT_MISSES)
-    assert len(unmarked) == 18
+    assert len(unmarked) == 15
     # Marked solutions: the strict format agrees with the labels at least as often as
     # Math-Verify does on the same solutions.
     marked = [i for i in label if i not in unmarked]

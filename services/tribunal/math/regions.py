@@ -12,11 +12,13 @@ Before any answer is looked for, a completion is cut by its structure:
   ``<think>`` never closed leaves no final region (no answer).
 - **fenced code** (a ```` ``` ```` or ``~~~`` fence to its closing fence, or to the end),
   **HTML comments** (``<!-- ... -->``), **LaTeX comments** (``%`` to the end of the line,
-  where ``%`` is no percent sign: not after a digit, a digit and a space, or a backslash),
+  where ``%`` is no percent sign: not after a digit, a digit and a space, a period or a
+  backslash),
   **block quotes** (lines starting ``> ``), **quoted spans** (``"..."`` or ``“...”`` within
   a line, at most 300 characters) and **hypothetical sentences** (one holding
-  "hypothetically", "imagine", "suppose", "pretend", "for example", "e.g.", or "if" with
-  "were" / "would") are removed: a rendered response does not show the first three, and
+  "hypothetically", "imagine", "suppose", "pretend", "for example", "e.g.", or a
+  subjunctive "if it / this / that / I / he / she / the answer / result / value were";
+  "if there were ...", "if ... would" are how word problems reason, and stay) are removed: a rendered response does not show the first three, and
   the others state what is not being claimed.
 
 What remains is the **final answer region**: the only text an answer is looked for in.
@@ -44,7 +46,7 @@ _TURN_MARKERS: dict[str, re.Pattern[str]] = {
 _REMOVED = re.compile(
     r"(?P<code>^[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*(?:\n.*?(?:^[ \t]*(?P=fence)[ \t]*$|\Z)|\Z))"
     r"|(?P<html><!--.*?(?:-->|\Z))"
-    r"|(?P<latex>(?<![\\\d])(?<!\d[ \t])%[^\n]*)"
+    r"|(?P<latex>(?<![\\\d.])(?<!\d[ \t])%[^\n]*)"
     r"|(?P<quote>^[ \t]*>[ \t][^\n]*|\"[^\"\n]{0,300}\"|“[^”\n]{0,300}”)",
     re.MULTILINE | re.DOTALL,
 )
@@ -53,7 +55,7 @@ _REMOVED = re.compile(
 _SENTENCE = re.compile(r"(?:[^\n.!?]|[.!?](?![.!?]|[$)\]*]*(?:\s|\Z)))*(?:[.!?]+[$)\]*]*|\n|\Z)")
 _HYPOTHETICAL = re.compile(
     r"\b(?:hypothetical(?:ly)?|imagine|suppose|supposing|pretend|for\s+example|e\.g\.)"
-    r"|\bif\b[^.\n]*\b(?:were|would)\b|\b(?:were|would)\b[^.\n]*\bif\b",
+    r"|\bif\s+(?:it|this|that|I|he|she|the\s+(?:answer|result|value))\s+were\b",
     re.IGNORECASE,
 )
 
