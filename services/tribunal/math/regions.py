@@ -13,13 +13,13 @@ Before any answer is looked for, a completion is cut by its structure:
 - **fenced code** (a ```` ``` ```` or ``~~~`` fence to its closing fence, or to the end),
   **HTML comments** (``<!-- ... -->``), **LaTeX comments** (``%`` to the end of the line,
   where ``%`` is no percent sign: not after a digit, a digit and a space, a period or a
-  backslash),
-  **block quotes** (lines starting ``> ``), **quoted spans** (``"..."`` or ``“...”`` within
-  a line, at most 300 characters) and **hypothetical sentences** (one holding
-  "hypothetically", "imagine", "suppose", "pretend", "for example", "e.g.", or a
+  backslash), **block quotes** (lines starting ``> ``), **quoted spans** (``"..."`` or
+  ``“...”`` within a line, at most 300 characters) and **hypothetical sentences** (one
+  holding "hypothetically", "imagine", "suppose", "pretend", "for example", "e.g.", or a
   subjunctive "if it / this / that / I / he / she / the answer / result / value were";
-  "if there were ...", "if ... would" are how word problems reason, and stay) are removed: a rendered response does not show the first three, and
-  the others state what is not being claimed.
+  "if there were ...", "if ... would" are how word problems reason, and stay) are removed:
+  a rendered response does not show the first three, and the others state what is not
+  being claimed.
 
 What remains is the **final answer region**: the only text an answer is looked for in.
 Each removed span is replaced by a newline, so that text on either side never joins.
