@@ -125,6 +125,12 @@ def test_the_answer_sentence_is_read_not_later_ones() -> None:
     assert verify_answer(explained, "7", BOXED).reward == 1.0
     far = "I am not sure, but after all of this long work the answer is probably \\boxed{7}."
     assert verify_answer(far, "7", BOXED).uncommitted == "hedged"
+    guess = "I guess, after all this, it is \\boxed{7}."
+    assert verify_answer(guess, "7", BOXED).uncommitted == "hedged"
+    denied = "The answer is definitely not \\boxed{7}."
+    assert verify_answer(denied, "7", BOXED).uncommitted == "negated"
+    # Known limitation (docs/math.md): a later sentence is not read, whatever it says.
+    assert verify_answer("\\boxed{7}. I am not sure about this.", "7", BOXED).reward == 1.0
 
 
 @pytest.mark.parametrize(
