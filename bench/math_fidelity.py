@@ -15,14 +15,28 @@ tables, to ``bench/results/math_fidelity.json``). Two parts:
   answers (data under ``$TRIBUNAL_DATA_DIR/math``, default ``../shared/data`` beside the
   repository; left out, with a note, when absent).
 
+- ``real_outputs``: 512 real model solutions with independent labels
+  (``tests/math/cases/processbench.jsonl``: ProcessBench's GSM8K and MATH-500 rows): how often
+  the reward agrees with the label, wrong answers paid and right ones missed, in the shipped
+  specs' strict format (``marked``) and in ``lenient``, beside Math-Verify's defaults; and
+  the CPU per item (``time.process_time``) of ``verify_answer`` in ``lenient`` over these
+  and the GSM8K gold solutions. ``--baseline DIR`` (a checkout's ``services`` directory,
+  e.g. from ``git archive`` of the commit before issue 36) times that code's
+  ``verify_answer`` on the same items in a subprocess, interleaved with this one's.
+- ``red_team``: the seeded mutation operators of ``tests/math/test_mutations.py`` applied
+  to every honest answer of the real set: meaning-changing mutations paid (target 0) and
+  meaning-preserving ones refused (target 0), for Tribunal (``marked``) and Math-Verify.
+
 Everything runs in this process, one case at a time, under a 10 s guard per case.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -217,8 +231,9 @@ def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
         title="Math-Verify's test cases",
     )
     gold = result["gold_solutions"]
+    extra = _issue36_tables(result)
     if "skipped" in gold:
-        return [forms]
+        return [forms, *extra]
     rows = []
     for name, sides in gold.items():
         total = sides["ours"]["total"]
@@ -230,15 +245,154 @@ def tables(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         forms,
         results.table(["items", "Tribunal", "Math-Verify defaults"], rows, "Gold solutions"),
+        *extra,
     ]
+
+
+def _issue36_tables(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The real-output and red-team tables (issue 36)."""
+    real, red = result["real_outputs"], result["red_team"]
+    sides = [("Tribunal, marked", real["marked"]), ("Tribunal, lenient", real["lenient"])]
+    sides.append(("Math-Verify defaults", real["math_verify"]))
+    agreement = results.table(
+        ["reward", "agrees with the label", "wrong answers paid", "right answers missed"],
+        [
+            [name, f"{side['agree']} of {real['items']}", side["wrong_paid"], side["right_missed"]]
+            for name, side in sides
+        ],
+        "Real model solutions with independent labels (ProcessBench)",
+    )
+    rows = []
+    for kind, label in (("changing", "paid"), ("preserving", "refused")):
+        for name, row in red[kind].items():
+            rows.append([f"{name} ({label})", row["cases"], row["tribunal"], row["math_verify"]])
+    mutations = results.table(
+        ["operator", "cases", "Tribunal, marked", "Math-Verify"], rows, "Mutation red-team"
+    )
+    return [agreement, mutations]
+
+
+REAL = ROOT / "tests" / "math" / "cases" / "processbench.jsonl"
+_TIMER = """
+import json, sys, time
+from tribunal.math import verify_answer
+rows = json.load(sys.stdin)
+start = time.process_time()
+for response, truth in rows:
+    try:
+        verify_answer(response, truth)
+    except Exception:
+        pass
+print((time.process_time() - start) / len(rows) * 1000)
+"""
+
+
+def _cpu_ms(rows: list[tuple[str, str]], services: Path) -> float:
+    """CPU ms per item of ``services``' ``verify_answer`` (defaults) over ``rows``, in a
+    fresh process (its own parse caches)."""
+    env = {**os.environ, "PYTHONPATH": str(services)}
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMER],
+        input=json.dumps(rows),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return round(float(done.stdout.strip().splitlines()[-1]), 4)
+
+
+def real_outputs(baseline: Path | None) -> dict[str, Any]:
+    """Agreement with ProcessBench's labels, and CPU per item (see the module docstring)."""
+    from math_verify import parse, verify
+
+    from tribunal.math import MathConfig, verify_answer
+
+    rows = [json.loads(line) for line in REAL.read_text(encoding="utf-8").splitlines()]
+    label = [bool(r["correct"]) for r in rows]
+    report: dict[str, Any] = {"items": len(rows), "labelled_right": sum(label)}
+    for name in ("marked", "lenient"):
+        config = MathConfig(answer_format=name)
+        paid = [verify_answer(r["response"], r["ground_truth"], config).reward == 1.0 for r in rows]
+        report[name] = _agreement(paid, label)
+    reference = []
+    for r in rows:
+        with guard(GUARD_S):
+            reference.append(bool(verify(parse(r["ground_truth"]), parse(r["response"]))))
+    report["math_verify"] = _agreement(reference, label)
+    gsm8k_path = DATA / "math" / "gsm8k_test.jsonl"
+    timed = [(r["response"], r["ground_truth"]) for r in rows]
+    if gsm8k_path.exists():
+        for line in gsm8k_path.read_text().splitlines():
+            answer = json.loads(line)["answer"]
+            timed.append((answer, answer.rsplit("####", 1)[1].strip()))
+    here = ROOT / "services"
+    cpu: dict[str, Any] = {"items": len(timed), "after_ms": [], "before_ms": []}
+    for _ in range(3):  # interleaved: the machine's load moves both alike
+        cpu["after_ms"].append(_cpu_ms(timed, here))
+        if baseline is not None:
+            cpu["before_ms"].append(_cpu_ms(timed, baseline))
+    report["cpu_per_item"] = cpu
+    return report
+
+
+def _agreement(paid: list[bool], label: list[bool]) -> dict[str, int]:
+    return {
+        "agree": sum(p == g for p, g in zip(paid, label, strict=True)),
+        "wrong_paid": sum(p and not g for p, g in zip(paid, label, strict=True)),
+        "right_missed": sum(g and not p for p, g in zip(paid, label, strict=True)),
+    }
+
+
+def red_team() -> dict[str, Any]:
+    """Every operator of the mutation red-team over every honest answer of the real set."""
+    import random
+
+    from math_verify import parse, verify
+
+    from tests.math import test_mutations as mutations
+    from tribunal.math import verify_answer
+
+    def mv(response: str, gold: str) -> bool:
+        try:
+            with guard(GUARD_S):
+                return bool(verify(parse(gold), parse(response)))
+        except (CaseTimeout, Exception):
+            return False
+
+    report: dict[str, Any] = {"honest_answers": len(mutations.HONEST)}
+    for kind, operators, want in (
+        ("changing", mutations.CHANGING, False),
+        ("preserving", mutations.PRESERVING, True),
+    ):
+        rows = {}
+        for name, operator in operators.items():
+            rng = random.Random(f"{mutations.SEED}-{name}")
+            cases = [(operator(box, rng), gold) for box, gold in mutations.HONEST]
+            cases = [(r, g) for r, g in cases if r is not None]
+            ours = sum(
+                (verify_answer(r, g, mutations.CONFIG).reward == 1.0) != want for r, g in cases
+            )
+            rows[name] = {
+                "cases": len(cases),
+                "tribunal": ours,
+                "math_verify": sum(mv(r, g) != want for r, g in cases),
+            }
+        report[kind] = rows
+    return report
 
 
 def main() -> None:
     """Print the figures as one JSON object."""
+    baseline = None
+    if "--baseline" in sys.argv:
+        baseline = Path(sys.argv[sys.argv.index("--baseline") + 1]).resolve()
     result = {
-        "command": "python bench/math_fidelity.py",
+        "command": "python bench/math_fidelity.py" + (" --baseline DIR" if baseline else ""),
         "table": table(),
         "gold_solutions": gold_solutions(),
+        "real_outputs": real_outputs(baseline),
+        "red_team": red_team(),
     }
     sys.stdout.write(json.dumps(result, indent=1) + "\n")
     results.record("math_fidelity", result, tables(result))

@@ -260,9 +260,9 @@ def test_openrlhf_gsm8k_gold_solutions_ending_in_eos_are_paid(stack: Stack, end:
 
 
 def test_openrlhf_an_undecided_answer_gets_the_specs_policy(stack: Stack) -> None:
-    # A power tower runs past the math service's deadline (its process is killed): on
-    # /v1/score an item error, on /get_reward the spec's undecided_reward for that sample,
-    # never a retryable 504 for the batch that OpenRLHF would retry into the same failure.
+    # A power tower runs past the math service's deadline (its process is killed): its math
+    # component takes the spec's undecided_reward (the other components still apply, issue
+    # 36), never a retryable 504 for the batch that OpenRLHF would retry into the same failure.
     prompt = "<|im_start|>user\nWhat is 3+4?<|im_end|>\n<|im_start|>assistant\n"
     tower = prompt + "It is \\boxed{9^{9^{9^{9}}}}.<|im_end|>"
     queries = [prompt + "It is \\boxed{7}.<|im_end|>", tower, prompt + "It is 8.<|im_end|>"]

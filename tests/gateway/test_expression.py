@@ -19,7 +19,8 @@ NAMES = {"judge", "citation", "correct", "num_turns"}
         ("+judge - 1", {"judge": 0.25}, -0.75),
         ("judge / 4", {"judge": 1.0}, 0.25),
         ("judge ** 2", {"judge": 3.0}, 9.0),
-        ("judge ** -1", {"judge": 4.0}, 0.25),
+        ("(judge + 1) / (2 * 2)", {"judge": 3.0}, 1.0),
+        ("2 ** -1 * judge", {"judge": 4.0}, 2.0),
         ("min(judge, citation, 0.3)", {"judge": 0.5, "citation": 1.0}, 0.3),
         ("max(judge, citation)", {"judge": 0.5, "citation": 1.0}, 1.0),
         ("clip(judge, 0, 1)", {"judge": 1.7}, 1.0),
@@ -96,10 +97,23 @@ def test_refuses_long_and_deep_formulas() -> None:
         parse_formula("-" * 40 + "judge", NAMES)
 
 
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("judge / citation", "division by a component"),
+        ("judge / (1 + citation)", "division by a component"),
+        ("judge ** -1", "negative power of a component"),
+        ("judge / (1 - 1)", "division by zero"),
+    ],
+)
+def test_a_formula_that_can_divide_by_zero_is_refused_at_load(source: str, message: str) -> None:
+    # Issue 36: a response that makes a component 0 would otherwise turn its item into an
+    # error (HTTP 500 on /get_reward before).
+    with pytest.raises(FormulaError, match=message):
+        parse_formula(source, NAMES)
+
+
 def test_undefined_values_are_errors_not_numbers() -> None:
-    formula = parse_formula("judge / citation", NAMES)
-    with pytest.raises(FormulaError, match="division by zero"):
-        formula({"judge": 1.0, "citation": 0.0})
     with pytest.raises(FormulaError, match="low 1 > high 0"):
         parse_formula("clip(judge, 1, 0)", NAMES)({"judge": 0.5})
     with pytest.raises(FormulaError, match="out of range"):

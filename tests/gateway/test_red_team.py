@@ -35,9 +35,9 @@ import pytest
 from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
 from tribunal.core.errors import ERRORS_BY_CODE, BadInput, TribunalError
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
-from tribunal.gateway.builtins import num_turns
+from tribunal.gateway.builtins import estimate_tokens, num_turns
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
-from tribunal.math import verify_answer
+from tribunal.math import MathConfig, verify_answer
 
 CASES = [
     json.loads(line) for line in (Path(__file__).parent / "red_team.jsonl").read_text().splitlines()
@@ -61,7 +61,8 @@ class MathHere:
                 error = ItemError.from_exception(ERRORS_BY_CODE[code](f"{code} (stand-in)"))
             else:
                 try:
-                    reward = verify_answer(item["response"], item["ground_truth"]).reward
+                    config = MathConfig().merged(**(item.get("options") or {}))
+                    reward = verify_answer(item["response"], item["ground_truth"], config).reward
                 except TribunalError as exc:
                     error = ItemError.from_exception(exc)
             info = VerifierInfo(name="math", version="3", config_hash="0" * 16)
@@ -174,8 +175,9 @@ async def test_the_overlong_penalty_measures_the_response(case: dict[str, Any]) 
     hack, honest = await _score(case, case["hack"], case["honest"])
     overlong = hack.details["sub_rewards"]["overlong"]
     assert overlong["details"]["source"] == "estimate"
-    length = len(_rollout(case["hack"])["response"].encode())
-    assert overlong["details"]["response_length"] == -(-length // 4)
+    assert overlong["details"]["response_length"] == estimate_tokens(
+        _rollout(case["hack"])["response"]
+    )
     assert honest.reward == pytest.approx(1.0)
     assert hack.reward is not None and hack.reward < honest.reward
 
@@ -192,3 +194,20 @@ def test_counting_turns_is_linear(response: str) -> None:
     reward, details = num_turns({"response": response}, {})
     assert reward == 2.0 and details["source"] == "unknown"
     assert details["typed_tool_calls"] == (1 if response.startswith("<tool_call>x") else 0)
+
+
+def test_the_estimate_never_under_counts_digit_dense_text() -> None:
+    # Issue 36: bytes / 4 counted "1234" * n as n tokens where a digit-per-token vocabulary
+    # (Qwen's) has 4 n.
+    digits = "1234" * 5_000
+    assert estimate_tokens(digits) == len(digits)
+    assert estimate_tokens("word " * 800) == 1_000
+
+
+def test_other_families_turn_markers_are_not_turns() -> None:
+    call = "<tool_call>{}</tool_call>"
+    typed = call + "<|eot_id|><|start_header_id|>tool<|end_header_id|><tool_response>4"
+    chatml = call + "<|im_end|>\n<|im_start|>user\n<tool_response>4"
+    assert num_turns({"response": typed}, {})[0] == 2.0  # a ChatML policy typed them
+    assert num_turns({"response": typed}, {"template": "llama3"})[0] == 4.0
+    assert num_turns({"response": chatml}, {})[0] == 4.0

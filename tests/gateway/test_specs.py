@@ -68,6 +68,11 @@ def const(reward: float) -> Answer:
     return lambda item: (reward, None)
 
 
+def timed_out(item: dict[str, Any]) -> tuple[float | None, ItemError | None]:
+    """A math verifier that cannot decide the answer in time (a power tower)."""
+    return None, ItemError(code="timeout", message="over the deadline", retryable=True)
+
+
 def gateway(client: ScriptedClient, extra_spec: str | None = None) -> GatewayVerifier:
     specs = shipped_specs()
     if extra_spec:
@@ -141,10 +146,10 @@ async def test_spec_outcomes_are_tallied_for_metrics_by_spec_and_component() -> 
 
 
 async def test_a_huge_reward_is_clipped_in_the_tallies_never_in_the_answer() -> None:
-    # judge / citation pays 1e15: squared in millionths it would overflow Redis's 64-bit
+    # The formula pays 1e15: squared in millionths it would overflow Redis's 64-bit
     # counter, and the worker's write of results with it.
     client = ScriptedClient({"judge": const(1.0), "citation": const(1e-15)})
-    verifier = gateway(client, NAN_FORMULA)
+    verifier = gateway(client, HUGE_FORMULA)
     outcome = await score_one(verifier, spec="ratio", **REFINER)
     assert outcome.reward == pytest.approx(1e15)
     stats = verifier.take_stats()
@@ -244,7 +249,12 @@ async def test_rloo_math_by_hand(correct: float, expected: float) -> None:
     outcome = await score_one(gateway(client), spec="rloo_math", response="7", ground_truth="7")
     assert outcome.reward == expected
     assert dict(client.requests)["math"] == [
-        {"id": "r1/math", "response": "7", "ground_truth": "7"}
+        {
+            "id": "r1/math",
+            "response": "7",
+            "ground_truth": "7",
+            "options": {"answer_format": "marked"},
+        }
     ]
 
 
@@ -326,8 +336,12 @@ components:
     verifier: judge
     inputs: {question: question, response: response, positive_rubrics: positive_rubrics}
   citation: {verifier: citation, inputs: {response: response}}
-formula: "judge / citation"
+formula: "judge * 1e308 * (10 - 9 * citation)"
 """
+# A division by a component is refused at load (issue 36): these overflow instead.
+HUGE_FORMULA = NAN_FORMULA.replace(
+    "judge * 1e308 * (10 - 9 * citation)", "1e15 * judge * (1 - citation)"
+)
 
 
 @pytest.mark.parametrize(
@@ -345,6 +359,32 @@ async def test_non_finite_values_are_errors_never_rewards(
     outcome = await score_one(gateway(client, NAN_FORMULA), spec="ratio", **REFINER)
     assert outcome.reward is None
     assert outcome.error is not None and outcome.error.code == code
+
+
+async def test_an_undecided_component_takes_undecided_reward_and_the_others_still_apply() -> None:
+    # Issue 36: a wrong, overlong answer ending in what sympy cannot finish was paid -1 (the
+    # undecided reward as the item's) and escaped the overlong penalty.
+    client = ScriptedClient({"math": timed_out})
+    outcome = await score_one(
+        gateway(client),
+        spec="tcr_agent",
+        response="\\boxed{2^{2^{2^{99}}}}",
+        ground_truth="4",
+        response_length=18432,
+    )
+    penalty = (20480 - 4096 - 18432) / 4096
+    assert outcome.reward == pytest.approx(-1.0 + penalty)
+    assert outcome.details["undecided"] == ["correct"]
+    assert outcome.details["sub_rewards"]["correct"]["status"] == "undecided"
+    assert outcome.details["sub_rewards"]["overlong"]["reward"] == pytest.approx(penalty)
+
+
+async def test_an_undefined_formula_is_the_undecided_reward_not_an_error() -> None:
+    spec = NAN_FORMULA + "undecided_reward: 0.0\n"
+    client = ScriptedClient({"judge": const(1.0), "citation": const(0.0)})
+    outcome = await score_one(gateway(client, spec), spec="ratio", **REFINER)
+    assert outcome.error is None and outcome.reward == 0.0
+    assert outcome.details["undecided"] == ["formula"]
 
 
 async def test_direct_items_pass_through_in_order() -> None:
@@ -581,6 +621,10 @@ def scenarios() -> list[tuple[str | None, ScriptedClient, dict[str, Any]]]:
         (None, ScriptedClient({"math": const(1.0)}), {
             "spec": "tcr_agent", "response": "\\boxed{4}", "ground_truth": "4",
             "response_length": 18432, "num_turns": 4,
+        }),
+        (None, ScriptedClient({"math": timed_out}), {
+            "spec": "tcr_agent", "response": "\\boxed{2^{2^{2^{99}}}}", "ground_truth": "4",
+            "response_length": 18432,
         }),
         (DEFAULTED, ScriptedClient({"math": const(1.0)}), {
             "spec": "defaulted", "response": "\\boxed{4}", "ground_truth": "4"

@@ -58,7 +58,7 @@ def test_slime_gets_each_samples_reward(gateway_url: str) -> None:
     wrong = asyncio.run(remote_rm(args, sample("3 + 4 = 8\n#### 8", "7")))
     assert (reward_value(args, right), reward_value(args, wrong)) == (1.0, 0.0)
     chat = [{"role": "user", "content": "Janet has 3 eggs and buys 4. How many?"}]
-    assert asyncio.run(remote_rm(args, sample("The answer is 7.", "7", chat))) == 1.0
+    assert asyncio.run(remote_rm(args, sample("Answer: 7", "7", chat))) == 1.0
 
 
 def test_slime_with_a_reward_key_gets_the_components(gateway_url: str) -> None:

@@ -36,10 +36,19 @@ def test_options_override_config() -> None:
 
 
 def test_details_from_score() -> None:
-    details = MathDetails.from_score(MathScore(1.0, "18", "18", "gsm8k_hash"))
+    details = MathDetails.from_score(MathScore(1.0, "18", "18", "gsm8k_hash", region="response"))
     assert details.model_dump() == {
         "extracted_answer": "18",
         "extracted_ground_truth": "18",
         "method": "gsm8k_hash",
         "uncommitted": None,
+        "region": "response",
     }
+
+
+@pytest.mark.parametrize("name", ["answer_format", "chat_template"])
+def test_an_unknown_format_or_template_is_refused_by_name(name: str) -> None:
+    payload = {"id": "a", "response": "x", "ground_truth": "1", "options": {name: "loose"}}
+    with pytest.raises(ValidationError) as raised:
+        MathItem.model_validate(payload)
+    assert raised.value.errors()[0]["loc"] == ("options", name)

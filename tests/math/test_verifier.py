@@ -45,10 +45,11 @@ async def test_a_bad_ground_truth_raised_in_the_pool_is_that_items_bad_input() -
 def test_the_config_hash_moves_only_with_what_moves_a_reward() -> None:
     # Pinned: the hash of the defaults is the one results were stored under before the
     # configuration moved into pydantic models, and again when issue 28 added relative_tolerance
-    # and last_box_only; change it only on purpose.
+    # and last_box_only, and issue 36 answer_format and chat_template; change it only
+    # on purpose.
     default = MathVerifier(MathConfig(), processes=1, timeout_s=5)
-    assert default.config_hash() == "723b8484651fae90"
-    assert MathVerifier(MathConfig(), processes=8, timeout_s=1).config_hash() == "723b8484651fae90"
+    assert default.config_hash() == "a091c97634bbcfed"
+    assert MathVerifier(MathConfig(), processes=8, timeout_s=1).config_hash() == "a091c97634bbcfed"
     changed = MathVerifier(MathConfig(float_rounding=3), processes=1, timeout_s=5)
     assert changed.config_hash() != default.config_hash()
 

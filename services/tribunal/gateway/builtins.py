@@ -17,8 +17,9 @@
   falling linearly to ``-1`` at ``max_length``, ``-1`` beyond; times ``factor`` (verl's
   ``overlong_penalty_factor``, default 1). The length is the rollout's ``response_length``
   when the client sends it, else the response's own: its tokens under the Hugging Face
-  tokenizer named by the ``tokenizer`` parameter, or without one an estimate of
-  ``ceil(UTF-8 bytes / 4)`` (``source`` in the details says which).
+  tokenizer named by the ``tokenizer`` parameter, or without one a conservative estimate
+  (:func:`estimate_tokens`: ASCII letters and spaces four to a token, every other character
+  one); ``source`` in the details says which.
 - ``contains``: 1 if the text holds every string of ``all_of``, else 0 (a format gate).
 
 Each returns ``(reward, details)`` and raises ``BadInput`` when the rollout lacks what it
@@ -46,13 +47,23 @@ MAX_TURNS = 100_000
 MAX_RESPONSE_LENGTH = 10**9
 """The longest ``response_length`` (tokens) a rollout may send."""
 BYTES_PER_TOKEN = 4
+TURN_MARKERS: dict[str, frozenset[str]] = {
+    "chatml": frozenset({"<|im_end|>", "<|im_start|>"}),
+    "llama3": frozenset({"<|eot_id|>", "<|start_header_id|>"}),
+    "gemma": frozenset({"<end_of_turn>", "<start_of_turn>"}),
+}
+"""The turn markers of each chat template: only the policy's own (``num_turns``'s
+``template``, default ``chatml``) end a turn; other families' are text it typed."""
+# ASCII letters and spaces: about four to a token in BPE vocabularies. Everything else
+# (digits, punctuation, other scripts) is counted as a token each (the estimate's floor).
+_LETTER_RUN = re.compile(r"[A-Za-z ]+")
 _CODE_BLOCK = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 
 
-def _events(text: str) -> list[str]:
+def _events(text: str, markers: frozenset[str] = TURN_MARKERS["chatml"]) -> list[str]:
     """The conversation's events in order: ``call`` (a complete ``<tool_call>`` block),
-    ``turn`` (a turn marker) and ``response`` (a ``<tool_response>``); what lies inside a
-    call is part of it."""
+    ``turn`` (one of ``markers``: the policy's template's) and ``response`` (a
+    ``<tool_response>``); what lies inside a call is part of it."""
     events: list[str] = []
     in_call = False
     for token in _TOKEN.finditer(text):
@@ -65,7 +76,7 @@ def _events(text: str) -> list[str]:
             in_call = True
         elif name == "<tool_response>":
             events.append("response")
-        elif name != "</tool_call>":
+        elif name in markers:
             events.append("turn")
     return events
 
@@ -75,12 +86,13 @@ def count_tool_calls(text: str) -> int:
     return _events(text).count("call")
 
 
-def count_executed_calls(text: str) -> int:
-    """Count the ``<tool_call>`` blocks of ``text`` that a tool answered: a turn boundary,
-    then a ``<tool_response>``, before any call of a later turn (one linear pass)."""
+def count_executed_calls(text: str, template: str = "chatml") -> int:
+    """Count the ``<tool_call>`` blocks of ``text`` that a tool answered: a turn boundary of
+    ``template`` (:data:`TURN_MARKERS`), then a ``<tool_response>``, before any call of a
+    later turn (one linear pass)."""
     executed = pending = 0
     crossed = False
-    for event in _events(text):
+    for event in _events(text, TURN_MARKERS[template]):
         if event == "call":
             if crossed:  # a new turn called again: the earlier calls got no response
                 pending, crossed = 0, False
@@ -124,7 +136,7 @@ def num_turns(
     response = rollout.get("response")
     if not isinstance(response, str):
         raise BadInput("num_turns: give `num_turns` or a `response` to count", field="num_turns")
-    calls = count_executed_calls(response)
+    calls = count_executed_calls(response, str(params.get("template", "chatml")))
     turns = 2 + 2 * calls
     details = {
         "num_turns": turns,
@@ -181,8 +193,23 @@ def _response_length(rollout: Mapping[str, Any], tokenizer: Any) -> tuple[int, s
         return len(_tokenizer(str(tokenizer)).encode(response, add_special_tokens=False)), (
             "tokenizer"
         )
-    # A token is at least one byte, and about four in English text (BPE vocabularies).
-    return -(-len(response.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN), "estimate"
+    return estimate_tokens(response), "estimate"
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count of ``text`` without a tokenizer (never far below a BPE
+    tokenizer's): ASCII letters and spaces at four to a token, every other character a
+    token (a digit is a token in Qwen's and Llama 2's vocabularies; ``bytes / 4`` counted
+    ``"1234" * n`` four times too low). Linear in ``len(text)``.
+
+    Examples:
+        >>> estimate_tokens("1234 5678")
+        9
+        >>> estimate_tokens("word " * 8)
+        10
+    """
+    others = len(_LETTER_RUN.sub("", text))
+    return others + -(-(len(text) - others) // BYTES_PER_TOKEN)
 
 
 @functools.lru_cache(maxsize=8)

@@ -6,7 +6,9 @@ The grammar is exactly:
 
 - numbers (int or float literals; no ``True`` / ``None`` / strings),
 - names (each must be a component of the spec),
-- ``+ - * /`` and ``**`` with a small constant exponent (|exponent| <= 8),
+- ``+ - * /`` and ``**`` with a small constant exponent (|exponent| <= 8); a divisor is a
+  nonzero constant expression, and a negative exponent has a constant base, so that no
+  response can make a formula divide by zero (issue 36),
 - unary ``-`` and ``+``,
 - calls of ``min(a, b, ...)``, ``max(a, b, ...)``, ``clip(x, low, high)`` and ``abs(x)``.
 
@@ -207,10 +209,21 @@ def _compile_binary(
         ):
             raise _refuse(node, f"an exponent other than a constant of at most {MAX_EXPONENT}")
         power = sign * float(exponent.value)
-        base = _compile(node.left, allowed, names, depth + 1)
+        base_names: set[str] = set()
+        base = _compile(node.left, allowed, base_names, depth + 1)
+        if power < 0 and base_names:
+            raise _refuse(node, "a negative power of a component (it can divide by zero)")
+        names |= base_names
         return lambda v: _finite(_pow(base(v), power), node)
     left = _compile(node.left, allowed, names, depth + 1)
-    right = _compile(node.right, allowed, names, depth + 1)
+    right_names: set[str] = set()
+    right = _compile(node.right, allowed, right_names, depth + 1)
+    if isinstance(node.op, ast.Div):
+        if right_names:
+            raise _refuse(node, "a division by a component (a response could make it zero)")
+        if right({}) == 0:
+            raise _refuse(node, "a division by zero")
+    names |= right_names
     return lambda v: _finite(op(left(v), right(v)), node)
 
 

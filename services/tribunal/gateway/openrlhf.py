@@ -29,13 +29,15 @@ question's own numbers would pay a response that has none.
 A missing ``labels`` or a null or empty label is refused (422 naming ``labels.<i>``): scored
 against nothing, a verifier would pay 0 for a right answer.
 
-OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward. An item the
-verifiers could not decide (``timeout``, ``internal_error``: a power tower, a huge factorial)
-gets the spec's ``undecided_reward``, a score of 0 and a 1 in ``extra_logs.undecided``, since
-OpenRLHF would retry the sample into the same failure. Any other item error (bad input, a
-verifier down) refuses the whole request with that error (its class and status), rather than
-a made-up number; an undecided item under a spec without ``undecided_reward`` refuses it as a
-``configuration_error`` naming the setting.
+OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward. A component
+the verifiers could not decide (``timeout``, ``internal_error``: a power tower, a huge
+factorial) takes the spec's ``undecided_reward`` in place of its own value, and the other
+components still apply (``tribunal.gateway.scorer``: an overlong penalty is not escaped by
+an answer sympy cannot finish); such an item gets a score of 0 and a 1 in
+``extra_logs.undecided``, since OpenRLHF would retry the sample into the same failure. Any
+other item error (bad input, a verifier down) refuses the whole request with that error (its
+class and status), rather than a made-up number; an undecided item under a spec without
+``undecided_reward`` refuses it as a ``configuration_error`` naming the setting.
 """
 
 from __future__ import annotations
@@ -288,10 +290,12 @@ def to_response(
             field=f"query.{first.id}",
             retry_after_s=1.0 if cls.retryable else None,
         )
-    undecided = [_undecided(r) for r in results]
+    undecided = [_undecided(r) or bool(r.details.get("undecided")) for r in results]
     rewards = [
-        float(undecided_reward) if flag and undecided_reward is not None else float(r.reward or 0)
-        for r, flag in zip(results, undecided, strict=True)
+        float(undecided_reward)
+        if r.reward is None and undecided_reward is not None
+        else float(r.reward or 0)
+        for r in results
     ]
     scores = [
         0.0 if flag else item_score(r, reward, score)

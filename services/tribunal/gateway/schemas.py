@@ -34,10 +34,12 @@ VERIFIERS: tuple[str, ...] = get_args(VerifierName)
 CombineRule = Literal["weighted_sum", "product", "min"]
 """How a spec without a formula combines its components."""
 
-ComponentStatus = Literal["scored", "default", "error", "dropped", "skipped"]
+ComponentStatus = Literal["scored", "default", "error", "dropped", "skipped", "undecided"]
 """What became of one component of a spec item: ``scored``; ``default`` (no source applied,
 the component's default was used); ``error``; ``dropped`` (errored, and dropped under
-``on_error: renormalize``); ``skipped`` (a gate was closed, so it was not computed)."""
+``on_error: renormalize``); ``skipped`` (a gate was closed, so it was not computed);
+``undecided`` (its verifier could not decide it, a timeout or an internal error, and it took
+the spec's ``undecided_reward``: the other components still apply)."""
 
 
 class GatewayItem(ScoreItem):
@@ -163,6 +165,11 @@ class SpecDetails(BaseModel):
     )
     closed_gate: str | None = Field(
         description="The gate that was closed and set the reward, or null."
+    )
+    undecided: list[str] = Field(
+        default_factory=list,
+        description="Components that could not be decided (timeout, internal_error) and took "
+        "the spec's `undecided_reward` in place of their value.",
     )
 
 

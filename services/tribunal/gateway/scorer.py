@@ -56,6 +56,11 @@ class ComponentResult:
         }
 
 
+UNDECIDED = frozenset({"timeout", "internal_error"})
+"""Error classes that mean "the verifier could not decide this component" (a power tower,
+a huge factorial): under a spec with ``undecided_reward`` such a component takes that value
+and the item is combined as usual (:func:`combine`)."""
+
 DROPPABLE = frozenset({"backend_unavailable", "queue_full", "queue_unavailable"})
 """Error classes ``on_error: renormalize`` drops: the infrastructure's, which no response
 can cause. Any other component error fails the item."""
@@ -94,6 +99,28 @@ def _non_finite_to_error(results: dict[str, ComponentResult]) -> None:
             result.reward, result.status = None, "error"
 
 
+def _undecided_to_value(value: float | None, results: dict[str, ComponentResult]) -> list[str]:
+    """Give each undecided component (:data:`UNDECIDED`) the spec's ``undecided_reward``.
+
+    Only that component's value is replaced; the others (an overlong penalty, a tool-call
+    count) still apply, so an undecided answer never escapes them. Without the setting
+    nothing changes (the item fails). Returns the names replaced, in order.
+    """
+    if value is None:
+        return []
+    names = []
+    for name, result in results.items():
+        if result.error is not None and result.error.code in UNDECIDED:
+            result.reward, result.status = value, "undecided"
+            names.append(name)
+    return names
+
+
+def _has_failed(result: ComponentResult) -> bool:
+    """An error that was not turned into the spec's ``undecided_reward``."""
+    return result.error is not None and result.status != "undecided"
+
+
 def _item_error(errored: list[tuple[str, ComponentResult]]) -> ItemError:
     """The item's error: the first non-retryable component error, else the first."""
     name, result = next(
@@ -129,12 +156,13 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         "dropped": [],
         "weight_scale": 1.0,
         "closed_gate": None,
+        "undecided": _undecided_to_value(spec.undecided_reward, results),
     }
     info = spec_info(loaded)
     gate_errors = [
         (n, results[n])
         for n, c in spec.components.items()
-        if c.gate and n in results and results[n].error
+        if c.gate and n in results and _has_failed(results[n])
     ]
     closed = gate_closed(loaded, results)
     for name in spec.components:
@@ -147,7 +175,7 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         assert gate is not None
         return _done(loaded, results, details, gate.reward, info)
     terms = [n for n, c in spec.components.items() if c.gate is None]
-    errored = [(n, results[n]) for n in spec.components if results[n].error]
+    errored = [(n, results[n]) for n in spec.components if _has_failed(results[n])]
     caused = [(n, r) for n, r in errored if r.error and r.error.code not in DROPPABLE]
     if errored and (spec.on_error == "fail" or caused):
         # A failure the response may have caused (a timeout, bad input) is never dropped:
@@ -157,7 +185,7 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         for name, result in errored:
             result.status = "dropped"
             details["dropped"].append(name)
-        kept = [n for n in terms if results[n].error is None]
+        kept = [n for n in terms if not _has_failed(results[n])]
         total = sum(spec.components[n].weight for n in terms)
         kept_total = sum(spec.components[n].weight for n in kept)
         if not kept or kept_total == 0:
@@ -168,10 +196,10 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         reward = _combine_values(loaded, results, terms) * details["weight_scale"]
     except (FormulaError, ArithmeticError, TypeError) as exc:
         error = ConfigurationError(f"spec {loaded.name}: formula: {exc}")
-        return _failed(loaded, results, details, ItemError.from_exception(error), info)
+        return _undefined(loaded, results, details, ItemError.from_exception(error), info)
     if not math.isfinite(reward):
         error = ConfigurationError(f"spec {loaded.name}: the combination gave {reward}")
-        return _failed(loaded, results, details, ItemError.from_exception(error), info)
+        return _undefined(loaded, results, details, ItemError.from_exception(error), info)
     return _done(loaded, results, details, reward, info)
 
 
@@ -211,6 +239,23 @@ def _done(
 ) -> ItemOutcome:
     details["sub_rewards"] = _sub_rewards(loaded, results)
     return ItemOutcome(reward=reward, details=details, verifier=info)
+
+
+def _undefined(
+    loaded: LoadedSpec,
+    results: dict[str, ComponentResult],
+    details: dict[str, Any],
+    error: ItemError,
+    info: VerifierInfo,
+) -> ItemOutcome:
+    """The combination is not defined for these values (an overflow: divisions by a
+    component are refused at load): the spec's ``undecided_reward`` when it has one, with
+    ``formula`` in ``details.undecided``, else the item's error."""
+    value = loaded.spec.undecided_reward
+    if value is None:
+        return _failed(loaded, results, details, error, info)
+    details["undecided"] = [*details["undecided"], "formula"]
+    return _done(loaded, results, details, value, info)
 
 
 def _failed(

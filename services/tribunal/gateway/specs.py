@@ -24,10 +24,14 @@ trainer routes send it as OpenRLHF's ``scores``, which its dynamic filtering rea
 kept only when its mean score lies strictly between 0 and 1, so a ±1 reward sent as the score
 would filter out every group. A spec without ``score`` sends its reward.
 
-``undecided_reward`` is what OpenRLHF's ``/get_reward`` (which cannot carry a missing
-reward) gives an item the verifiers could not decide (a ``timeout`` or ``internal_error``):
-the spec's lowest reward, or the value its author chose; such items are marked in
-``extra_logs.undecided``. Without it, such a batch is refused with a non-retryable error.
+``undecided_reward`` is the value a *component* takes when its verifier could not decide it
+(a ``timeout`` or ``internal_error``: a power tower sympy cannot finish): only that
+component's value is replaced, and the others (an overlong penalty, a tool-call count) still
+apply, on every route (``tribunal.gateway.scorer``; the item's ``details.undecided`` names
+the components). It is also the item's reward when the formula is undefined for its values
+(an overflow; a division by a component is refused at load). Trainer routes mark such items
+in ``extra_logs.undecided``. Without it, an undecided component fails the item, and
+OpenRLHF's route refuses the batch with a non-retryable error.
 
 Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
 (``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
@@ -40,7 +44,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -48,6 +52,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tribunal.core.hashing import config_hash
 from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
 from tribunal.gateway.schemas import CombineRule, VerifierName
+from tribunal.math.grammar import AnswerFormat
+
+SPEC_ANSWER_FORMAT: AnswerFormat = "marked"
+"""The answer format of a spec's math source that declares none: a strict one (a box, a
+``####`` line or an ``Answer:`` line, all agreeing), never ``lenient``."""
 
 BuiltinName = Literal["num_turns", "overlong_penalty", "contains"]
 SHIPPED_DIR = Path(__file__).parent / "specs"
@@ -103,6 +112,28 @@ class Source(_Model):
         default_factory=dict, description="Verifier input -> where it comes from."
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Built-in parameters.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_format(cls, data: Any) -> Any:
+        """Give a math source the spec default :data:`SPEC_ANSWER_FORMAT` when its constant
+        options declare no ``answer_format``, and refuse an unknown one by name."""
+        if not isinstance(data, dict) or data.get("verifier") != "math":
+            return data
+        inputs = dict(data.get("inputs") or {})
+        options = inputs.get("options")
+        if options is None:
+            options = {"value": {}}
+        if isinstance(options, dict) and isinstance(options.get("value"), dict):
+            value = {"answer_format": SPEC_ANSWER_FORMAT, **options["value"]}
+            if value["answer_format"] not in get_args(AnswerFormat):
+                choices = ", ".join(get_args(AnswerFormat))
+                raise ValueError(
+                    f"inputs.options.answer_format: unknown answer format "
+                    f"{value['answer_format']!r}; one of {choices}"
+                )
+            inputs["options"] = {**options, "value": value}
+        return {**data, "inputs": inputs}
 
     @model_validator(mode="after")
     def _one_kind(self) -> Source:
@@ -305,7 +336,7 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
         ValueError: The parameters do not fit the built-in.
     """
     expected: dict[str, set[str]] = {
-        "num_turns": set(),
+        "num_turns": {"template"},
         "overlong_penalty": {"max_length", "buffer", "factor", "tokenizer"},
         "contains": {"field", "all_of"},
     }
@@ -320,6 +351,12 @@ def check_builtin_params(name: str, params: dict[str, Any]) -> None:
         raise ValueError(
             f"builtin {name}: unknown params {sorted(unknown)}, missing {sorted(missing)}"
         )
+    if name == "num_turns" and params.get("template", "chatml") not in (
+        "chatml",
+        "llama3",
+        "gemma",
+    ):
+        raise ValueError("num_turns: template is one of chatml, llama3, gemma")
     if name == "overlong_penalty":
         max_length, buffer = params["max_length"], params["buffer"]
         if not (

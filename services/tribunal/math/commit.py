@@ -278,3 +278,61 @@ def _stray_words(answer: str, gold_words: set[str]) -> bool:
     if last_math < 0:
         return True  # only words, and not the gold's
     return words[0].start() < last_math or len(words) > _MAX_UNIT_WORDS
+
+
+# The rules that remain for a declared (strict) format, reading the answer's own sentence:
+# a strong hedge anywhere in it, a negation in the clause that states the answer.
+_SENTENCE_HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|possibly|probably|guess|guessing|unsure|not\s+(?:sure|certain)"
+    r"|uncertain)\b"
+)
+# A clause ends at ",", ";", ":" or a connective that starts a new one ("so", "thus").
+_CLAUSE_BREAK = re.compile(
+    r"[,;:]|\b(?:so|thus|therefore|hence|then|because|since|which|but|and)\b"
+)
+_CLAUSE_NEGATION = re.compile(r"\b(?:not|never|no|neither|nor|wrong|incorrect|false)\b|n't\b")
+
+
+def uncommitted_in_sentence(
+    answer: str, *, lead: str, tail: str, gold: str, boxed: bool
+) -> Reason | None:
+    """Return why an answer of a declared format is not committed, or None.
+
+    The text read is the answer's own sentence only (``lead``: from its start to the
+    answer; ``tail``: from the answer to its end), normalised; later sentences (a
+    self-check, "Wait, let me double-check ... Yes.") are never read. The rules:
+
+    - :func:`uncommitted` on the answer and its sentence (words in the box, a relation or
+      "not" / "probably" just before it, "or more" / "is not" just after it);
+    - ``hedged``: maybe, perhaps, possibly, probably, guess, unsure, not sure / certain,
+      uncertain, anywhere in the sentence ("I guess, after all this, it is \\boxed{7}");
+    - ``negated``: not, never, no, neither, nor, wrong, incorrect, false, n't in the clause
+      that states the answer (from the last ",", ";", ":" or connective such as "so",
+      "since" before it): "The answer is definitely not \\boxed{7}", but not "Since 7 is not
+      even, the answer is \\boxed{7}".
+
+    Words of the ground truth itself never count.
+
+    Args:
+        answer: The extracted answer.
+        lead: Its sentence before it.
+        tail: Its sentence after it.
+        gold: The ground truth as compared.
+        boxed: The answer is a container's whole content (a box, a ``####`` or
+            ``Answer:`` line): words in it must be the gold's or a unit.
+
+    Returns:
+        The reason, or None.
+    """
+    reason = uncommitted(answer, before=lead, after=tail, gold=gold, boxed=boxed)
+    if reason is not None:
+        return reason
+    gold_words = words_of(gold)
+    sentence = (lead + " " + tail).lower()
+    if any(m.group().split()[0] not in gold_words for m in _SENTENCE_HEDGE.finditer(sentence)):
+        return "hedged"
+    breaks = list(_CLAUSE_BREAK.finditer(lead.lower()))
+    clause = lead.lower()[breaks[-1].end() :] if breaks else lead.lower()
+    if any(m.group() not in gold_words for m in _CLAUSE_NEGATION.finditer(clause)):
+        return "negated"
+    return None

@@ -13,6 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tribunal.math.grammar import AnswerFormat
+from tribunal.math.regions import ChatTemplate
+
 
 class MathConfig(BaseModel):
     """How answers are extracted and compared.
@@ -82,6 +85,20 @@ class MathConfig(BaseModel):
         "boxes as one list); a completion without one gets reward 0, whatever its answer "
         "phrases, #### line or numbers say.",
     )
+    answer_format: AnswerFormat = Field(
+        default="lenient",
+        description="Where the answer is: boxed (the last \\boxed{} of the final answer "
+        "region), hash (its last '#### x' line), answer_line (its last 'Answer: x' line), or "
+        "lenient (boxes, ####, answer phrases, the last math or number: not for training; "
+        "the default of direct requests only, never of a spec). In the strict formats two "
+        "distinct answers in the final region pay nothing.",
+    )
+    chat_template: ChatTemplate = Field(
+        default="chatml",
+        description="The policy's chat template: text after the first turn marker of this "
+        "template (chatml <|im_end|>, llama3 <|eot_id|>, gemma <end_of_turn>) is a typed "
+        "turn, never the answer; none: no turn markers. Other families' markers are text.",
+    )
     max_answer_chars: int = Field(
         default=1_000,
         ge=1,
@@ -96,6 +113,8 @@ class MathConfig(BaseModel):
         float_rounding: int | None = None,
         strict: bool | None = None,
         last_box_only: bool | None = None,
+        answer_format: AnswerFormat | None = None,
+        chat_template: ChatTemplate | None = None,
     ) -> MathConfig:
         """Return a copy with the per-item overrides that are set (``None`` keeps a field).
 
@@ -109,8 +128,12 @@ class MathConfig(BaseModel):
             changes["strict"] = strict
         if last_box_only is not None:
             changes["last_box_only"] = last_box_only
+        if answer_format is not None:
+            changes["answer_format"] = answer_format
+        if chat_template is not None:
+            changes["chat_template"] = chat_template
         return MathConfig.model_validate({**self.as_dict(), **changes}) if changes else self
 
-    def as_dict(self) -> dict[str, int | float | bool]:
+    def as_dict(self) -> dict[str, int | float | bool | str]:
         """Return the fields as a JSON-able dict (the input of the config hash)."""
         return {name: getattr(self, name) for name in MathConfig.model_fields}

@@ -53,6 +53,7 @@ ExtractionMethod = Literal[
     "boxed",
     "fbox",
     "gsm8k_hash",
+    "answer_line",
     "answer_phrase",
     "last_math",
     "whole_response",
@@ -236,9 +237,16 @@ def _boxed_run(text: str) -> tuple[Extraction, int, int] | None:
     from the last closed, non-empty one through the boxes that only separators divide from
     it; each box's content is read once, so the walk is linear.
     """
+    outermost = _outermost_boxes(text)
+    found = _run_before(text, outermost, len(outermost))
+    return found[:3] if found is not None else None
+
+
+def _outermost_boxes(text: str) -> list[tuple[re.Match[str], int]]:
+    """The closed outermost boxes of ``text``: each opening and the index of its ``}``."""
     openings = list(_BOX_OPEN.finditer(text))
     if not openings:
-        return None
+        return []
     closing = _match_braces(text, openings[0].end() - 1)
     outermost: list[tuple[re.Match[str], int]] = []
     outer_end = -1
@@ -247,14 +255,25 @@ def _boxed_run(text: str) -> tuple[Extraction, int, int] | None:
         if end is not None and opening.start() > outer_end:
             outermost.append((opening, end))
             outer_end = end
+    return outermost
+
+
+def _run_before(
+    text: str, outermost: list[tuple[re.Match[str], int]], stop: int
+) -> tuple[Extraction, int, int, int] | None:
+    """The last run of boxes among ``outermost[:stop]``: the answer, its start and end, and
+    the index of the first box before the run (where the previous run ends)."""
     run: list[tuple[int, int, str]] = []  # (start, end, content), last box first
     method: ExtractionMethod = "boxed"
-    for opening, end in reversed(outermost):
+    index = stop
+    while index > 0:
+        opening, end = outermost[index - 1]
         if len(run) == _MAX_PARTS:
             break
         if run and not _joins(text, end + 1, run[-1][0]):
             break  # prose between this box and the run
         content = clean_answer(_unboxed(text[opening.end() : end]))
+        index -= 1
         if not content:
             if run:
                 break
@@ -267,7 +286,34 @@ def _boxed_run(text: str) -> tuple[Extraction, int, int] | None:
     start, end = run[-1][0], run[0][1]
     before, after = _around(text, start, end)
     found = _joined_extraction([span[2] for span in reversed(run)], method)
-    return replace(found, before=before, after=after), start, end
+    return replace(found, before=before, after=after), start, end, index
+
+
+def boxed_runs(text: str, *, limit: int) -> list[tuple[Extraction, int, int]]:
+    """Return every boxed answer of ``text`` (runs of adjacent boxes as one), in order.
+
+    Args:
+        text: The text to search (one pass to pair its braces).
+        limit: At most this many answers, the last ones.
+
+    Returns:
+        ``(answer, start, end)`` of each, first to last.
+    """
+    outermost = _outermost_boxes(text)
+    runs: list[tuple[Extraction, int, int]] = []
+    stop = len(outermost)
+    while len(runs) < limit:
+        found = _run_before(text, outermost, stop)
+        if found is None:
+            break
+        runs.append(found[:3])
+        stop = found[3]
+    return runs[::-1]
+
+
+def is_heading(line_text: str) -> bool:
+    """Whether the text after ``####`` is a Markdown heading's ("Step 2"), not a value."""
+    return _HEADING.match(line_text) is not None
 
 
 def _unboxed(content: str) -> str:

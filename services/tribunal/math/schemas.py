@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from tribunal.core.envelope import ScoreItem
 from tribunal.math.commit import Reason
 from tribunal.math.extract import ScoreMethod
+from tribunal.math.grammar import AnswerFormat
+from tribunal.math.regions import ChatTemplate, RegionName
 
 if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
     from tribunal.math.verify import MathScore
@@ -35,6 +37,17 @@ class MathOptions(BaseModel):
         default=None,
         description="Strict extraction: the answer is the last \\boxed{}; a completion "
         "without one gets reward 0 (service default false).",
+    )
+    answer_format: AnswerFormat | None = Field(
+        default=None,
+        description="The declared answer format: boxed, hash ('#### x'), answer_line "
+        "('Answer: x') or lenient (not for training; service default lenient). Any other "
+        "value is refused.",
+    )
+    chat_template: ChatTemplate | None = Field(
+        default=None,
+        description="The policy's chat template (chatml, llama3, gemma, none): text after its "
+        "first turn marker is never the answer (service default chatml).",
     )
 
 
@@ -64,7 +77,8 @@ class MathDetails(BaseModel):
     )
     extracted_ground_truth: str = Field(description="The ground truth as compared.")
     method: ScoreMethod = Field(
-        description="How the answer was found: boxed, fbox, gsm8k_hash, answer_phrase, "
+        description="How the answer was found: boxed, fbox, gsm8k_hash, answer_line, "
+        "answer_phrase, "
         "last_math, whole_response, final_equation, last_number, or none."
     )
 
@@ -75,6 +89,14 @@ class MathDetails(BaseModel):
         "unit) or retracted; null for a committed answer.",
     )
 
+    region: RegionName | None = Field(
+        default=None,
+        description="Where the final answer region the answer was looked for in starts: "
+        "response (the whole response, less code, comments, quotes, hypothetical sentences "
+        "and typed turns) or after_reasoning (after the last </think>); null when there is "
+        "none (a <think> never closed).",
+    )
+
     @classmethod
     def from_score(cls, score: MathScore) -> MathDetails:
         """Build the details of a ``verify_answer`` result."""
@@ -83,4 +105,5 @@ class MathDetails(BaseModel):
             extracted_ground_truth=score.extracted_ground_truth,
             method=score.method,
             uncommitted=score.uncommitted,
+            region=score.region,
         )

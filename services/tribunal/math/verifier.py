@@ -24,7 +24,7 @@ from tribunal.math.config import MathConfig
 from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import MathScore, verify_answer, verify_plain_numbers
 
-VERSION = "3"
+VERSION = "4"
 """Bump when the same input could get a different reward."""
 
 
@@ -98,6 +98,8 @@ class MathVerifier:
                 float_rounding=item.options.float_rounding,
                 strict=item.options.strict,
                 last_box_only=item.options.last_box_only,
+                answer_format=item.options.answer_format,
+                chat_template=item.options.chat_template,
             )
         answer = None
         if len(item.response) <= INLINE_MAX_RESPONSE_CHARS:

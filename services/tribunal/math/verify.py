@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from itertools import product
@@ -72,7 +72,7 @@ import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from tribunal.core.errors import BadInput, InternalError
-from tribunal.math.commit import Reason, uncommitted
+from tribunal.math.commit import Reason, uncommitted, uncommitted_in_sentence
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
@@ -81,6 +81,9 @@ from tribunal.math.extract import (
     extract_answer,
     last_boxed,
 )
+from tribunal.math.grammar import Graded, grade_region
+from tribunal.math.normalize import normalize_text
+from tribunal.math.regions import RegionName
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +98,9 @@ for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).addFilter(_not_timeout_disabled)
 
 _EXTRACTION_CONFIG = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# Programming e-notation (``1e-07``, ``2.5E3``): a number, never a product with Euler's e.
+_E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d+)?)[eE]([+-]?\d{1,4})(?![\w.])")
 _CURRENCY = re.compile(r"^(?:\\\$|\$)\s*(?=[-+]?\d)")
 # A currency sign after a number (``2,74 $``, ``1,000.99€``).
 _TRAILING_CURRENCY = re.compile(r"(?<=\d)\s*(?:\\\$|\$|€|£)$")
@@ -136,8 +141,11 @@ class MathScore:
             ``answer_phrase``, ``last_math``, ``whole_response``, ``final_equation``,
             ``last_number``), or ``none``.
         uncommitted: Why the answer is no committed answer (``negated``, ``bounded``,
-            ``hedged``, ``multiple``, ``words``, ``retracted``: ``tribunal.math.commit``),
-            in which case the reward is 0; None otherwise.
+            ``hedged``, ``multiple``, ``words``, ``retracted``: ``tribunal.math.commit``;
+            ``multiple`` also for two distinct answers of a strict format in the final
+            region), in which case the reward is 0; None otherwise.
+        region: Where the final answer region starts (``response``,
+            ``after_reasoning``), or None when there is none (``<think>`` never closed).
     """
 
     reward: float
@@ -145,6 +153,7 @@ class MathScore:
     extracted_ground_truth: str
     method: ScoreMethod
     uncommitted: Reason | None = None
+    region: RegionName | None = field(default=None, compare=False)
 
 
 def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:
@@ -177,15 +186,17 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
     truth_number = _plain_number(truth) if config.allow_fast_path else None
     gold = None if truth_number is not None else _parse_gold(truth, truth_parts)
 
-    extraction = _extract(response, config)
+    graded = _extract(response, config)
+    extraction, region = graded.extraction, graded.region
     if extraction is None:
-        return MathScore(0.0, None, truth, "none")
+        return MathScore(0.0, None, truth, "none", region=region)
     answer, method = extraction.text, extraction.method
     if len(answer) > config.max_answer_chars:
-        return MathScore(0.0, answer[: config.max_answer_chars] + "…", truth, method)
-    reason = _uncommitted(extraction, truth)
+        cut = answer[: config.max_answer_chars] + "…"
+        return MathScore(0.0, cut, truth, method, region=region)
+    reason = _uncommitted(graded, truth, config)
     if reason is not None:
-        return MathScore(0.0, answer, truth, method, reason)
+        return MathScore(0.0, answer, truth, method, reason, region)
     compared = _without_trailing_words(answer)
 
     if truth_number is not None:
@@ -193,11 +204,11 @@ def verify_answer(response: str, ground_truth: str, config: MathConfig | None = 
         if answer_number is not None:
             same = _numbers_equal(truth_number, answer_number, config)
             if same is not None:
-                return MathScore(float(same), answer, truth, method)
+                return MathScore(float(same), answer, truth, method, region=region)
         gold = _parse_gold(truth, truth_parts)
     assert gold is not None  # parsed above unless the fast path could answer
     same = _equivalent(gold, _parse_answer(compared, extraction.parts), config)
-    return MathScore(1.0 if same else 0.0, answer, truth, method)
+    return MathScore(1.0 if same else 0.0, answer, truth, method, region=region)
 
 
 def verify_plain_numbers(
@@ -224,29 +235,50 @@ def verify_plain_numbers(
     truth_number = _plain_number(truth)
     if truth_number is None:
         return None
-    extraction = _extract(response, config)
+    graded = _extract(response, config)
+    extraction, region = graded.extraction, graded.region
     if extraction is None:
-        return MathScore(0.0, None, truth, "none")
+        return MathScore(0.0, None, truth, "none", region=region)
     answer = extraction.text
     if len(answer) > config.max_answer_chars:
         return None
-    reason = _uncommitted(extraction, truth)
+    reason = _uncommitted(graded, truth, config)
     if reason is not None:
-        return MathScore(0.0, answer, truth, extraction.method, reason)
+        return MathScore(0.0, answer, truth, extraction.method, reason, region)
     answer_number = _plain_number(_without_trailing_words(answer))
     if answer_number is None:
         return None
     same = _numbers_equal(truth_number, answer_number, config)
-    return None if same is None else MathScore(float(same), answer, truth, extraction.method)
+    if same is None:
+        return None
+    return MathScore(float(same), answer, truth, extraction.method, region=region)
 
 
-def _extract(response: str, config: MathConfig) -> Extraction | None:
-    return extract_answer(
-        response, allow_last_number=config.allow_last_number, last_box=config.last_box_only
+def _extract(response: str, config: MathConfig) -> Graded:
+    """The answer the config's declared format names in the normalised final region."""
+    return grade_region(
+        normalize_text(response),
+        config.answer_format,
+        template=config.chat_template,
+        allow_last_number=config.allow_last_number,
+        last_box=config.last_box_only,
     )
 
 
-def _uncommitted(extraction: Extraction, truth: str) -> Reason | None:
+def _uncommitted(graded: Graded, truth: str, config: MathConfig) -> Reason | None:
+    """Why the graded answer is not a committed one (``tribunal.math.commit``), or None."""
+    extraction = graded.extraction
+    assert extraction is not None
+    if graded.candidates:
+        return "multiple"
+    if config.answer_format != "lenient":
+        return uncommitted_in_sentence(
+            extraction.text,
+            lead=extraction.before,
+            tail=extraction.after,
+            gold=truth,
+            boxed=True,
+        )
     return uncommitted(
         extraction.text,
         before=extraction.before,
@@ -443,6 +475,7 @@ def _readings(text: str, *, is_ground_truth: bool) -> list[str]:
     equal. ``1,000`` stays one thousand.
     """
     text = _UPRIGHT_CONSTANT.sub(r"\1", text).strip()
+    text = _E_NOTATION.sub(lambda m: f"{m[1]} \\times 10^{{{int(m[2])}}}", text)
     if _SPACED_THOUSANDS.fullmatch(text):
         return [re.sub(r"\\[,;! ]|\{,\}|\s", "", text)]
     comma = _DECIMAL_COMMA.fullmatch(text)
@@ -499,11 +532,7 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
         except Exception as exc:  # sympy raises anything (ValueError, TypeError, ...)
             failure = exc
             continue
-        if (
-            same
-            and (not config.exact_guard or _exact_values_agree(gold_value, answer_value))
-            and _within_tolerance(gold_value, answer_value, relative_tolerance(config))
-        ):
+        if same and _leaves_agree(gold_value, answer_value, config):
             return True
     if failure is not None:
         raise InternalError(
@@ -511,6 +540,63 @@ def _equivalent(gold: tuple[Any, ...], answer: tuple[Any, ...], config: MathConf
             f"{type(failure).__name__}: {failure}"
         ) from failure
     return False
+
+
+def _leaves_agree(gold: Any, answer: Any, config: MathConfig) -> bool:
+    """Apply the numeric rule to every number of two values Math-Verify called equal.
+
+    Math-Verify rounds each number it compares to ``float_rounding`` decimals and chops
+    tiny differences of exact ones, inside equations, sets, tuples, intervals and matrices
+    as for bare numbers. Here the two values are walked in step (:func:`_leaves`): ``x = v``
+    is ``v``; a set's numbers are paired in increasing order, a tuple's, an interval's and
+    a matrix's by position; and each pair of numbers must pass the exact-value guard
+    (:func:`_exact_values_agree`) and the relative tolerance (:func:`_within_tolerance`).
+    Values whose shapes differ keep Math-Verify's verdict.
+    """
+    gold_leaves, answer_leaves = _leaves(gold), _leaves(answer)
+    if len(gold_leaves) != len(answer_leaves):
+        return True
+    rtol = relative_tolerance(config)
+    return all(
+        (not config.exact_guard or _exact_values_agree(g, a)) and _within_tolerance(g, a, rtol)
+        for g, a in zip(gold_leaves, answer_leaves, strict=True)
+    )
+
+
+_MAX_LEAVES = 256
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The numbers of ``value`` in a canonical order, or ``[value]`` for anything else.
+
+    ``Eq(x, v)`` (a symbol on the left) is ``v``'s; a ``FiniteSet``'s are its elements'
+    (``x = v`` read as ``v``) sorted by value when each is one real number (else the set is
+    one leaf); a tuple's, a list's, an ``Interval``'s
+    (its two ends) and a matrix's (row by row) are positional. At most 256 (a larger value
+    is one leaf, itself).
+    """
+    if isinstance(value, sympy.Eq) and isinstance(value.lhs, sympy.Symbol):
+        return _leaves(value.rhs)
+    elements: list[Any] | None = None
+    if isinstance(value, sympy.FiniteSet) and len(value.args) <= _MAX_LEAVES:
+        nested = [_leaves(element) for element in value.args]
+        if all(len(one) == 1 and _is_real_number(one[0]) for one in nested):
+            return sorted((one[0] for one in nested), key=lambda e: float(e.evalf(30)))
+        return [value]
+    if isinstance(value, sympy.Interval):
+        elements = [value.start, value.end]
+    elif isinstance(value, sympy.Tuple | tuple | list | sympy.MatrixBase):
+        elements = list(value)
+    if elements is None or len(elements) > _MAX_LEAVES:
+        return [value]
+    leaves: list[Any] = []
+    for element in elements:
+        leaves.extend(_leaves(element))
+    return leaves
+
+
+def _is_real_number(value: Any) -> bool:
+    return isinstance(value, sympy.Expr) and bool(value.is_number) and bool(value.is_real)
 
 
 def _is_unequality(value: Any) -> bool:
