@@ -108,8 +108,10 @@ def grade_region(
     Examples:
         >>> grade_region("so \\\\boxed{4}. If it were \\\\boxed{5}, ...", "boxed").extraction.text
         '4'
-        >>> grade_region("\\\\boxed{4} or \\\\boxed{5}?", "boxed").candidates
+        >>> grade_region("Maybe \\\\boxed{4}, maybe \\\\boxed{5}.", "boxed").candidates
         ('4', '5')
+        >>> grade_region("\\\\boxed{4} or \\\\boxed{5}", "boxed").extraction.text  # two roots
+        '4, 5'
     """
     region = final_region(response, template)
     if region is None:
