@@ -52,6 +52,10 @@ class Verifier(Protocol):
     latency, a reward spec's rewards) defines ``take_stats() -> dict[str, int]``: the
     counters of a ``tribunal.core.metrics.Tally`` since the last call, which the worker adds
     to the cluster-wide stats with its next write.
+
+    Optionally, a verifier that serves a queue of its own beside its verifier's (the code
+    sessions' per-worker stream) defines ``async companion(queue, heartbeat_s)``: the worker
+    runs it beside its claim loop and cancels it when it stops claiming.
     """
 
     name: str
