@@ -87,16 +87,21 @@ def test_a_worker_killed_mid_call_loses_its_sessions(
     running = service("code", env=env)
     with running.http(timeout_s=60) as client:
         session_id = client.post("/v1/code/sessions", json={}).json()["session_id"]
-        assert client.post(
-            f"/v1/code/sessions/{session_id}/run", json={"code": "state = 'kept'"}
-        ).json()["status"] == "ok"
+        assert (
+            client.post(
+                f"/v1/code/sessions/{session_id}/run", json={"code": "state = 'kept'"}
+            ).json()["status"]
+            == "ok"
+        )
         answers: list[httpx.Response] = []
         long_call = threading.Thread(
             target=lambda: answers.append(
                 client.post(
                     f"/v1/code/sessions/{session_id}/run",
-                    json={"code": "import time\nprint('started', flush=True)\ntime.sleep(40)",
-                          "timeout_s": 50.0},
+                    json={
+                        "code": "import time\nprint('started', flush=True)\ntime.sleep(40)",
+                        "timeout_s": 50.0,
+                    },
                 )
             )
         )

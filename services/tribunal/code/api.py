@@ -8,8 +8,8 @@ from pydantic import Field
 
 from tribunal.code import sandbox_fusion, session_api
 from tribunal.code.runs import run_once
-from tribunal.code.session_verifier import CodeSessionVerifier
 from tribunal.code.schemas import RunDetails, RunItem
+from tribunal.code.session_verifier import CodeSessionVerifier
 from tribunal.code.settings import CodeSettings
 from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app

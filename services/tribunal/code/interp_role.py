@@ -65,7 +65,9 @@ def _interp_main(requests_fd: int, replies_fd: int, cap: int) -> None:  # pragma
     answer on ``replies_fd``; never returns (EOF on the requests exits)."""
     import ast
     import builtins
+    import contextlib
     import io
+    import linecache
     import traceback
 
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), "utf-8")
@@ -81,6 +83,7 @@ def _interp_main(requests_fd: int, replies_fd: int, cap: int) -> None:  # pragma
     sys.modules["__main__"] = module
     namespace = module.__dict__
     buffer = bytearray()
+    cells = 0
     while True:
         while b"\n" not in buffer:
             chunk = os.read(requests_fd, 1 << 16)
@@ -90,15 +93,22 @@ def _interp_main(requests_fd: int, replies_fd: int, cap: int) -> None:  # pragma
         line, _, rest = bytes(buffer).partition(b"\n")
         buffer = bytearray(rest)
         reply: dict[str, Any]
+        cells += 1
+        name = f"<cell {cells}>"
         try:
-            tree = ast.parse(str(loads(line)["code"]), "<cell>", "exec")
+            source = str(loads(line)["code"])
+            # Kept for tracebacks (they show the cell's lines, as a notebook's do).
+            linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+            tree = ast.parse(source, name, "exec")
             last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            exec(compile(tree, "<cell>", "exec"), namespace)
+            final = tree.body[-1] if tree.body else None
+            if isinstance(final, ast.Expr):
+                tree.body.pop()
+                last = ast.Expression(final.value)
+            exec(compile(tree, name, "exec"), namespace)
             display = None
             if last is not None:
-                value = eval(compile(last, "<cell>", "eval"), namespace)
+                value = eval(compile(last, name, "eval"), namespace)
                 if value is not None:
                     namespace["_"] = value
                     display = escape_text(repr(value), cap)
@@ -106,10 +116,8 @@ def _interp_main(requests_fd: int, replies_fd: int, cap: int) -> None:  # pragma
         except BaseException as exc:  # the cell's own failure, reported like a notebook's
             reply = _error_reply(exc, cap, traceback)
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(BaseException):  # a broken stream is the cell's business
                 stream.flush()
-            except BaseException:  # a replaced or broken stream is the cell's business
-                pass
         data = (dumps(reply) + "\n").encode()
         while data:
             data = data[os.write(replies_fd, data) :]
@@ -232,7 +240,7 @@ class InterpRole:
             if isinstance(reply, dict):
                 return self._record("timeout", start, reply, alive=True)
             return self._end("timeout", start)
-        if reply == "eof":
+        if not isinstance(reply, dict):  # "eof"
             return self._end("crashed", start)
         return self._record(str(reply["status"]), start, reply, alive=True)
 
@@ -261,9 +269,9 @@ class InterpRole:
             if wait_ms <= 0:
                 return "timeout"
             for fd, _ in poller.poll(wait_ms):
-                if fd == self.out.fd and not self.out.pump():
-                    poller.unregister(fd)
-                elif fd == self.err.fd and not self.err.pump():
+                if (fd == self.out.fd and not self.out.pump()) or (
+                    fd == self.err.fd and not self.err.pump()
+                ):
                     poller.unregister(fd)
                 elif fd == self.replies:
                     chunk = os.read(self.replies, 1 << 16)

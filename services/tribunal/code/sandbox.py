@@ -1,7 +1,7 @@
 """Sandboxes: bubblewrap argv, slot uids, rlimits, and one driver process per sandbox.
 
 One :class:`SandboxSession` is one bwrap sandbox running the trusted driver
-(:func:`driver_source`: ``protocol.py``, ``codec.py``, ``interp_role.py`` and ``driver.py``) as pid 1 of fresh
+(:func:`driver_source`: ``protocol.py`` ... ``driver.py``) as pid 1 of fresh
 user, pid, net, ipc, uts, mount and cgroup namespaces, with a read-only system (only ``/usr``
 and the loader's files), size-capped tmpfs for ``/box``, ``/tmp`` and ``/dev/shm``, no
 network, an empty environment, every capability dropped (but ``CAP_SYS_ADMIN`` of the

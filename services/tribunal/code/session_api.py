@@ -155,8 +155,7 @@ async def call_owner(
             raise _owner_gone(session_id, window_s)
         if asyncio.get_running_loop().time() > deadline:
             raise ScoringTimeout(
-                f"session {session_id!r}: its worker is alive but did not answer in "
-                f"{wait_s:g} s",
+                f"session {session_id!r}: its worker is alive but did not answer in {wait_s:g} s",
                 job_id=job.job_id,
             )
 

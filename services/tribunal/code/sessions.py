@@ -82,7 +82,12 @@ class InterpreterSession:
     """One sandboxed interpreter and its bookkeeping (made by :class:`SessionHost`)."""
 
     def __init__(
-        self, session_id: str, sandbox: SandboxSession, slot: Slot, idle_ttl_s: float, budget_s: float
+        self,
+        session_id: str,
+        sandbox: SandboxSession,
+        slot: Slot,
+        idle_ttl_s: float,
+        budget_s: float,
     ) -> None:
         self.session_id = session_id
         self.sandbox = sandbox
@@ -132,7 +137,9 @@ class SessionHost:
         self.pool = SlotPool(self.config, lock_dir)
         self.cgroups = MemoryCgroups.detect() if config.isolation == "bwrap" else None
         self.driver_pyc = driver_pyc
-        self._seccomp = None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode()
+        self._seccomp = (
+            None if seccomp_filter is None else base64.b64encode(seccomp_filter).decode()
+        )
         self.sessions: dict[str, InterpreterSession] = {}
         self._ended: OrderedDict[str, str] = OrderedDict()
         self._starting = 0
@@ -143,7 +150,9 @@ class SessionHost:
         """``(sessions held, max_sessions)``."""
         return len(self.sessions) + self._starting, self.limits.max_sessions
 
-    async def create(self, idle_ttl_s: float | None = None, budget_s: float | None = None) -> SessionInfo:
+    async def create(
+        self, idle_ttl_s: float | None = None, budget_s: float | None = None
+    ) -> SessionInfo:
         """Start a session; each limit at most the host's.
 
         Raises:
@@ -194,7 +203,9 @@ class SessionHost:
             tmpfs = 2 * self.config.tmpfs_mb + max(1, self.config.tmpfs_mb // 4)
             cgroup = self.cgroups.create((sandbox_limits.memory_mb + tmpfs) * 1024 * 1024)
         deadline = asyncio.get_running_loop().time() + _STARTUP_S
-        sandbox = SandboxSession(self.config, uid, sandbox_limits, deadline, self.driver_pyc, cgroup)
+        sandbox = SandboxSession(
+            self.config, uid, sandbox_limits, deadline, self.driver_pyc, cgroup
+        )
         try:
             await sandbox.start()
             ready = await sandbox.request(
@@ -223,8 +234,7 @@ class SessionHost:
         reason = self._ended.get(session_id)
         if reason is None:
             return SessionLost(
-                f"no session {session_id!r} on this worker (never started here, or ended "
-                "long ago)",
+                f"no session {session_id!r} on this worker (never started here, or ended long ago)",
                 field="session_id",
             )
         return SessionLost(f"session {session_id!r} ended: {reason}", field="session_id")
@@ -256,20 +266,29 @@ class SessionHost:
     async def _cell(self, session: InterpreterSession, request: CellRequest) -> CellResult:
         limits = self.limits
         timeout = min(
-            request.timeout_s or limits.call_timeout_s, limits.max_call_timeout_s, session.budget_left_s
+            request.timeout_s or limits.call_timeout_s,
+            limits.max_call_timeout_s,
+            session.budget_left_s,
         )
         cap = min(request.max_output_bytes or limits.max_output_bytes, limits.max_output_bytes)
         wait = timeout + INTERRUPT_GRACE_S + _ANSWER_GRACE_S
         sandbox = session.sandbox
         sandbox.deadline = asyncio.get_running_loop().time() + wait
-        command = {"op": "cell", "code": request.code, "timeout_s": timeout, "max_output_bytes": cap}
+        command = {
+            "op": "cell",
+            "code": request.code,
+            "timeout_s": timeout,
+            "max_output_bytes": cap,
+        }
         started = time.monotonic()
         try:
             record = await sandbox.request(command, wait)
         except (TimeoutError, ChannelViolation, SandboxError) as exc:
             session.used_s += time.monotonic() - started
             self._end(session, f"its sandbox failed ({exc!r})")
-            raise SandboxError(f"the session's sandbox failed: {exc!r}; the session is ended") from exc
+            raise SandboxError(
+                f"the session's sandbox failed: {exc!r}; the session is ended"
+            ) from exc
         session.used_s += time.monotonic() - started
         crashed = record.get("status") == "crashed" and record.get("signal") == 9
         if crashed and sandbox.oom_killed():
@@ -315,7 +334,9 @@ class SessionHost:
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _teardown(self, session: InterpreterSession, stack: contextlib.AsyncExitStack) -> None:
+    async def _teardown(
+        self, session: InterpreterSession, stack: contextlib.AsyncExitStack
+    ) -> None:
         async with session.lock:  # a call in flight (an expired TTL never races one) ends first
             await _teardown(session.sandbox, session.slot.uids[0])
         await stack.aclose()

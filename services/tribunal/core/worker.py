@@ -164,7 +164,11 @@ class WorkerRuntime:
         # A verifier may serve a queue of its own beside its verifier's (the code sessions'
         # per-worker stream: ``Verifier.companion``, optional); it stops with the claims.
         companion = getattr(self.verifier, "companion", None)
-        side = None if companion is None else asyncio.create_task(companion(self.queue, self.heartbeat_s))
+        side = (
+            None
+            if companion is None
+            else asyncio.create_task(companion(self.queue, self.heartbeat_s))
+        )
         await self._claim_loop(stop)
         if side is not None:
             side.cancel()
