@@ -7,6 +7,7 @@ fresh interpreter.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import threading
@@ -16,7 +17,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.conftest import RedisServer, RunningService, redis_env
+from tests.conftest import ROOT, RedisServer, RunningService, redis_env
 
 pytestmark = [
     pytest.mark.e2e,
@@ -76,6 +77,13 @@ def test_sessions_route_to_their_owners_and_the_cap_refuses(
         assert unknown.status_code == 410
         bad = client.post(f"/v1/code/sessions/{ids[1]}/run", json={"code": "1", "timeot_s": 1})
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "timeot_s"
+        for session_id in ids[1:]:  # room for the docs' example
+            assert client.delete(f"/v1/code/sessions/{session_id}").status_code == 204
+    # The example of docs/sessions.md, as written.
+    [example] = re.findall(
+        r"```python\n(.*?)```", (ROOT / "docs" / "sessions.md").read_text(), re.S
+    )
+    exec(example, {"BASE": running.base_url})
 
 
 def test_a_worker_killed_mid_call_loses_its_sessions(
