@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
-from tribunal.code import sandbox_fusion, session_api
+from tribunal.code import sandbox_fusion, sandbox_fusion_jupyter, session_api
 from tribunal.code.runs import run_once
 from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.code.session_verifier import CodeSessionVerifier
@@ -72,7 +72,12 @@ SERVICE = ServiceSpec(
     port=PORTS["code"],
     settings_cls=CodeSettings,
     create_verifiers=create_verifiers,
-    routers=lambda: [router, session_api.router, sandbox_fusion.router],
+    routers=lambda: [
+        router,
+        session_api.router,
+        sandbox_fusion.router,
+        sandbox_fusion_jupyter.router,
+    ],
     score_routes=("code",),
     startup_hint=startup_hint,
 )

@@ -78,14 +78,7 @@ async def start_session(body: SessionRequest, runtime: RuntimeDep) -> SessionInf
     Same isolation and limits as `POST /v1/code/run` (bubblewrap, rlimits, seccomp, memory
     cgroup), one sandbox per session; an idle TTL, a time budget over all calls, and a cap
     of sessions per worker (the next start is `sessions_full`, retryable)."""
-    item = SessionCreateItem(id="session", idle_ttl_s=body.idle_ttl_s, budget_s=body.budget_s)
-    service = runtime.services.get(SESSION_VERIFIER)
-    if service is None:
-        raise ConfigurationError("sessions are off on this server (TRIBUNAL_CODE_MAX_SESSIONS=0)")
-    text = await service.score([item], runtime.settings.sync_timeout_s)
-    [result] = json.loads(text)["results"]
-    _raise_error(result)
-    return SessionInfo.model_validate(result["details"])
+    return await open_session(runtime, body.idle_ttl_s, body.budget_s)
 
 
 @router.post(
@@ -99,11 +92,7 @@ async def run_cell(
 ) -> CellResult:
     """Run one cell in the session's interpreter: its stdout, stderr, the repr of its last
     expression (`display`), its exception (`error`) and whether the session lives on."""
-    wait = (body.timeout_s or 0.0) + INTERRUPT_GRACE_S + _ANSWER_MARGIN_S
-    details = await call_owner(
-        runtime, session_id, {"op": "run", "cell": body.model_dump(mode="json")}, wait
-    )
-    return CellResult.model_validate(details)
+    return await run_in_session(runtime, session_id, body)
 
 
 @router.delete(
@@ -115,8 +104,39 @@ async def run_cell(
 )
 async def close_session(runtime: RuntimeDep, session_id: str = SessionIdParam) -> Response:
     """Close the session: its sandbox is killed and its files are gone."""
-    await call_owner(runtime, session_id, {"op": "close"}, _ANSWER_MARGIN_S)
+    await close_owned(runtime, session_id)
     return Response(status_code=204)
+
+
+async def open_session(
+    runtime: AppRuntime, idle_ttl_s: float | None = None, budget_s: float | None = None
+) -> SessionInfo:
+    """Start a session on whichever worker claims the start (each limit at most the server's).
+
+    Raises:
+        SessionsFull: That worker holds its cap (retryable).
+        ConfigurationError: Sessions are off here (``TRIBUNAL_CODE_MAX_SESSIONS=0``).
+    """
+    item = SessionCreateItem(id="session", idle_ttl_s=idle_ttl_s, budget_s=budget_s)
+    service = runtime.services.get(SESSION_VERIFIER)
+    if service is None:
+        raise ConfigurationError("sessions are off on this server (TRIBUNAL_CODE_MAX_SESSIONS=0)")
+    text = await service.score([item], runtime.settings.sync_timeout_s)
+    [result] = json.loads(text)["results"]
+    _raise_error(result)
+    return SessionInfo.model_validate(result["details"])
+
+
+async def run_in_session(runtime: AppRuntime, session_id: str, cell: CellRequest) -> CellResult:
+    """Run one cell on the session's owner (see :func:`call_owner`)."""
+    wait = (cell.timeout_s or 0.0) + INTERRUPT_GRACE_S + _ANSWER_MARGIN_S
+    payload = {"op": "run", "cell": cell.model_dump(mode="json")}
+    return CellResult.model_validate(await call_owner(runtime, session_id, payload, wait))
+
+
+async def close_owned(runtime: AppRuntime, session_id: str) -> None:
+    """Close the session on its owner."""
+    await call_owner(runtime, session_id, {"op": "close"}, _ANSWER_MARGIN_S)
 
 
 async def call_owner(
