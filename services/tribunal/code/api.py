@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
-from tribunal.code import sandbox_fusion, sandbox_fusion_jupyter, session_api
+from tribunal.code import mcp_server, sandbox_fusion, sandbox_fusion_jupyter, session_api
 from tribunal.code.runs import run_once
 from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.code.session_verifier import CodeSessionVerifier
@@ -80,6 +80,7 @@ SERVICE = ServiceSpec(
     ],
     score_routes=("code",),
     startup_hint=startup_hint,
+    mount=mcp_server.mount,
 )
 
 
