@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from tribunal.code.runs import run_once
@@ -36,11 +35,23 @@ from tribunal.code.session_models import CellRequest
 from tribunal.core.deps import AppRuntime
 from tribunal.core.errors import TribunalError
 
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+logger = logging.getLogger(__name__)
+
 MCP_PATH = "/v1/mcp"
 
 
 def build_server(app: FastAPI) -> MCPServer:
-    """The MCP server whose tools act on ``app``'s runtime (``app.state.runtime``)."""
+    """The MCP server whose tools act on ``app``'s runtime (``app.state.runtime``).
+
+    Raises:
+        ImportError: The ``mcp`` package is not installed (the ``protocols`` extra).
+    """
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
     server = MCPServer("tribunal-code", instructions=__doc__)
 
     def runtime() -> AppRuntime:
@@ -102,6 +113,8 @@ def build_server(app: FastAPI) -> MCPServer:
 @contextlib.contextmanager
 def _as_tool_error() -> Any:
     """Tribunal's errors and bad arguments as the tool's error, its code first."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
     try:
         yield
     except TribunalError as exc:
@@ -112,8 +125,13 @@ def _as_tool_error() -> Any:
 
 def mount(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
     """Add ``/v1/mcp`` to ``app``; return the MCP session manager's run, for the app's
-    lifespan (``ServiceSpec.mount``)."""
-    server = build_server(app)
+    lifespan (``ServiceSpec.mount``). Without the ``mcp`` package (the ``protocols`` extra)
+    there is no ``/v1/mcp``, and the log says so once."""
+    try:
+        server = build_server(app)
+    except ImportError:
+        logger.info("the mcp package is not installed (tribunal[protocols]): no /v1/mcp here")
+        return contextlib.nullcontext()
     asgi = server.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, json_response=True
     )
