@@ -330,11 +330,11 @@ class SessionHost:
             self._ended.popitem(last=False)
         logger.info("session %s ended: %s", session.session_id, reason)
         stack = self._slots.pop(session.session_id)
-        task = asyncio.create_task(self._teardown(session, stack))
+        task = asyncio.create_task(self._close_later(session, stack))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    async def _teardown(
+    async def _close_later(
         self, session: InterpreterSession, stack: contextlib.AsyncExitStack
     ) -> None:
         async with session.lock:  # a call in flight (an expired TTL never races one) ends first
