@@ -125,3 +125,7 @@ def test_a_worker_killed_mid_call_loses_its_sessions(
         running.start_worker(0)
         later = client.post(f"/v1/code/sessions/{session_id}/run", json={"code": "state"})
         assert later.status_code == 410 and later.json()["error"]["code"] == "session_lost"
+        # A worker holding a session stops on SIGTERM (its own stream's claims see the stop).
+        assert client.post("/v1/code/sessions", json={}).status_code == 201
+    running.signal_group("worker0", signal.SIGTERM)
+    assert running.wait_exit("worker0", 20) == 0

@@ -113,12 +113,14 @@ class CodeSessionVerifier(_CodeBase):
         info = await self._require_host().create(item.idle_ttl_s, item.budget_s)
         return ItemOutcome(reward=None, details=info.model_dump(mode="json"))
 
-    async def companion(self, queue: JobQueue, heartbeat_s: float) -> None:
-        """Serve this host's own stream until cancelled: calls on its sessions, its
-        heartbeat, the idle TTL. Run beside the worker's claim loop (``WorkerRuntime``)."""
+    async def companion(self, queue: JobQueue, heartbeat_s: float, stop: asyncio.Event) -> None:
+        """Serve this host's own stream until ``stop`` is set (seen within a claim's block
+        time, 1 s): calls on its sessions, its heartbeat, the idle TTL. Run beside the
+        worker's claim loop (``WorkerRuntime``); calls still running at stop are cancelled
+        (their sessions end with the worker)."""
         host = self._require_host()
         stream = owner_stream(host.owner)
-        while True:
+        while not stop.is_set():
             try:
                 await queue.ensure_verifier(stream)
                 break
@@ -130,7 +132,7 @@ class CodeSessionVerifier(_CodeBase):
             asyncio.create_task(host.expire_forever()),
         ]
         try:
-            while True:
+            while not stop.is_set():
                 try:
                     deliveries = await queue.claim(stream, host.owner, 16, 1.0)
                 except QueueUnavailable as exc:

@@ -54,8 +54,9 @@ class Verifier(Protocol):
     to the cluster-wide stats with its next write.
 
     Optionally, a verifier that serves a queue of its own beside its verifier's (the code
-    sessions' per-worker stream) defines ``async companion(queue, heartbeat_s)``: the worker
-    runs it beside its claim loop and cancels it when it stops claiming.
+    sessions' per-worker stream) defines ``async companion(queue, heartbeat_s, stop)``: the
+    worker runs it beside its claim loop and awaits it once it stops claiming; it returns
+    soon after the ``asyncio.Event`` ``stop`` is set.
     """
 
     name: str

@@ -162,16 +162,14 @@ class WorkerRuntime:
         )
         beat = asyncio.create_task(self._heartbeat())
         # A verifier may serve a queue of its own beside its verifier's (the code sessions'
-        # per-worker stream: ``Verifier.companion``, optional); it stops with the claims.
+        # per-worker stream: ``Verifier.companion``, optional); it stops with the claims (a
+        # Redis claim is not cancelled midway: it sees ``stop`` within its block time).
         companion = getattr(self.verifier, "companion", None)
-        side = (
-            None
-            if companion is None
-            else asyncio.create_task(companion(self.queue, self.heartbeat_s))
-        )
+        side = None
+        if companion is not None:
+            side = asyncio.create_task(companion(self.queue, self.heartbeat_s, stop))
         await self._claim_loop(stop)
         if side is not None:
-            side.cancel()
             await asyncio.gather(side, return_exceptions=True)
         if self._batches:
             _, late = await asyncio.wait(set(self._batches), timeout=self.grace_s)
