@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import httpx
@@ -36,3 +37,11 @@ async def test_sessions_on_the_embedded_queue() -> None:
             assert closed.status_code == 204
             lost = await client.post(run, json={"code": "n"})
             assert lost.status_code == 410 and "closed" in lost.json()["error"]["message"]
+            # The worker's reaper (every second) ends a session idle past its TTL.
+            idle = (await client.post("/v1/code/sessions", json={"idle_ttl_s": 0.5})).json()
+            await asyncio.sleep(3.0)
+            expired = await client.post(
+                f"/v1/code/sessions/{idle['session_id']}/run", json={"code": "1"}
+            )
+            assert expired.status_code == 410, expired.text
+            assert "idle for more than its TTL of 0.5 s" in expired.json()["error"]["message"]
