@@ -6,9 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, FastAPI
 from pydantic import Field
 
-from tribunal.code import sandbox_fusion
+from tribunal.code import mcp_server, sandbox_fusion, sandbox_fusion_jupyter, session_api
 from tribunal.code.runs import run_once
 from tribunal.code.schemas import RunDetails, RunItem
+from tribunal.code.session_verifier import CodeSessionVerifier
 from tribunal.code.settings import CodeSettings
 from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
@@ -49,9 +50,13 @@ async def run(body: RunRequest, runtime: RuntimeDep) -> RunDetails:
 
 
 def create_verifiers(settings: CodeSettings) -> list[Verifier]:
-    """The code service serves two verifiers: scoring against tests, and single runs."""
+    """The code service serves scoring against tests and single runs, and (unless
+    ``TRIBUNAL_CODE_MAX_SESSIONS=0``) code-interpreter sessions."""
     config = settings.code.config()
-    return [CodeVerifier(config), CodeRunVerifier(config)]
+    verifiers: list[Verifier] = [CodeVerifier(config), CodeRunVerifier(config)]
+    if settings.code.max_sessions > 0:
+        verifiers.append(CodeSessionVerifier(config, settings.code.session_limits()))
+    return verifiers
 
 
 def startup_hint(settings: CodeSettings) -> str | None:
@@ -67,9 +72,15 @@ SERVICE = ServiceSpec(
     port=PORTS["code"],
     settings_cls=CodeSettings,
     create_verifiers=create_verifiers,
-    routers=lambda: [router, sandbox_fusion.router],
+    routers=lambda: [
+        router,
+        session_api.router,
+        sandbox_fusion.router,
+        sandbox_fusion_jupyter.router,
+    ],
     score_routes=("code",),
     startup_hint=startup_hint,
+    mount=mcp_server.mount,
 )
 
 

@@ -26,6 +26,8 @@ Roles (the first command's ``role``):
   (``target`` like ``add`` or ``Solution().twoSum``, encoded args) with encoded return values.
   The worker is restarted after a crash or timeout. Values cross as tagged JSON (never pickle),
   so an object whose ``__eq__`` always says True arrives as plain data.
+* ``interp``: one long-lived interpreter that runs cells in one namespace (a code-interpreter
+  session, ``interp_role.py``).
 * ``test``: runs a trusted ``check(candidate)`` (HumanEval / MBPP style) in a sandbox that holds
   no untrusted code; ``candidate`` (and the entry point's name, where the test uses it) is a
   proxy whose calls the service relays to a ``call`` sandbox. The program never sees the test,
@@ -61,6 +63,7 @@ from tribunal.code.codec import (
     encode_value,
     wire_problem,
 )
+from tribunal.code.interp_role import InterpRole
 from tribunal.code.protocol import (
     DRIVER_CALL_STATUSES,
     MAX_MESSAGE_CHARS,
@@ -1411,8 +1414,12 @@ def main() -> None:
         _drop_capabilities()
         chan.send(_TestRole(driver, setup).run())
         return
-    handler: _StdioRole | _CallRole = (
-        _StdioRole(driver, setup) if role == "stdio" else _CallRole(driver, setup)
+    handler: _StdioRole | _CallRole | InterpRole = (
+        _StdioRole(driver, setup)
+        if role == "stdio"
+        else InterpRole(driver, setup)
+        if role == "interp"
+        else _CallRole(driver, setup)
     )
     if not isinstance(handler, _StdioRole) or handler.namespaces is None:
         _drop_capabilities()  # only the case namespaces need them

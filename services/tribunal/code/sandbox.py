@@ -1,7 +1,7 @@
 """Sandboxes: bubblewrap argv, slot uids, rlimits, and one driver process per sandbox.
 
 One :class:`SandboxSession` is one bwrap sandbox running the trusted driver
-(:func:`driver_source`: ``protocol.py``, ``codec.py`` and ``driver.py``) as pid 1 of fresh
+(:func:`driver_source`: ``protocol.py`` ... ``driver.py``) as pid 1 of fresh
 user, pid, net, ipc, uts, mount and cgroup namespaces, with a read-only system (only ``/usr``
 and the loader's files), size-capped tmpfs for ``/box``, ``/tmp`` and ``/dev/shm``, no
 network, an empty environment, every capability dropped (but ``CAP_SYS_ADMIN`` of the
@@ -46,7 +46,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from tribunal.code import codec, driver, protocol
+from tribunal.code import codec, driver, interp_role, protocol
 from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
 from tribunal.core import jsonparse
@@ -54,7 +54,7 @@ from tribunal.core.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
 
-_SHIPPED = (protocol, codec, driver)
+_SHIPPED = (protocol, codec, interp_role, driver)
 """The modules of the driver's unit, in order: each uses only the ones before it."""
 _MAY_REPEAT = frozenset(("MYPY",))
 

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from tribunal.code.config import CodeConfig
+from tribunal.code.sessions import SessionLimits
 from tribunal.core.layout import cores_per_worker, default_workers
 from tribunal.core.settings import CoreSettings
 
@@ -24,6 +25,25 @@ class CodeServiceConfig(CodeConfig):
         "rounded up).",
     )
 
+    max_sessions: int = Field(
+        default=8,
+        ge=0,
+        description="Code-interpreter sessions one worker holds at once (each a sandbox); the "
+        "next start is refused with `sessions_full` (retryable). 0: no sessions.",
+    )
+    session_idle_ttl_s: float = Field(
+        default=300.0, gt=0, description="A session idle this long is closed (s)."
+    )
+    session_budget_s: float = Field(
+        default=600.0, gt=0, description="Wall-clock time all calls of a session may take (s)."
+    )
+    session_call_timeout_s: float = Field(
+        default=10.0, gt=0, description="Wall-clock limit of a session call that sets none (s)."
+    )
+    session_max_call_timeout_s: float = Field(
+        default=60.0, gt=0, description="Largest wall-clock limit a session call may ask (s)."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _slots_share_the_cores(cls, data: Any) -> Any:
@@ -38,6 +58,18 @@ class CodeServiceConfig(CodeConfig):
         if slots == 0 and workers >= 1:
             return {**data, "slots": cores_per_worker(workers)}
         return data
+
+    def session_limits(self) -> SessionLimits:
+        """The code-interpreter sessions' limits."""
+        return SessionLimits(
+            max_sessions=self.max_sessions,
+            idle_ttl_s=self.session_idle_ttl_s,
+            budget_s=self.session_budget_s,
+            call_timeout_s=self.session_call_timeout_s,
+            max_call_timeout_s=self.session_max_call_timeout_s,
+            memory_mb=self.max_memory_mb,
+            max_output_bytes=self.max_output_bytes,
+        )
 
     def config(self) -> CodeConfig:
         """The verifiers' configuration: the ``CodeConfig`` fields of these settings."""

@@ -78,7 +78,8 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with _runtime(settings, verifiers, request_models) as runtime:
             app.state.runtime = runtime
-            yield
+            async with mounted:
+                yield
 
     # /docs serves Swagger UI's assets from the package, not a CDN: it works offline.
     app = FastAPIOffline(
@@ -104,6 +105,7 @@ def create_app(spec: ServiceSpec, settings: CoreSettings | None = None) -> FastA
             )
     for router in spec.routers():
         app.include_router(router)
+    mounted = spec.mount(app)
     app.include_router(jobs.jobs_router(job_body_type(verifiers), job_state_type(verifiers)))
     app.include_router(inspect_router())
     return app

@@ -11,6 +11,8 @@ whether sending the same thing again can help (``retryable``)::
     ├── JobNotFound                  job_not_found           404
     ├── IdempotencyConflict          idempotency_conflict    409
     ├── QueueFull                    queue_full              429  retryable, Retry-After
+    │   └── SessionsFull             sessions_full           429  retryable, Retry-After
+    ├── SessionLost                  session_lost            410
     ├── BackendUnavailable           backend_unavailable     503  retryable, Retry-After
     │   └── QueueUnavailable         queue_unavailable       503  retryable, Retry-After
     ├── ScoringTimeout               timeout                 504  retryable
@@ -127,6 +129,22 @@ class QueueFull(TribunalError):
     retryable = True
 
 
+class SessionsFull(QueueFull):
+    """A code-interpreter session was refused: the worker that took the request holds its
+    cap of sessions (``TRIBUNAL_CODE_MAX_SESSIONS``); retry after ``retry_after_s``."""
+
+    code = "sessions_full"
+
+
+class SessionLost(TribunalError):
+    """A code-interpreter session is gone: its worker stopped or died, it idled past its
+    TTL, spent its budget, was closed, or its interpreter died. Its state is lost; a new
+    session starts empty (never silently in its place)."""
+
+    code = "session_lost"
+    http_status = 410
+
+
 class BackendUnavailable(TribunalError):
     """A backend Tribunal depends on (a judge model server, ...) cannot be reached."""
 
@@ -201,6 +219,8 @@ ALL_ERRORS: tuple[type[TribunalError], ...] = (
     JobNotFound,
     IdempotencyConflict,
     QueueFull,
+    SessionsFull,
+    SessionLost,
     BackendUnavailable,
     QueueUnavailable,
     ScoringTimeout,

@@ -6,12 +6,14 @@ factory take it from there (see ``tribunal.core.registry``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
@@ -34,6 +36,10 @@ def _no_hint(settings: Any) -> str | None:
     return None
 
 
+def _no_mount(app: FastAPI) -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     """A deployable service.
@@ -49,6 +55,9 @@ class ServiceSpec:
         startup_hint: A line to print at start-up about the configuration, or None.
         score_routes: Verifiers that get ``POST /v1/<name>/score`` (None: all). The others
             are reached through ``routers`` and ``/v1/jobs`` only.
+        mount: Add routes that are no ``APIRouter`` (an ASGI app of another protocol, such
+            as the code service's MCP server) to a new app, and return what runs beside the
+            app's lifespan (entered once the runtime is up, left before it goes).
     """
 
     name: str
@@ -58,6 +67,7 @@ class ServiceSpec:
     routers: Callable[[], Sequence[APIRouter]] = _no_routers
     startup_hint: Callable[[Any], str | None] = _no_hint
     score_routes: tuple[str, ...] | None = None
+    mount: Callable[[FastAPI], AbstractAsyncContextManager[None]] = _no_mount
 
     def settings(self, workers: int | None = None) -> CoreSettings:
         """Read this service's settings from the environment; ``workers``, when given, in

@@ -58,6 +58,11 @@ class Verifier(Protocol):
     score now (each a sentence naming the setting or the server at fault), [] when it can.
     The API's ``/readyz`` asks it on every probe and answers ``degraded`` with the reasons.
     It must answer within a few seconds whatever it probes.
+
+    Optionally, a verifier that serves a queue of its own beside its verifier's (the code
+    sessions' per-worker stream) defines ``async companion(queue, heartbeat_s, stop)``: the
+    worker runs it beside its claim loop and awaits it once it stops claiming; it returns
+    soon after the ``asyncio.Event`` ``stop`` is set.
     """
 
     name: str

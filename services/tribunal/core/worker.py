@@ -161,7 +161,16 @@ class WorkerRuntime:
             self.capacity,
         )
         beat = asyncio.create_task(self._heartbeat())
+        # A verifier may serve a queue of its own beside its verifier's (the code sessions'
+        # per-worker stream: ``Verifier.companion``, optional); it stops with the claims (a
+        # Redis claim is not cancelled midway: it sees ``stop`` within its block time).
+        companion = getattr(self.verifier, "companion", None)
+        side = None
+        if companion is not None:
+            side = asyncio.create_task(companion(self.queue, self.heartbeat_s, stop))
         await self._claim_loop(stop)
+        if side is not None:
+            await asyncio.gather(side, return_exceptions=True)
         if self._batches:
             _, late = await asyncio.wait(set(self._batches), timeout=self.grace_s)
             if late:
