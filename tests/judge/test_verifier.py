@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import Verifier, verifier_info
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.rubric_sets import load_rubric_set
-from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.schemas import MAX_RESPONSE_CHARS, JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
 from tribunal.testing.stack import free_port
@@ -298,3 +299,37 @@ async def test_a_large_items_digest_and_prompts_are_built_off_the_event_loop(
     # The small item's digest and prompts on the loop; as many of the large item's, each in
     # a thread.
     assert on_loop == off_loop and "response_digest" in on_loop and "build_prompt" in on_loop
+
+
+@pytest.mark.parametrize("size", [12_000, MAX_RESPONSE_CHARS])
+async def test_a_hostile_item_at_its_size_limit_delays_no_small_honest_one(
+    make_verifier: VerifierFactory, openai_compat_server: FakeOpenAIServer, size: int
+) -> None:
+    # Control tokens that overlap each other (a deployment's list): before, breaking them
+    # rescanned the text once per token left inside another's match, quadratic (12,000
+    # characters held the loop ~4 s here; the size limit, hours) and on the loop below 16 kB.
+    tokens = ["<ab>", "b><c", "<<", "[[x]]", "x]]["]
+    hostile = _item("hostile", ("<ab><c<<[[x]][" * size)[:size], rubrics=RUBRICS[:1])
+    honest = _item("honest", "The dose is 5 mg.", rubrics=RUBRICS[:1])
+    verifier = make_verifier(control_tokens=tokens)
+    await verifier.start()
+    try:
+        finished: list[str] = []
+
+        async def score(item: JudgeItem) -> ItemOutcome:
+            outcome = await verifier.score_item(item)
+            finished.append(item.id)
+            return outcome
+
+        hostile_out, honest_out = await asyncio.gather(score(hostile), score(honest))
+    finally:
+        await verifier.aclose()
+    # The honest item, second in the batch, is asked and answered first: it waited for no
+    # part of the hostile one's work (which runs in the verifier's thread).
+    assert finished == ["honest", "hostile"]
+    requests = openai_compat_server.stats.requests
+    assert len(requests) == 2  # each judged once
+    assert "The dose is 5 mg." in requests[0]["messages"][1]["content"]
+    assert hostile_out.error is None and honest_out.error is None
+    sent = requests[1]["messages"][1]["content"]
+    assert not any(token in sent for token in tokens)

@@ -81,10 +81,8 @@ def test_overlapping_tokens_are_never_left_raw() -> None:
 
 
 def test_random_mixtures_round_trip() -> None:
-    # One pass is proven enough for these tokens (no token can start inside another's
-    # match); the mixtures check that proof, and that restore is exact.
+    # No token of these can start inside another's occurrence: restore is exact.
     control = ControlTokens(["[[END]]"])
-    assert not control._may_overlap
     pieces = [*FAMILIES, "[[END]]", "<|x", "[INST]|>", MARK, "<", "|", ">", "[", "]", "/"]
     pieces += ["im_end", "think", "a", "\n", " ", "｜", "SYS"]
     rng = random.Random(29)
@@ -105,3 +103,18 @@ def test_fence_tag_occurs_in_no_text() -> None:
 
 def test_one_line() -> None:
     assert one_line(" a\nb\r\n\tc\u2028d\u2029e\x1cf ") == "a b c d e f"
+
+
+def test_overlapping_token_sets_leave_no_token_raw() -> None:
+    # Generated token sets whose tokens start inside each other (a deployment's list) and
+    # texts woven from their pieces: one scan marks every start, so none is left whole
+    # (before, each one left inside another's match cost a rescan of the whole text).
+    rng = random.Random(38)
+    alphabet = "<>[]|ab"
+    for _ in range(300):
+        tokens = ["".join(rng.choice(alphabet) for _ in range(rng.randint(2, 5))) for _ in range(6)]
+        control = ControlTokens(tokens)
+        text = "".join(rng.choice([*tokens, *alphabet, MARK]) for _ in range(rng.randint(0, 40)))
+        out = control.neutralise(text)
+        assert not any(t in out for t in control.tokens), (tokens, text)
+        assert control.find_raw(out) == [] and out.replace(MARK, "") == text.replace(MARK, "")

@@ -54,11 +54,12 @@ T = TypeVar("T")
 PROMPT_VERSION = "citation-3"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
 
-OFFLOAD_CHARS = 16_384
+OFFLOAD_CHARS = 2_048
 """Text of one answer (question, claims, their snippets) above which its cache keys, prompts
-and verdict reading run in a thread, off the event loop: they are linear in that text, and
-an answer at the limits (256 claims citing 32 snippets of 4 kB) hashes and escapes tens of
-megabytes, which on the loop would stop the worker's heartbeats and other items."""
+and verdict reading run in a thread, off the event loop: they are linear in that text (at
+this size well under a millisecond), and an answer at the limits (256 claims citing 32
+snippets of 4 kB) hashes and escapes tens of megabytes, which on the loop would stop the
+worker's heartbeats and other items."""
 
 LEVELS = (0, 1, 2)
 VERDICT_TOKENS = tuple(str(level) for level in LEVELS)

@@ -369,9 +369,11 @@ def _item_error(errors: list[TribunalError], n_rubrics: int) -> TribunalError:
 
 T = TypeVar("T")
 
-OFFLOAD_CHARS = 16_384
+OFFLOAD_CHARS = 2_048
 """Text of one item (question, response, rubrics) above which its digest and prompts are
-built in a thread, off the event loop (escaping and hashing are linear in that text)."""
+built in a thread, off the event loop: escaping and hashing are linear in that text, and at
+this size they hold the loop well under a millisecond whatever the text holds (a text of
+nothing but control-token starts included)."""
 
 
 def _chars(item: JudgeItem, rubrics: list[Rubric]) -> int:

@@ -24,6 +24,8 @@ else (bad key, unknown model, unsupported parameter) is ``ConfigurationError``.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import logging
 import math
 import random
@@ -45,6 +47,9 @@ from tribunal.llm.config import BackendConfig
 logger = logging.getLogger(__name__)
 
 _RETRY_AFTER_CAP_S = 60.0
+_INLINE_CHARS = 16_384
+"""Prompt characters up to which a request body is encoded on the event loop (well under a
+millisecond); above, in a thread."""
 _CONTEXT_MARKERS = (
     "context length",
     "context_length",
@@ -145,13 +150,17 @@ class OpenAICompatBackend:
         if self._session is None:
             await self.start()
         body = self.request_body(request)
+        # Encoded once for every attempt, and off the event loop where the prompt is large
+        # (a judge item at its size limit is ~600,000 characters: ~10 ms of json.dumps).
+        size = sum(len(m.get("content", "")) for m in request.messages)
+        payload = _encode(body) if size <= _INLINE_CHARS else await asyncio.to_thread(_encode, body)
         attempts = self.config.max_retries + 1
         last: _Retryable | None = None
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self._backoff_s(attempt, last))
             try:
-                return await self._attempt(body, request.verdict_tokens)
+                return await self._attempt(payload, request.verdict_tokens)
             except _Retryable as exc:
                 last = exc
                 logger.debug("LLM call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
@@ -167,13 +176,16 @@ class OpenAICompatBackend:
             delay = max(delay, min(last.retry_after_s, _RETRY_AFTER_CAP_S))
         return delay
 
-    async def _attempt(self, body: dict[str, Any], verdict_tokens: tuple[str, ...]) -> Completion:
+    async def _attempt(self, payload: bytes, verdict_tokens: tuple[str, ...]) -> Completion:
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
         async with self._semaphore:
             self.in_flight += 1
             try:
-                async with self._session.post(self.url, json=body, timeout=timeout) as resp:
+                # A stream, not bytes: aiohttp writes a large body in chunks between which the
+                # loop runs other work.
+                data = io.BytesIO(payload)
+                async with self._session.post(self.url, data=data, timeout=timeout) as resp:
                     if resp.status == 200:
                         data = await resp.json(content_type=None)
                         return _completion_from(data, verdict_tokens)
@@ -192,6 +204,12 @@ class OpenAICompatBackend:
                 raise ParseError(f"LLM backend answered a non-JSON body: {exc}") from None
             finally:
                 self.in_flight -= 1
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The JSON body of a request (``json``'s escapes: a lone surrogate in a graded text is
+    sent as ``\\udXXX``, which orjson would refuse)."""
+    return json.dumps(body).encode()
 
 
 def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
