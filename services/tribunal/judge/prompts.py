@@ -38,7 +38,7 @@ from typing import Any
 from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.llm import answers
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
-from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag
+from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, fold_lookalikes, holds_code
 
 PROMPT_VERSION = "rubric-judge-2"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""
@@ -161,11 +161,9 @@ def criteria_block(
     control = control or default_control_tokens()
     texts = [control.neutralise(rubric.text) for rubric in rubrics]
     lines = ["Criteria (judge each one separately):"]
-    for text in texts:
-        if tag in text:
-            tag = fence_tag(tag, *texts)
-            lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
-            break
+    if holds_code((fold_lookalikes(text) for text in texts), tag):
+        tag = fence_tag(tag, *texts)
+        lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
     for key, rubric, text in zip(keys, rubrics, texts, strict=True):
         lines.append(f"[{key}] {_QUESTION_BY_POLARITY[rubric.polarity]}")
         lines.append(f"<criterion-{tag}>\n{text}\n</criterion-{tag}>")

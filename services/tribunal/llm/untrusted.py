@@ -26,8 +26,10 @@ broken and are not listed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -209,7 +211,12 @@ def _split(pattern: str) -> tuple[str, str]:
 
 
 def fence_tag(*texts: str) -> str:
-    """Return a fence code that occurs in none of ``texts`` (deterministic for given texts).
+    """Return a fence code that occurs in none of ``texts``, in any spelling a reader could
+    take for it (deterministic for given texts).
+
+    A text is compared after :func:`fold_lookalikes` (NFKC, format characters and combining
+    marks removed, case folded), so a copy of the code with a zero-width or bidi character
+    inside, in capitals or in full-width digits also makes the code be drawn again.
 
     Args:
         texts: Every untrusted text the fence will enclose.
@@ -220,14 +227,68 @@ def fence_tag(*texts: str) -> str:
     # The seed only makes the tag deterministic; the loop below is what makes it safe, so
     # a plain join does (two splits of one text may share a seed, never an unsafe tag).
     root = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
+    folded = [fold_lookalikes(text) for text in texts]
     for salt in range(1000):
         tag = hashlib.sha256(f"{root}:{salt}".encode()).hexdigest()[: 8 + salt // 100]
-        for text in texts:
-            if tag in text:
-                break
-        else:
+        if not holds_code(folded, tag):
             return tag
     raise AssertionError("no fence tag found")  # pragma: no cover - needs ~2^32 collisions
+
+
+def holds_code(folded: Iterable[str], code: str) -> bool:
+    """Whether any of ``folded`` (texts through :func:`fold_lookalikes`) spells ``code``
+    (ASCII letters and digits), with format characters (zero-width, bidi controls, soft
+    hyphen, tags) and combining marks allowed between its characters."""
+    code = code.lower()
+    for text in folded:
+        if code in text:
+            return True
+        # Only where the text holds a character past ASCII can one be invisible; the search
+        # is tried only where the code's first character occurs (a literal prefix).
+        if not text.isascii() and _code_pattern(code).search(text) is not None:
+            return True
+    return False
+
+
+_INVISIBLE_CATEGORIES = ("Cf", "Mn", "Me")
+_PLANES_WITH_INVISIBLES = (range(0x20000), range(0xE0000, 0xE1000))
+"""Format characters and combining marks lie in planes 0, 1 and 14 only (CJK and private
+use fill the others), so a scan of these finds every one (checked by a test)."""
+
+
+@functools.cache
+def invisible_class() -> str:
+    """A regular-expression class of every format character and combining mark."""
+    ranges: list[list[int]] = []
+    for cp in (cp for plane in _PLANES_WITH_INVISIBLES for cp in plane):
+        if unicodedata.category(chr(cp)) in _INVISIBLE_CATEGORIES:
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+    body = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+    return f"[{body}]"
+
+
+@functools.lru_cache(maxsize=256)
+def _code_pattern(code: str) -> re.Pattern[str]:
+    between = invisible_class() + "*"
+    return re.compile(between.join(re.escape(ch) for ch in code))
+
+
+def fold_lookalikes(text: str) -> str:
+    """Return ``text`` as a reader would match a code in it, format characters and combining
+    marks aside (:func:`holds_code` skips those): NFKD (full-width and other compatibility
+    forms to ASCII, accents apart from their letters), lowercased (not ``casefold``, which
+    turns a combining mark, U+0345, into a letter; no character folds to an ASCII
+    hex letter that it does not lowercase to, checked by a test). C-speed; ASCII text is only
+    lowercased."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKD", text).lower()
 
 
 def one_line(text: str) -> str:
