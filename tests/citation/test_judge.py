@@ -322,3 +322,13 @@ def test_a_missing_topic_verdict_is_unreadable_not_on_topic() -> None:
     answer["c0q"] = {"reason": "", "verdict": 1}  # tangential: not on topic
     [judged] = read_judgments(Completion(json.dumps(answer)), [task], topic=True)
     assert judged.on_topic is False
+
+
+async def test_a_retry_doubles_the_token_budget(fake: FakeOpenAIServer) -> None:
+    # As the rubric judge's: an answer cut by the token limit is asked again with twice the
+    # budget (before, with the same one, which cuts it again).
+    fake.script.replies = deque([{"content": '{"c0": {"reason": "cut', "finish_reason": "length"}])
+    outcome = await score(verifier_for(fake), HONEST)
+    assert outcome.reward == 1.0 and outcome.details["usage"]["calls"] == 2
+    first, second = fake.stats.requests
+    assert second["max_tokens"] == 2 * first["max_tokens"]

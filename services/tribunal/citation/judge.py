@@ -271,13 +271,16 @@ class LLMSupport:
         tasks = [task for _, task in chunk]
         size = _chars(question, tasks)
         request = await self._off_loop(size, self.build_request, question, tasks)
+        budget = request.max_tokens
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
             if attempt:
+                # Twice the first budget, as the rubric judge's retry: an answer cut by the
+                # token limit is the commonest unreadable one, and the same budget cuts it again.
                 request = CompletionRequest(
                     messages=request.messages,
                     schema=request.schema,
-                    max_tokens=request.max_tokens,
+                    max_tokens=budget * 2,
                     verdict_tokens=request.verdict_tokens,
                     schema_name=request.schema_name,
                     temperature=0.3,  # a greedy retry would repeat the same answer
