@@ -17,8 +17,10 @@ NVIDIA-NeMo/Gym ``engineering-notes/aiohttp-vs-httpx.mdx``).
 
 Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with
 exponential backoff and jitter (a longer ``Retry-After`` wins); the semaphore is released
-while waiting. Other 4xx are not retried: a context-length error is ``BadInput``, anything
-else (bad key, unknown model, unsupported parameter) is ``ConfigurationError``.
+while waiting. Other 4xx are not retried: a context-length error is ``BadInput`` and a
+content filter's refusal ``Refusal`` (both the item's, as each server words them:
+:data:`CONTEXT_WORDINGS`, :data:`CONTENT_FILTER_WORDINGS`), anything else (bad key, unknown
+model, unsupported parameter) is ``ConfigurationError``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tribunal.core.errors import (
     BadInput,
     ConfigurationError,
     ParseError,
+    Refusal,
     ScoringTimeout,
     TribunalError,
 )
@@ -50,13 +53,35 @@ _RETRY_AFTER_CAP_S = 60.0
 _INLINE_CHARS = 16_384
 """Prompt characters up to which a request body is encoded on the event loop (well under a
 millisecond); above, in a thread."""
-_CONTEXT_MARKERS = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "too long",
-    "max_model_len",
+CONTEXT_WORDINGS: tuple[tuple[str, str], ...] = (
+    ("vLLM, OpenAI", "maximum context length"),  # "This model's maximum context length is N"
+    ("vLLM", "max_model_len"),
+    ("SGLang, vLLM", "longer than the model's context length"),  # "The input (N tokens) is …"
+    ("SGLang", "exceeds the model's maximum context length"),
+    ("TGI", "`inputs` tokens + `max_new_tokens` must be <="),  # ValidationError::MaxTotalTokens
+    ("TGI", "`inputs` must have less than"),  # ValidationError::InputLength
+    ("llama.cpp", "exceeds the available context size"),  # "request (N tokens) exceeds …"
+    ("llama.cpp", "exceed_context_size_error"),
+    ("OpenAI, Azure OpenAI", "context_length_exceeded"),
+    ("Anthropic", "prompt is too long"),  # "prompt is too long: N tokens > M maximum"
+    ("any", "context length"),
+    ("any", "context_length"),
+    ("any", "maximum context"),
+    ("any", "too long"),
 )
+"""(server, lower-cased wording) of a 4xx that says the prompt does not fit the model's
+context: the item's fault (``BadInput``), never the deployment's configuration."""
+
+CONTENT_FILTER_WORDINGS: tuple[tuple[str, str], ...] = (
+    ("Azure OpenAI", "content management policy"),  # "… triggering Azure OpenAI's content …"
+    ("Azure OpenAI", "responsibleaipolicyviolation"),  # its innererror code
+    ("Azure OpenAI", '"content_filter"'),  # its error code
+    ("OpenAI", "flagged as potentially violating our usage policy"),  # code invalid_prompt
+    ("OpenAI", "content_policy_violation"),
+    ("OpenAI", "rejected as a result of our safety system"),
+)
+"""(server, lower-cased wording) of a 4xx that says a provider's content filter refused the
+prompt: the item's ``Refusal``, never the deployment's configuration."""
 
 
 class _Retryable(Exception):
@@ -220,8 +245,10 @@ def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
             delay,
         )
     lowered = text.lower()
-    if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+    if status in (400, 413, 422) and any(w in lowered for _, w in CONTEXT_WORDINGS):
         raise BadInput(f"the prompt does not fit the model's context: {text}")
+    if status in (400, 403, 422) and any(w in lowered for _, w in CONTENT_FILTER_WORDINGS):
+        raise Refusal(f"the provider's content filter refused the prompt: {text}")
     raise ConfigurationError(f"LLM backend rejected the request with HTTP {status}: {text}")
 
 

@@ -59,6 +59,8 @@ class FakeScript:
             scripted verdicts: ``{"content": ..., "finish_reason": ..., "logprobs": ...}``,
             each key optional (content defaults to '', finish_reason to ``stop``), any JSON
             value allowed, so that tests can send what a hostile or broken server would.
+        errors: (HTTP status, JSON body), one per request (after ``faults``), answered
+            instead of a completion: a server's own error, worded as that server words it.
     """
 
     default_level: int = 2
@@ -69,6 +71,7 @@ class FakeScript:
     hang_s: float = 2.0
     reason: str = "Scripted verdict."
     replies: deque[dict[str, Any]] = field(default_factory=deque)
+    errors: deque[tuple[int, Any]] = field(default_factory=deque)
 
     def level_for(self, criterion: str) -> int:
         """Return the level this script gives a criterion."""
@@ -272,6 +275,9 @@ class FakeOpenAIServer:
         if fault == "context":
             too_long = "This model's maximum context length is 4096 tokens"
             return web.json_response({"error": {"message": too_long}}, status=400)
+        if self.script.errors:
+            status, error = self.script.errors.popleft()
+            return web.json_response(error, status=status)
         if self.script.replies:
             return self._raw_reply(body, self.script.replies.popleft())
         user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
