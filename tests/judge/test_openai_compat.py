@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
 from typing import Any
 
@@ -54,7 +55,8 @@ async def test_request_parameters(openai_compat_server: FakeOpenAIServer) -> Non
     body = openai_compat_server.stats.requests[0]
     assert body["model"] == "fake-judge" and body["temperature"] == 0.0 and body["seed"] == 7
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"]["required"] == ["r1"]
+    [key] = body["response_format"]["json_schema"]["schema"]["required"]
+    assert re.fullmatch(r"r1_[0-9a-f]{8}", key)
     assert body["logprobs"] is True and body["top_logprobs"] == 5
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert [m["role"] for m in body["messages"]] == ["system", "user"]

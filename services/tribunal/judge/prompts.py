@@ -7,7 +7,7 @@ Layout of every call (chat messages)::
             <response-TAG> response </response-TAG>           of one response
             criteria block (polarity-specific wording,        differs per call: LAST
               each text in <criterion-TAG> … </criterion-TAG>)
-            answer format (JSON keys r1..rk)
+            answer format (JSON keys r1_N..rk_N, N drawn per call)
 
 so vLLM's automatic prefix cache reuses the system prompt across all calls and the
 question + response across the rubrics of one response; only the criterion block is new
@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ from tribunal.llm import answers
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, fold_lookalikes, holds_code
 
-PROMPT_VERSION = "rubric-judge-2"
+PROMPT_VERSION = "rubric-judge-3"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""
 
 VERDICT_LEVELS = (0, 1, 2)
@@ -95,7 +96,8 @@ class JudgePrompt:
     Attributes:
         system: The system message (same for every call).
         user: Shared prefix (question + fenced response) followed by the criteria block.
-        keys: One JSON key per rubric of the call, in order (``r1``, ``r2``, ...).
+        keys: One JSON key per rubric of the call, in order (``r1_<nonce>``, ``r2_<nonce>``,
+            ...: :func:`draw_keys`).
         prefix: The shared part of ``user`` (a prefix of it), for tests and metrics.
     """
 
@@ -184,11 +186,22 @@ def clear_prompt_caches() -> None:
     _shared_prefix.cache_clear()
 
 
+def draw_keys(n: int) -> tuple[str, ...]:
+    """Return the verdict keys of one call: ``r1_<nonce>`` .. ``rn_<nonce>``, the nonce 8 hex
+    digits drawn afresh for every call (``secrets``), so that no text written before the call
+    (a response that plants a verdict-shaped object for the judge to quote) can hold an
+    object with the call's keys. The keys follow the shared prefix, so prefix caching is
+    unaffected."""
+    nonce = secrets.token_hex(4)
+    return tuple(f"r{i + 1}_{nonce}" for i in range(n))
+
+
 def build_prompt(
     question: str,
     response: str,
     rubrics: Sequence[Rubric],
     control: ControlTokens | None = None,
+    keys: Sequence[str] | None = None,
 ) -> JudgePrompt:
     """Build the prompt that grades ``response`` against ``rubrics`` in one call.
 
@@ -198,13 +211,16 @@ def build_prompt(
         rubrics: 1..k rubrics asked together.
         control: The control tokens to break in every untrusted text (default: the common
             families'; a verifier passes its backend's).
+        keys: The call's verdict keys (default: :func:`draw_keys`, fresh ones).
 
     Returns:
         A :class:`JudgePrompt` whose ``user`` starts with :func:`shared_prefix`.
     """
     if not rubrics:
         raise ValueError("a judge call needs at least one rubric")
-    keys = tuple(f"r{i + 1}" for i in range(len(rubrics)))
+    keys = tuple(keys) if keys is not None else draw_keys(len(rubrics))
+    if len(keys) != len(rubrics):
+        raise ValueError(f"{len(keys)} keys for {len(rubrics)} rubrics")
     prefix, tag = _shared_prefix(question, response, control)
     user = prefix + criteria_block(rubrics, keys, tag, control)
     return JudgePrompt(SYSTEM_PROMPT, user, keys, prefix)

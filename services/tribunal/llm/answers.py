@@ -174,6 +174,14 @@ def _verdict_start(text: str) -> int | None:
     return None
 
 
+def object_span(text: str) -> tuple[int, int] | None:
+    """Where the object :func:`read_answer_object` reads lies in ``text`` (start, end), or
+    None where no object ends it: what a reader of token log-probabilities may look at."""
+    body = drop_trailing_control_tokens(text)
+    start, end = _verdict_start(body), _object_end(body)
+    return None if start is None or end is None else (start, end)
+
+
 def drop_trailing_control_tokens(text: str) -> str:
     """Return ``text`` without the control tokens (and whitespace) that end it: an
     end-of-turn or end-of-sequence token a server left in the content after the answer

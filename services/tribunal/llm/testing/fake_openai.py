@@ -59,6 +59,8 @@ class FakeScript:
             scripted verdicts: ``{"content": ..., "finish_reason": ..., "logprobs": ...}``,
             each key optional (content defaults to '', finish_reason to ``stop``), any JSON
             value allowed, so that tests can send what a hostile or broken server would.
+            ``$K1``, ``$K2`` ... in its strings stand for the request's verdict keys (drawn
+            per call), so that a reply can be the judge's own answer.
         errors: (HTTP status, JSON body), one per request (after ``faults``), answered
             instead of a completion: a server's own error, worded as that server words it.
     """
@@ -309,6 +311,8 @@ class FakeOpenAIServer:
         )
 
     def _raw_reply(self, body: dict[str, Any], reply: dict[str, Any]) -> web.Response:
+        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+        reply = _fill_keys(reply, _schema_keys(body) or [k for k, _ in _CRITERION.findall(user)])
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": reply.get("content", ""), "refusal": None},
@@ -341,6 +345,20 @@ class FakeOpenAIServer:
         top.sort(key=lambda t: -float(t["logprob"]))  # type: ignore[arg-type]
         own = next(t["logprob"] for t in top if t["token"] == text)
         return {"token": text, "logprob": own, "top_logprobs": top}
+
+
+def _fill_keys(value: Any, keys: list[str]) -> Any:
+    """``value`` with ``$K<i>`` in every string replaced by the i-th verdict key (last first,
+    so that ``$K1`` never eats the start of ``$K10``)."""
+    if isinstance(value, str):
+        for i in range(len(keys), 0, -1):
+            value = value.replace(f"$K{i}", keys[i - 1])
+        return value
+    if isinstance(value, dict):
+        return {k: _fill_keys(v, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_keys(v, keys) for v in value]
+    return value
 
 
 def _schema_keys(body: dict[str, Any]) -> list[str]:
