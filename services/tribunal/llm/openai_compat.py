@@ -46,6 +46,7 @@ from tribunal.core.errors import (
 )
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
+from tribunal.llm.tokens import model_family, read_added_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -112,14 +113,36 @@ class OpenAICompatBackend:
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0
         """Requests currently inside the semaphore (for metrics and tests)."""
+        self._learned: tuple[str, ...] = ()
+        self._warned = False
 
     @property
     def control_tokens(self) -> tuple[str, ...]:
-        """The configured ones only: a chat-completions server does not show its tokenizer."""
-        return self.config.control_tokens
+        """The configured ones, and once started those of ``tokenizer_path``'s files (a
+        chat-completions server does not show its tokenizer)."""
+        return tuple(sorted({*self.config.control_tokens, *self._learned}))
 
     async def start(self) -> None:
-        """Open the HTTP session (no request is made: the server may come up later)."""
+        """Read ``tokenizer_path``'s tokens (or warn, naming the model's family, that only
+        the built-in families' are known) and open the HTTP session (no request is made: the
+        server may come up later).
+
+        Raises:
+            ConfigurationError: ``tokenizer_path`` is set but names no readable tokenizer.
+        """
+        if self.config.tokenizer_path and not self._learned:
+            self._learned = await asyncio.to_thread(read_added_tokens, self.config.tokenizer_path)
+        elif not self.config.tokenizer_path and not self._warned:
+            self._warned = True
+            family, covered = model_family(self.model)
+            logger.warning(
+                "the served model's own control tokens are not known (family: %s; %s): set "
+                "TOKENIZER_PATH to its tokenizer files, or list them in CONTROL_TOKENS",
+                family,
+                "the built-in families cover its template"
+                if covered
+                else "the built-in families do NOT cover it: its tokens reach it raw",
+            )
         if self._session is None:
             connector = aiohttp.TCPConnector(
                 limit=self.config.max_concurrency, limit_per_host=self.config.max_concurrency
