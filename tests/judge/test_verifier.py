@@ -334,3 +334,28 @@ async def test_a_hostile_item_at_its_size_limit_delays_no_small_honest_one(
     assert hostile_out.error is None and honest_out.error is None
     sent = requests[1]["messages"][1]["content"]
     assert not any(token in sent for token in tokens)
+
+
+async def test_a_cached_verdict_is_reused_only_where_the_same_rubrics_shared_its_call(
+    make_verifier: VerifierFactory, openai_compat_server: FakeOpenAIServer
+) -> None:
+    # Two rubrics per call: X was judged beside Y; beside Z it is another reading. Before,
+    # the second item took X's verdict from the cache and asked Z alone.
+    x, y, z = (
+        {"text": f"{name} criterion", "weight": 1, "polarity": "positive"} for name in "XYZ"
+    )
+    verifier = make_verifier(rubrics_per_call=2)
+    await verifier.start()
+    try:
+        [first] = await verifier.score([_item("a", rubrics=[x, y])])
+        [second] = await verifier.score([_item("b", rubrics=[x, z])])
+        [again] = await verifier.score([_item("c", rubrics=[x, y])])
+    finally:
+        await verifier.aclose()
+    assert first.error is None and second.error is None and again.error is None
+    requests = openai_compat_server.stats.requests
+    assert len(requests) == 2
+    asked = requests[1]["messages"][1]["content"]
+    assert "X criterion" in asked and "Z criterion" in asked
+    assert second.details["usage"]["cached_rubrics"] == 0
+    assert again.details["usage"]["cached_rubrics"] == 2  # the same call: served from cache

@@ -82,10 +82,10 @@ def read_verdicts(
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the judge refused: {completion.refusal or 'content filter'}"[:500])
     try:
-        obj = answers.read_answer_object(completion.text, completion.finish_reason)
+        obj, start, end = answers.read_answer_span(completion.text, completion.finish_reason)
     except ParseError as exc:
         return dict.fromkeys(keys, ParseError(f"judge answer: {exc.message}"))
-    probs_in_order = _verdict_token_probs(completion, obj)
+    probs_in_order = _verdict_token_probs(completion, obj, (start, end))
     out: dict[str, ParsedVerdict | ParseError] = {}
     for key in keys:
         entry = obj.get(key)
@@ -122,7 +122,7 @@ def _is_scalar(value: Any) -> bool:
 
 
 def _verdict_token_probs(
-    completion: Completion, obj: dict[str, Any]
+    completion: Completion, obj: dict[str, Any], span: tuple[int, int]
 ) -> dict[str, dict[str, float]]:
     """Map each key to P(level) read at its verdict token, where that can be done safely.
 
@@ -133,9 +133,6 @@ def _verdict_token_probs(
     """
     tokens = completion.tokens
     if not tokens or "".join(t.token for t in tokens) != completion.text:
-        return {}
-    span = answers.object_span(completion.text)
-    if span is None:
         return {}
     entry_keys = [k for k, v in obj.items() if isinstance(v, dict) and "verdict" in v]
     matches = list(_VERDICT_VALUE.finditer(completion.text, *span))

@@ -185,7 +185,16 @@ class JudgeVerifier:
         base = await self._off_loop(
             _chars(item, rubrics), response_digest, self._context, item.question, item.response
         )
-        keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
+        calls = self._calls(len(rubrics))
+        keys = [
+            verdict_key(
+                base,
+                r.text,
+                r.polarity.value,
+                [(rubrics[j].text, rubrics[j].polarity.value) for j in calls[i]],
+            )
+            for i, r in enumerate(rubrics)
+        ]
         slots: list[Slot] = [None] * len(rubrics)
         cached = [False] * len(rubrics)
         usage = JudgeUsage()
@@ -213,6 +222,12 @@ class JudgeVerifier:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
         return self._outcome(rubrics, refs, slots, cached, usage)
+
+    def _calls(self, n: int) -> list[range]:
+        """For each of an item's ``n`` rubrics, the rubrics asked in its call: fixed chunks of
+        ``rubrics_per_call`` in order, whatever the cache holds (so its key can say them)."""
+        k = self.config.rubrics_per_call
+        return [range(i - i % k, min(i - i % k + k, n)) for i in range(n)]
 
     async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in this
@@ -245,19 +260,22 @@ class JudgeVerifier:
         slots: list[Slot],
         usage: JudgeUsage,
     ) -> None:
-        """Fill ``slots[i]`` for ``i in indices``: calls in chunks, then parse retries."""
-        k = self.config.rubrics_per_call
+        """Fill ``slots[i]`` for ``i in indices``: each one's whole call (:meth:`_calls`: the
+        chunk its key names, its cached members asked again), then parse retries."""
+        calls = self._calls(len(rubrics))
         pending = indices
         for attempt in range(1 + self.config.parse_retries):
             if not pending:
                 return
-            chunks = [pending[j : j + k] for j in range(0, len(pending), k)]
+            chunks = sorted({calls[i] for i in pending}, key=lambda c: c.start)
             answers = await asyncio.gather(
                 *(self._call(item, [rubrics[i] for i in c], attempt, usage) for c in chunks)
             )
+            wanted = set(pending)
             for chunk, answer in zip(chunks, answers, strict=True):
                 for i, slot in zip(chunk, answer, strict=True):
-                    slots[i] = slot
+                    if i in wanted:
+                        slots[i] = slot
             pending = [i for i in pending if isinstance(slots[i], ParseError)]
 
     async def _call(

@@ -116,20 +116,28 @@ def strip_reasoning(text: str) -> str:
     A ``<think>`` in the prose before the answer's first ``{`` opened reasoning that never
     closed: it and what follows go.
     """
+    begin, end = _answer_bounds(text)
+    return text[begin:end]
+
+
+def _answer_bounds(text: str) -> tuple[int, int]:
+    """Where :func:`strip_reasoning`'s answer lies in ``text`` (begin, end)."""
     opened = text.lstrip().startswith("<think>")
-    start = _verdict_start(text)
-    limit = start if start is not None else max(text.find("{"), 0) or len(text)
-    close = text.rfind("</think>", 0, limit)
+    close = -1
+    if "</think>" in text:  # only then is the verdict's start needed (the common case: not)
+        start = _verdict_start(text)
+        limit = start if start is not None else max(text.find("{"), 0) or len(text)
+        close = text.rfind("</think>", 0, limit)
     if close >= 0:
-        answer = text[close + len("</think>") :]
+        begin = close + len("</think>")
     elif opened:
-        return ""
+        return 0, 0
     else:
-        answer = text
+        begin = 0
     # A <think> in the prose before the answer's first "{" opened reasoning that never closed.
-    brace = answer.find("{")
-    unclosed = answer.find("<think>", 0, brace if brace >= 0 else len(answer))
-    return answer if unclosed < 0 else answer[:unclosed]
+    brace = text.find("{", begin)
+    unclosed = text.find("<think>", begin, brace if brace >= 0 else len(text))
+    return begin, len(text) if unclosed < 0 else unclosed
 
 
 def _object_end(text: str) -> int | None:
@@ -174,14 +182,6 @@ def _verdict_start(text: str) -> int | None:
     return None
 
 
-def object_span(text: str) -> tuple[int, int] | None:
-    """Where the object :func:`read_answer_object` reads lies in ``text`` (start, end), or
-    None where no object ends it: what a reader of token log-probabilities may look at."""
-    body = drop_trailing_control_tokens(text)
-    start, end = _verdict_start(body), _object_end(body)
-    return None if start is None or end is None else (start, end)
-
-
 def drop_trailing_control_tokens(text: str) -> str:
     """Return ``text`` without the control tokens (and whitespace) that end it: an
     end-of-turn or end-of-sequence token a server left in the content after the answer
@@ -207,9 +207,22 @@ def read_answer_object(text: str, finish_reason: str | None = None) -> dict[str,
         ParseError: Cut by the token limit, no object, more than one top-level object, text
             after it, a duplicate key, too deep, or not decodable.
     """
+    return read_answer_span(text, finish_reason)[0]
+
+
+def read_answer_span(
+    text: str, finish_reason: str | None = None
+) -> tuple[dict[str, Any], int, int]:
+    """:func:`read_answer_object`'s object with where it lies in ``text`` (start, end): what
+    a reader of token log-probabilities may look at.
+
+    Raises:
+        ParseError: As :func:`read_answer_object`.
+    """
     if finish_reason == "length":
         raise _unreadable("it hit the token limit", text)
-    answer = strip_reasoning(drop_trailing_control_tokens(text)).rstrip()
+    begin, stop_at = _answer_bounds(drop_trailing_control_tokens(text))
+    answer = text[begin:stop_at].rstrip()
     if not answer:
         raise _unreadable("it holds no answer outside its reasoning", text)
     end = len(answer)
@@ -224,12 +237,12 @@ def read_answer_object(text: str, finish_reason: str | None = None) -> dict[str,
         raise _unreadable("it is not a JSON object", text)
     if len(objects) > 1:
         raise _unreadable(f"it holds {len(objects)} top-level JSON objects, not one", text)
-    _, stop, value = objects[0]
+    start, stop, value = objects[0]
     if stop != end:
         raise _unreadable("text follows its JSON object", text)
     if _depth(value) > MAX_DEPTH:
         raise _unreadable(f"it is nested deeper than {MAX_DEPTH} levels", text)
-    return value
+    return value, begin + start, begin + stop
 
 
 def _top_level_objects(answer: str, text: str) -> list[tuple[int, int, dict[str, Any]]]:

@@ -137,6 +137,8 @@ class ControlTokens:
             first: _trie_pattern(rests.get(first, set()), families.get(first, []))
             for first in sorted({*rests, *families})
         }
+        self._firsts = tuple(tries)
+        """Every token starts with one of these."""
         self._starts = re.compile(
             "|".join(f"{re.escape(f)}(?={mark}*{rest})" for f, rest in tries.items())
         )
