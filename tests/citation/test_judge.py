@@ -332,3 +332,13 @@ async def test_a_retry_doubles_the_token_budget(fake: FakeOpenAIServer) -> None:
     assert outcome.reward == 1.0 and outcome.details["usage"]["calls"] == 2
     first, second = fake.stats.requests
     assert second["max_tokens"] == 2 * first["max_tokens"]
+
+
+async def test_each_cited_claim_is_written_into_the_prompt_once(fake: FakeOpenAIServer) -> None:
+    # Before, a claim was written once more per cited snippet (and once for its topic): a
+    # claim citing four snippets six times.
+    claim = "Hyperprogressive disease occurred in 9% of patients, growth at least doubled."
+    answer = f"<answer><cite id=S1,S2,S3,S4>{claim}</cite></answer>"
+    await score(verifier_for(fake), answer)
+    [body] = fake.stats.requests
+    assert user_prompt(body).count(claim) == 1

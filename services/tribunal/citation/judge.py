@@ -51,7 +51,7 @@ from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
 T = TypeVar("T")
 
-PROMPT_VERSION = "citation-3"
+PROMPT_VERSION = "citation-4"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
 
 OFFLOAD_CHARS = 2_048
@@ -335,13 +335,15 @@ class LLMSupport:
             items += [f"[c{index}] support", f"Claim {index}: {claim} Cited: {cited}."]
             for j, (sid, _) in enumerate(task.snippets):
                 keys.append(f"c{index}r{j}")
+                # The claim is written once, in its support item: an answer citing 32
+                # snippets would otherwise repeat it 34 times (and the prompt with it).
                 items += [
                     f"[c{index}r{j}] relevance",
-                    f"Claim {index}: {claim} Snippet: {_id(safe(sid))}.",
+                    f"Claim {index}: as in [c{index}]. Snippet: {_id(safe(sid))}.",
                 ]
             if question:
                 keys.append(f"c{index}q")
-                items += [f"[c{index}q] topic", f"Topic of claim {index}: {claim}"]
+                items += [f"[c{index}q] topic", f"Topic of claim {index}: as in [c{index}]."]
         tag = fence_tag(shown_question, *lines, *items)
         user = "\n".join(
             [
