@@ -341,9 +341,7 @@ async def test_a_cached_verdict_is_reused_only_where_the_same_rubrics_shared_its
 ) -> None:
     # Two rubrics per call: X was judged beside Y; beside Z it is another reading. Before,
     # the second item took X's verdict from the cache and asked Z alone.
-    x, y, z = (
-        {"text": f"{name} criterion", "weight": 1, "polarity": "positive"} for name in "XYZ"
-    )
+    x, y, z = ({"text": f"{name} criterion", "weight": 1, "polarity": "positive"} for name in "XYZ")
     verifier = make_verifier(rubrics_per_call=2)
     await verifier.start()
     try:
