@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -173,7 +174,6 @@ def criteria_block(
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=64)
 def _answer_format(keys: tuple[str, ...]) -> str:
     example = ", ".join(
         f'"{key}": {{"reason": "<one or two sentences>", "verdict": <0, 1 or 2>}}' for key in keys
@@ -188,12 +188,17 @@ def clear_prompt_caches() -> None:
 
 def draw_keys(n: int) -> tuple[str, ...]:
     """Return the verdict keys of one call: ``r1_<nonce>`` .. ``rn_<nonce>``, the nonce 8 hex
-    digits drawn afresh for every call (``secrets``), so that no text written before the call
+    digits drawn afresh for every call (:data:`_NONCES`), so that no text written before the call
     (a response that plants a verdict-shaped object for the judge to quote) can hold an
     object with the call's keys. The keys follow the shared prefix, so prefix caching is
     unaffected."""
-    nonce = secrets.token_hex(4)
+    nonce = f"{_NONCES.getrandbits(32):08x}"
     return tuple(f"r{i + 1}_{nonce}" for i in range(n))
+
+
+_NONCES = random.Random(secrets.randbits(128))
+"""Draws the keys' nonces: seeded from ``secrets`` once per process (no text a policy writes
+sees a nonce; a system call per judge call would cost more than the rest of its keys)."""
 
 
 def build_prompt(

@@ -61,28 +61,27 @@ def verdict_schema(
     """Return the JSON schema ``{key: {"reason": str, "verdict": one of levels}}``.
 
     Property order is the generation order under guided decoding (reason before verdict).
-    The result is shared between calls (cached): do not modify it.
+    The entries are shared between calls (cached; keys are drawn per call, so the object
+    around them is not): do not modify the result.
     """
-    return _verdict_schema(tuple(keys), max_reason_chars, tuple(levels))
+    entry = _verdict_entry(max_reason_chars, tuple(levels))
+    return {
+        "type": "object",
+        "properties": dict.fromkeys(keys, entry),
+        "required": list(keys),
+        "additionalProperties": False,
+    }
 
 
 @functools.lru_cache(maxsize=64)
-def _verdict_schema(
-    keys: tuple[str, ...], max_reason_chars: int, levels: tuple[int, ...]
-) -> dict[str, Any]:
-    entry = {
+def _verdict_entry(max_reason_chars: int, levels: tuple[int, ...]) -> dict[str, Any]:
+    return {
         "type": "object",
         "properties": {
             "reason": {"type": "string", "maxLength": max_reason_chars},
             "verdict": {"type": "integer", "enum": list(levels)},
         },
         "required": ["reason", "verdict"],
-        "additionalProperties": False,
-    }
-    return {
-        "type": "object",
-        "properties": dict.fromkeys(keys, entry),
-        "required": list(keys),
         "additionalProperties": False,
     }
 

@@ -137,13 +137,11 @@ class ControlTokens:
             first: _trie_pattern(rests.get(first, set()), families.get(first, []))
             for first in sorted({*rests, *families})
         }
-        self._firsts = tuple(tries)
-        """Every token starts with one of these."""
-        self._starts = re.compile(
-            "|".join(f"{re.escape(f)}(?={mark}*{rest})" for f, rest in tries.items())
+        self._at = tuple(
+            (f, re.compile(f"{re.escape(f)}(?={mark}*{rest})").match) for f, rest in tries.items()
         )
-        """Matches the first character of every token, raw or marked (one character each,
-        so ``finditer`` finds every start, overlapping tokens included)."""
+        """Per first character, a match of a token (raw or marked) starting there: tried at
+        every occurrence of the character, so every start is found, overlapping ones too."""
         self._restorable = re.compile(
             "|".join(f"(?<={re.escape(f)}){mark}(?={mark}*{rest})" for f, rest in tries.items())
         )
@@ -153,14 +151,21 @@ class ControlTokens:
         """Return ``text`` with a :data:`MARK` after the first character of every control
         token (marked ones included, overlapping ones too); the result holds no control
         token. Linear in ``len(text)`` (times the longest token, at most)."""
+        starts: list[int] = []
+        for first, at in self._at:
+            pos = text.find(first)
+            while pos >= 0:  # only where a token can start: str.find runs at C speed
+                if at(text, pos) is not None:
+                    starts.append(pos)
+                pos = text.find(first, pos + 1)
+        if not starts:
+            return text
+        starts.sort()
         pieces: list[str] = []
         last = 0
-        for match in self._starts.finditer(text):
-            stop = match.end()
-            pieces += [text[last:stop], MARK]
-            last = stop
-        if not pieces:
-            return text
+        for pos in starts:
+            pieces += [text[last : pos + 1], MARK]
+            last = pos + 1
         pieces.append(text[last:])
         return "".join(pieces)
 
