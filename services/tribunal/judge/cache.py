@@ -25,25 +25,23 @@ def response_digest(context: str, question: str, response: str) -> str:
     )
 
 
-def verdict_key(
-    response_key: str, rubric_text: str, polarity: str, call: Sequence[tuple[str, str]] = ()
-) -> str:
+def call_digest(call: Sequence[tuple[str, str]]) -> str:
+    """Return the key of the rubrics asked in one call: (text, polarity) of each, in order
+    (with several rubrics per call, the others are part of what the judge read, and can move
+    each verdict)."""
+    return judgment_key("rubric_call", {"rubrics": [list(pair) for pair in call]})
+
+
+def verdict_key(response_key: str, rubric_text: str, polarity: str, call: str = "") -> str:
     """Return the cache key of one rubric of one response.
 
     Args:
         response_key: :func:`response_digest`'s.
         rubric_text: The rubric's text.
         polarity: Its polarity.
-        call: (text, polarity) of every rubric asked in the same call, in order, this one
-            included (with several rubrics per call, the others are part of what the judge
-            read, and can move this verdict).
+        call: :func:`call_digest` of the rubrics asked in its call.
     """
     return judgment_key(
         "rubric",
-        {
-            "response": response_key,
-            "polarity": polarity,
-            "text": rubric_text,
-            "call": [list(pair) for pair in call],
-        },
+        {"response": response_key, "polarity": polarity, "text": rubric_text, "call": call},
     )

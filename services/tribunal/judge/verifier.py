@@ -26,7 +26,7 @@ from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, Tribu
 from tribunal.core.hashing import canonical_json, config_hash
 from tribunal.core.lru import LRU
 from tribunal.core.verifier import score_each
-from tribunal.judge.cache import response_digest, verdict_key
+from tribunal.judge.cache import call_digest, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
 from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
@@ -186,13 +186,12 @@ class JudgeVerifier:
             _chars(item, rubrics), response_digest, self._context, item.question, item.response
         )
         calls = self._calls(len(rubrics))
+        digests = {
+            c: call_digest([(rubrics[j].text, rubrics[j].polarity.value) for j in c])
+            for c in set(calls)
+        }
         keys = [
-            verdict_key(
-                base,
-                r.text,
-                r.polarity.value,
-                [(rubrics[j].text, rubrics[j].polarity.value) for j in calls[i]],
-            )
+            verdict_key(base, r.text, r.polarity.value, digests[calls[i]])
             for i, r in enumerate(rubrics)
         ]
         slots: list[Slot] = [None] * len(rubrics)
