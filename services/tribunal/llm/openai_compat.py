@@ -51,6 +51,8 @@ from tribunal.llm.tokens import model_family, read_added_tokens
 logger = logging.getLogger(__name__)
 
 _RETRY_AFTER_CAP_S = 60.0
+_STREAM_BYTES = 256 * 1024
+"""Request bodies past this size are sent as a stream (aiohttp warns at 1 MiB of bytes)."""
 _INLINE_CHARS = 16_384
 """Prompt characters up to which a request body is encoded on the event loop (well under a
 millisecond); above, in a thread."""
@@ -230,10 +232,12 @@ class OpenAICompatBackend:
         async with self._semaphore:
             self.in_flight += 1
             try:
-                # A stream, not bytes: aiohttp writes a large body in chunks between which the
-                # loop runs other work.
-                data = io.BytesIO(payload)
-                async with self._session.post(self.url, data=data, timeout=timeout) as resp:
+                # A large body as a stream, which aiohttp writes in chunks between which the
+                # loop runs other work; a small one as bytes (the cheaper payload).
+                sent: bytes | io.BytesIO = (
+                    io.BytesIO(payload) if len(payload) > _STREAM_BYTES else payload
+                )
+                async with self._session.post(self.url, data=sent, timeout=timeout) as resp:
                     if resp.status == 200:
                         data = await resp.json(content_type=None)
                         return _completion_from(data, verdict_tokens)
