@@ -93,10 +93,11 @@ class ControlTokens:
     """Breaks and restores the control tokens of chat templates in untrusted text.
 
     Every position where a control token starts (raw, or already marked) gets a
-    :data:`MARK` after its character, overlapping occurrences included, in one scan: the
+    :data:`MARK` after its character, overlapping occurrences included, in one pass: the
     tokens are compiled into one regular expression per first character whose rest is a
-    trie (:func:`_trie_pattern`), so the work per position is bounded by the longest
-    token, never by the number of tokens or by a rescan of the text. No token (and no
+    trie (:func:`_trie_pattern`), tried at each occurrence of that character (found by
+    ``str.find``), so the work per position is bounded by the longest token, never by the
+    number of tokens or by a rescan of the text. No token (and no
     family match) holds :data:`MARK`, so a control token left in the output would be an
     occurrence of the input, whose start was marked: none is left, whatever the token set
     (overlapping sets included, where one pass of leftmost matches could leave one).
