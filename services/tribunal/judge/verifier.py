@@ -186,8 +186,11 @@ class JudgeVerifier:
             _chars(item, rubrics), response_digest, self._context, item.question, item.response
         )
         calls = self._calls(len(rubrics))
+        # A call of one rubric shares it with no other: its key needs no digest of the call.
         digests = {
             c: call_digest([(rubrics[j].text, rubrics[j].polarity.value) for j in c])
+            if len(c) > 1
+            else ""
             for c in set(calls)
         }
         keys = [
