@@ -342,3 +342,28 @@ async def test_each_cited_claim_is_written_into_the_prompt_once(fake: FakeOpenAI
     await score(verifier_for(fake), answer)
     [body] = fake.stats.requests
     assert user_prompt(body).count(claim) == 1
+
+
+async def test_a_cached_judgment_is_reused_only_where_the_same_claims_shared_its_call(
+    fake: FakeOpenAIServer,
+) -> None:
+    # A claim judged beside one claim, then beside another: another reading, asked again.
+    # Before, the second answer took the shared claim's judgment from the cache.
+    other = "<cite id=S2>Tumour growth rate at least doubled.</cite>"
+    third = "<cite id=S2>Growth doubled in hyperprogression.</cite>"
+    verifier = verifier_for(fake)
+    cached: list[list[bool]] = []
+    await verifier.start()
+    try:
+        for extra in (other, third, other):
+            answer = f"<answer><cite id=S1>{CLAIM}</cite> {extra}</answer>"
+            [outcome] = await verifier.score(
+                [CitationItem(id="x", response=answer, evidence=EVIDENCE, question=QUESTION)]
+            )
+            assert outcome.error is None
+            cached.append([c["cached"] for c in outcome.details["claims"]])
+    finally:
+        await verifier.aclose()
+    assert cached == [[False, False], [False, False], [True, True]]
+    assert len(fake.stats.requests) == 2
+    assert CLAIM in user_prompt(fake.stats.requests[1])

@@ -233,20 +233,26 @@ class LLMSupport:
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
         keys = await self._off_loop(_chars(question, tasks), self._keys, question, tasks)
-        found: dict[str, ClaimJudgment] = {}
-        todo: dict[str, ClaimTask] = {}  # identical claims are asked once
-        for key, task in zip(keys, tasks, strict=True):
-            cached = self.cache.get(key)
-            if cached is not None:
-                found[key] = replace(cached, cached=True)
-            else:
-                todo.setdefault(key, task)
-        outcome = SupportOutcome()
-        pending = list(todo.items())
+        unique = dict(zip(keys, tasks, strict=True))  # identical claims are asked once
         size = self.settings.claims_per_call
-        chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
+        order = list(unique)
+        # Fixed chunks of the answer's claims, whatever the cache holds: a judgment is
+        # cached under its claim and the claims that shared its call (they are part of
+        # what the judge read), and a chunk is asked whole or served whole.
+        chunks = [order[i : i + size] for i in range(0, len(order), size)]
+        in_call = {key: _in_call(key, chunk) for chunk in chunks for key in chunk}
+        found: dict[str, ClaimJudgment] = {}
+        todo: list[list[tuple[str, ClaimTask]]] = []
+        for chunk in chunks:
+            cached = [self.cache.get(in_call[key]) for key in chunk]
+            if all(c is not None for c in cached):
+                hits = zip(chunk, cached, strict=True)
+                found.update({k: replace(c, cached=True) for k, c in hits if c is not None})
+            else:
+                todo.append([(key, unique[key]) for key in chunk])
+        outcome = SupportOutcome()
         results = await asyncio.gather(
-            *(self._judge_chunk(question, chunk) for chunk in chunks), return_exceptions=True
+            *(self._judge_chunk(question, chunk) for chunk in todo), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException):
@@ -256,7 +262,7 @@ class LLMSupport:
             outcome.prompt_tokens += usage.prompt_tokens
             outcome.completion_tokens += usage.completion_tokens
             for key, judgment in judged.items():
-                self.cache.put(key, judgment)
+                self.cache.put(in_call[key], judgment)
                 found[key] = judgment
         outcome.judgments = [found[key] for key in keys]
         return outcome
@@ -426,6 +432,14 @@ def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     assert isinstance(entry, dict)
     reason = entry.get("reason", "")
     return level, reason if isinstance(reason, str) else ""
+
+
+def _in_call(key: str, call: Sequence[str]) -> str:
+    """The cache key of a claim's judgment asked in ``call`` (the claims' keys, in order):
+    its own key when it was asked alone."""
+    if len(call) == 1:
+        return key
+    return judgment_key("claim_in_call", {"claim": key, "call": list(call)})
 
 
 def _chars(question: str, tasks: Sequence[ClaimTask]) -> int:
