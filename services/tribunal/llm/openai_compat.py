@@ -46,11 +46,14 @@ from tribunal.core.errors import (
 )
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
-from tribunal.llm.tokens import model_family, read_added_tokens
+from tribunal.llm.tokens import model_family, read_added_tokens, tokens_in_config
 
 logger = logging.getLogger(__name__)
 
 _RETRY_AFTER_CAP_S = 60.0
+_TOKENIZER_INFO_TIMEOUT_S = 2.0
+"""How long start waits for the server's ``/tokenizer_info`` (a server not up yet is refused
+at once; the warning says what is not known)."""
 _STREAM_BYTES = 256 * 1024
 """Request bodies past this size are sent as a stream (aiohttp warns at 1 MiB of bytes)."""
 _INLINE_CHARS = 16_384
@@ -125,26 +128,15 @@ class OpenAICompatBackend:
         return tuple(sorted({*self.config.control_tokens, *self._learned}))
 
     async def start(self) -> None:
-        """Read ``tokenizer_path``'s tokens (or warn, naming the model's family, that only
-        the built-in families' are known) and open the HTTP session (no request is made: the
-        server may come up later).
+        """Learn the served model's added tokens: from ``tokenizer_path``'s files, else from
+        the server's ``GET /tokenizer_info`` (vLLM, one try of at most
+        :data:`_TOKENIZER_INFO_TIMEOUT_S`), else warn, naming the model's family, that only
+        the built-in families' are known; and open the HTTP session (no chat request is
+        made: the server may come up later).
 
         Raises:
             ConfigurationError: ``tokenizer_path`` is set but names no readable tokenizer.
         """
-        if self.config.tokenizer_path and not self._learned:
-            self._learned = await asyncio.to_thread(read_added_tokens, self.config.tokenizer_path)
-        elif not self.config.tokenizer_path and not self._warned:
-            self._warned = True
-            family, covered = model_family(self.model)
-            logger.warning(
-                "the served model's own control tokens are not known (family: %s; %s): set "
-                "TOKENIZER_PATH to its tokenizer files, or list them in CONTROL_TOKENS",
-                family,
-                "the built-in families cover its template"
-                if covered
-                else "the built-in families do NOT cover it: its tokens reach it raw",
-            )
         if self._session is None:
             connector = aiohttp.TCPConnector(
                 limit=self.config.max_concurrency, limit_per_host=self.config.max_concurrency
@@ -153,6 +145,38 @@ class OpenAICompatBackend:
             if self.config.api_key:
                 headers["Authorization"] = f"Bearer {self.config.api_key}"
             self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+        if self._learned or self._warned:
+            return
+        if self.config.tokenizer_path:
+            self._learned = await asyncio.to_thread(read_added_tokens, self.config.tokenizer_path)
+            return
+        self._learned = await self._tokenizer_info()
+        if not self._learned:
+            self._warned = True
+            family, covered = model_family(self.model)
+            logger.warning(
+                "the served model's own control tokens are not known (family: %s; %s): set "
+                "TOKENIZER_PATH to its tokenizer files, serve vLLM with "
+                "--enable-tokenizer-info-endpoint, or list them in CONTROL_TOKENS",
+                family,
+                "the built-in families cover its template"
+                if covered
+                else "the built-in families do NOT cover it: its tokens reach it raw",
+            )
+
+    async def _tokenizer_info(self) -> tuple[str, ...]:
+        """The added tokens of vLLM's ``GET /tokenizer_info`` (the tokenizer's config), or ()
+        where the server does not answer it."""
+        assert self._session is not None
+        root = self.config.base_url.rstrip("/").removesuffix("/v1") if self.config.base_url else ""
+        timeout = aiohttp.ClientTimeout(total=_TOKENIZER_INFO_TIMEOUT_S)
+        try:
+            async with self._session.get(f"{root}/tokenizer_info", timeout=timeout) as resp:
+                if resp.status != 200:
+                    return ()
+                return tokens_in_config(await resp.json(content_type=None))
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return ()
 
     async def aclose(self) -> None:
         """Close the HTTP session."""

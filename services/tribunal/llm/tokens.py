@@ -4,7 +4,9 @@ An OpenAI-compatible server renders its chat template and tokenizes with the mod
 tokens live, but its chat endpoint does not say which they are. :func:`read_added_tokens`
 reads them from the files the server loaded (``tokenizer.json``'s ``added_tokens``,
 ``tokenizer_config.json``'s ``added_tokens_decoder`` and named special tokens), so that a
-deployment points ``TRIBUNAL_<SERVICE>_TOKENIZER_PATH`` at them; where it does not,
+deployment points ``TRIBUNAL_<SERVICE>_TOKENIZER_PATH`` at them; :func:`tokens_in_config`
+reads the same from vLLM's ``GET /tokenizer_info`` (served with
+``--enable-tokenizer-info-endpoint``: the tokenizer's config). Where neither is there,
 :func:`model_family` names the family a start-up warning reports, and whether the built-in
 families (``tribunal.llm.untrusted``) cover it.
 """
@@ -78,6 +80,13 @@ def read_added_tokens(path: str | Path) -> tuple[str, ...]:
     if not found:
         raise ConfigurationError(f"the tokenizer files at {root} name no added token")
     return tuple(sorted(found))
+
+
+def tokens_in_config(data: Any) -> tuple[str, ...]:
+    """Return the added tokens a tokenizer config names (a parsed ``tokenizer.json`` or
+    ``tokenizer_config.json``, or vLLM's ``/tokenizer_info`` answer, which is the latter),
+    sorted; () for anything else."""
+    return tuple(sorted(set(_tokens_in(data))))
 
 
 def _tokens_in(data: Any) -> list[str]:

@@ -121,6 +121,9 @@ class FakeOpenAIServer:
         latency_s: Time each request holds its slot, building the answer included, seconds.
         cap: Requests processed concurrently (like vLLM's ``--max-num-seqs``).
         record_bodies: Keep every request body in ``stats.requests`` (off for benchmarks).
+        tokenizer_info: What ``GET /tokenizer_info`` answers (vLLM's, with
+            ``--enable-tokenizer-info-endpoint``: the served tokenizer's config), or None for
+            a 404 (a server without it).
     """
 
     def __init__(
@@ -129,8 +132,10 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         cap: int = 1024,
         record_bodies: bool = True,
+        tokenizer_info: dict[str, Any] | None = None,
     ) -> None:
         self.script = script or FakeScript()
+        self.tokenizer_info = tokenizer_info
         self.latency_s = latency_s
         self.cap = cap
         self.record_bodies = record_bodies
@@ -149,6 +154,7 @@ class FakeOpenAIServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/tokenizer_info", self._tokenizer_info)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/reset", self._reset)
         return app
@@ -220,6 +226,11 @@ class FakeOpenAIServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake-llm"}]})
+
+    async def _tokenizer_info(self, request: web.Request) -> web.Response:
+        if self.tokenizer_info is None:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response(self.tokenizer_info)
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.as_dict())
