@@ -363,6 +363,54 @@ async def measure(base_url: str, judge_root: str, plan: Plan, nonce: str) -> dic
     }
 
 
+OVERLAPPING_TOKENS = ["<ab>", "b><c", "<<", "[[x]]", "x]]["]
+"""A deployment's control tokens that start inside each other (the hostile run's)."""
+
+
+async def _honest_beside_hostile(judge_url: str, hostile_chars: int) -> dict[str, Any]:
+    """In process (one ``JudgeVerifier`` against the fake judge, as one worker holds it):
+    a small honest item's latency alone, then beside a hostile one of ``hostile_chars``
+    characters of overlapping control tokens, sent first; ms from the batch's start."""
+    from tribunal.judge.config import JudgeConfig
+    from tribunal.judge.schemas import JudgeItem
+    from tribunal.judge.verifier import JudgeVerifier
+    from tribunal.llm.config import BackendConfig
+
+    backend = BackendConfig(
+        kind="openai", model="fake-judge", base_url=judge_url, control_tokens=OVERLAPPING_TOKENS
+    )
+    verifier = JudgeVerifier(JudgeConfig(backend=backend, cache_max_items=0))
+    rubric = [{"text": "States the dose.", "polarity": "positive"}]
+    nonce = uuid.uuid4().hex[:8]
+
+    def item(name: str, response: str) -> JudgeItem:
+        return JudgeItem(id=name, question="Q?", response=response, rubrics=rubric, rubric_sets=[])
+
+    hostile = item("hostile", (f"<ab><c<<[[x]][{nonce}" * hostile_chars)[:hostile_chars])
+    await verifier.start()
+    try:
+        start = time.perf_counter()
+        await verifier.score_item(item("alone", f"The dose is 5 mg. {nonce}"))
+        alone_ms = (time.perf_counter() - start) * 1000
+        done: dict[str, float] = {}
+
+        async def timed(one: JudgeItem) -> None:
+            await verifier.score_item(one)
+            done[one.id] = (time.perf_counter() - start) * 1000
+
+        start = time.perf_counter()
+        await asyncio.gather(timed(hostile), timed(item("honest", f"Take 5 mg. {nonce}")))
+    finally:
+        await verifier.aclose()
+    return {
+        "hostile_chars": hostile_chars,
+        "honest_alone_ms": round(alone_ms, 1),
+        "honest_beside_hostile_ms": round(done["honest"], 1),
+        "hostile_ms": round(done["hostile"], 1),
+        "honest_first": done["honest"] < done["hostile"],
+    }
+
+
 def run_one(
     processes: Processes,
     redis_url: str,
@@ -468,6 +516,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="only time prompt building in process (nothing is started)",
     )
+    parser.add_argument(
+        "--hostile-chars",
+        type=int,
+        nargs="+",
+        default=[12_000, 400_000],
+        help="sizes of the hostile item beside the honest one (400,000: the response's limit)",
+    )
     parser.add_argument("--prompt-items", type=int, default=2000, help="items for --prompt-cost")
     parser.add_argument("--repeats", type=int, default=5, help="--prompt-cost: best of N")
     return parser.parse_args(argv)
@@ -537,6 +592,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_one(processes, redis_url, judge_url, plan, k, args, shared_url is not None)
                 for k in args.k
             ]
+            beside = [
+                asyncio.run(_honest_beside_hostile(judge_url, chars))
+                for chars in args.hostile_chars
+            ]
         except Exception:
             for name in ("fake_judge", *(f"{p}_k{k}" for k in args.k for p in ("api", "worker"))):
                 with contextlib.suppress(OSError):
@@ -544,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         finally:
             processes.stop_all()
+    verdicts = plan.n_items * plan.rubrics_per_item
     report = {
         "benchmark": "judge_throughput",
         "command": command,
@@ -551,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
             "pct_of_ideal": TARGET_PCT_OF_IDEAL,
             "first_verdict_s": TARGET_FIRST_VERDICT_S,
         },
-        "meets_target": all(run["meets_target"] for run in runs),
+        "meets_target": all(run["meets_target"] for run in runs)
+        and all(b["honest_first"] for b in beside),
         "settings": {
             "verdicts_per_run": plan.n_items * plan.rubrics_per_item,
             "rubrics_per_item": plan.rubrics_per_item,
@@ -566,22 +627,42 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
         },
         "runs": runs,
+        "honest_beside_hostile": beside,
     }
+    for run in runs:
+        cpu = run["cpu_s"]
+        if cpu["api"] is not None and cpu["worker"] is not None:
+            run["cpu_ms_per_verdict"] = round(1000 * (cpu["api"] + cpu["worker"]) / verdicts, 3)
     print(json.dumps(report, indent=2))
-    verdicts = plan.n_items * plan.rubrics_per_item
     rows = [
         [
             run["rubrics_per_call"],
             f"{run['verdicts_per_s']:,.0f}",
             f"{run['pct_of_ideal']:.1f} %",
             f"{run['first_verdict_s']:.2f} s",
+            f"{run.get('cpu_ms_per_verdict', float('nan')):.2f} ms",
         ]
         for run in runs
     ]
     table = results.table(
-        ["rubrics per call", "verdicts/s", "share of ideal", "first verdict"], rows
+        ["rubrics per call", "verdicts/s", "share of ideal", "first verdict", "CPU per verdict"],
+        rows,
     )
-    results.record("judge_throughput", report, [table], note=f"{verdicts:,} verdicts per run")
+    hostile = results.table(
+        ["hostile item", "honest item alone", "honest beside it", "hostile item done"],
+        [
+            [
+                f"{b['hostile_chars']:,} characters",
+                f"{b['honest_alone_ms']:.0f} ms",
+                f"{b['honest_beside_hostile_ms']:.0f} ms",
+                f"{b['hostile_ms']:.0f} ms",
+            ]
+            for b in beside
+        ],
+    )
+    results.record(
+        "judge_throughput", report, [table, hostile], note=f"{verdicts:,} verdicts per run"
+    )
     return 0
 
 

@@ -322,3 +322,48 @@ def test_a_missing_topic_verdict_is_unreadable_not_on_topic() -> None:
     answer["c0q"] = {"reason": "", "verdict": 1}  # tangential: not on topic
     [judged] = read_judgments(Completion(json.dumps(answer)), [task], topic=True)
     assert judged.on_topic is False
+
+
+async def test_a_retry_doubles_the_token_budget(fake: FakeOpenAIServer) -> None:
+    # As the rubric judge's: an answer cut by the token limit is asked again with twice the
+    # budget (before, with the same one, which cuts it again).
+    fake.script.replies = deque([{"content": '{"c0": {"reason": "cut', "finish_reason": "length"}])
+    outcome = await score(verifier_for(fake), HONEST)
+    assert outcome.reward == 1.0 and outcome.details["usage"]["calls"] == 2
+    first, second = fake.stats.requests
+    assert second["max_tokens"] == 2 * first["max_tokens"]
+
+
+async def test_each_cited_claim_is_written_into_the_prompt_once(fake: FakeOpenAIServer) -> None:
+    # Before, a claim was written once more per cited snippet (and once for its topic): a
+    # claim citing four snippets six times.
+    claim = "Hyperprogressive disease occurred in 9% of patients, growth at least doubled."
+    answer = f"<answer><cite id=S1,S2,S3,S4>{claim}</cite></answer>"
+    await score(verifier_for(fake), answer)
+    [body] = fake.stats.requests
+    assert user_prompt(body).count(claim) == 1
+
+
+async def test_a_cached_judgment_is_reused_only_where_the_same_claims_shared_its_call(
+    fake: FakeOpenAIServer,
+) -> None:
+    # A claim judged beside one claim, then beside another: another reading, asked again.
+    # Before, the second answer took the shared claim's judgment from the cache.
+    other = "<cite id=S2>Tumour growth rate at least doubled.</cite>"
+    third = "<cite id=S2>Growth doubled in hyperprogression.</cite>"
+    verifier = verifier_for(fake)
+    cached: list[list[bool]] = []
+    await verifier.start()
+    try:
+        for extra in (other, third, other):
+            answer = f"<answer><cite id=S1>{CLAIM}</cite> {extra}</answer>"
+            [outcome] = await verifier.score(
+                [CitationItem(id="x", response=answer, evidence=EVIDENCE, question=QUESTION)]
+            )
+            assert outcome.error is None
+            cached.append([c["cached"] for c in outcome.details["claims"]])
+    finally:
+        await verifier.aclose()
+    assert cached == [[False, False], [False, False], [True, True]]
+    assert len(fake.stats.requests) == 2
+    assert CLAIM in user_prompt(fake.stats.requests[1])

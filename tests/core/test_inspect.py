@@ -273,3 +273,64 @@ async def test_the_page_is_served_offline_with_a_strict_policy(
         assert (await inspected.get(f"/inspect/static/{asset}")).status_code == 200
     assert "http" not in page.text.replace("http-equiv", "")  # nothing from another host
     assert (await inspected.get("/inspect/static/..%2Fstore.py")).status_code == 404
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_values_orjson_refuses_are_kept_and_an_unencodable_record_drops_alone(
+    make_store: StoreFactory,
+) -> None:
+    # What the JSON layer (tribunal.core.jsonparse) accepts: an integer past 64 bits and a
+    # lone surrogate, both of which orjson refuses. Before, the batch was lost (the drain
+    # task died on orjson's TypeError). Nesting past the recursion limit no encoder writes.
+    store = make_store(100, 3600)
+    items = [
+        {"id": "big", "response": "x", "n": 2**70},
+        {"id": "surrogate", "response": "\ud800"},
+        {"id": "deep", "response": "x", "n": _nested(100_000)},
+        {"id": "plain", "response": "x"},
+    ]
+    deliveries = [
+        Delivery(f"{1_700_000_000_000 + i}-0", "j" * 32, i, item, None, 1)
+        for i, item in enumerate(items)
+    ]
+    records = [keep(d, _result(i), "toy") for i, d in enumerate(deliveries)]
+    assert await store.add("toy", records) == 1
+    summaries = await store.summaries("toy")
+    assert [s["index"] for s in summaries] == [3, 1, 0]
+    big = await store.record("toy", summaries[-1]["rid"])
+    assert big is not None and big["item"]["n"] == 2**70
+    lone = await store.record("toy", summaries[1]["rid"])
+    assert lone is not None and lone["item"]["response"] == "\ud800"
+
+
+async def test_a_recorder_counts_what_it_drops_in_the_metrics() -> None:
+    settings = CoreSettings(queue="memory", api_key="sk-inspect", cache_ttl_s=0)
+    app = create_app(toy_spec(ToyVerifier()), settings)
+    async for client in client_for(app):
+        client.headers["authorization"] = "Bearer sk-inspect"
+        recorder = app.state.runtime.recorders["toy"]
+        done = [
+            (Delivery(f"{1_700_000_000_000 + i}-0", "j" * 32, i, payload, None, 1), _result(i))
+            for i, payload in enumerate(
+                [{"n": _nested(100_000)}, {"n": 2**70, "group_id": "\ud800"}]
+            )
+        ]
+        recorder.record(done)
+        await recorder.aclose()
+        assert recorder.dropped == 1
+        text = (await client.get("/metrics")).text
+        assert 'tribunal_inspect_dropped_total{verifier="toy"} 1.0' in text
+        # The one kept is served by the list, the detail view and the export.
+        listing = (await client.get("/inspect/api/items")).json()
+        assert [s["group"] for s in listing["items"]] == ["\ud800"]
+        rid = listing["items"][0]["rid"]
+        detail = (await client.get(f"/inspect/api/items/toy/{rid}")).json()
+        assert detail["item"]["n"] == 2**70
+        export = (await client.get("/inspect/api/export.jsonl")).text.splitlines()
+        assert len(export) == 1 and '"n": 1180591620717411303424' in export[0]

@@ -215,7 +215,15 @@ def test_the_benchmark_quick_mode_prints_its_figures(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    assert set(report) == {"benchmark", "command", "target", "meets_target", "settings", "runs"}
+    assert set(report) == {
+        "benchmark",
+        "command",
+        "target",
+        "meets_target",
+        "settings",
+        "runs",
+        "honest_beside_hostile",
+    }
     assert report["command"] == "python bench/judge_throughput.py --quick"
     assert report["settings"]["verdicts_per_run"] == 1000
     assert {"service_env", "fake_judge", "items_per_job", "http_concurrency"} <= set(
@@ -230,11 +238,17 @@ def test_the_benchmark_quick_mode_prints_its_figures(tmp_path: Path) -> None:
             "first_verdict_s",
             "elapsed_s",
             "backend",
+            "cpu_ms_per_verdict",
         } <= set(run)
         # The figures depend on the machine; that every verdict came back does not.
         assert run["verdicts"] == 1000 and run["item_errors"] == 0
         assert run["verdicts_per_s"] > 0 and 0 < run["first_verdict_s"] < run["elapsed_s"] + 1
         assert run["backend"]["calls"] == 1000 // run["rubrics_per_call"]
+    # An honest item beside a hostile one (12,000 characters, and the 400,000 limit) is
+    # answered first: order, not time.
+    beside = report["honest_beside_hostile"]
+    assert [b["hostile_chars"] for b in beside] == [12_000, 400_000]
+    assert all(b["honest_first"] for b in beside)
     recorded = json.loads((tmp_path / "judge_throughput.json").read_text())
     assert recorded["report"] == report and recorded["command"] == report["command"]
     assert [row[0] for row in recorded["tables"][0]["rows"]] == ["1", "4"]

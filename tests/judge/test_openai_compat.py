@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
+from typing import Any
 
 import pytest
 
@@ -11,6 +13,7 @@ from tribunal.core.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
+    Refusal,
     ScoringTimeout,
 )
 from tribunal.judge.prompts import build_prompt, build_request
@@ -52,7 +55,8 @@ async def test_request_parameters(openai_compat_server: FakeOpenAIServer) -> Non
     body = openai_compat_server.stats.requests[0]
     assert body["model"] == "fake-judge" and body["temperature"] == 0.0 and body["seed"] == 7
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"]["required"] == ["r1"]
+    [key] = body["response_format"]["json_schema"]["schema"]["required"]
+    assert re.fullmatch(r"r1_[0-9a-f]{8}", key)
     assert body["logprobs"] is True and body["top_logprobs"] == 5
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
@@ -152,3 +156,187 @@ async def test_thousands_queued_calls_flow(openai_compat_server: FakeOpenAIServe
     # has its answer while the server has answered about one round of 64, not the ~3000 of
     # a pool that held every answer back until the queue drained.
     assert answered_at_first[0] <= 3000 // 4, answered_at_first
+
+
+# Each server's own wording of a prompt that does not fit, and of a content filter's refusal
+# (as their sources and documented error bodies word them): the item's error, never the
+# deployment's configuration error (before, every one but vLLM's and OpenAI's context error
+# was a configuration_error).
+ITEM_ERRORS = [
+    (
+        "SGLang",
+        400,
+        {
+            "object": "error",
+            "message": (
+                "The input (9000 tokens) is longer than the model's context length (8192 tokens)."
+            ),
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        BadInput,
+    ),
+    (
+        "SGLang",
+        400,
+        {
+            "object": "error",
+            "message": (
+                "Requested token count exceeds the model's maximum"
+                " context length of 8192 tokens. You requested a total"
+                " of 9100 tokens."
+            ),
+            "code": 400,
+        },
+        BadInput,
+    ),
+    (
+        "TGI",
+        422,
+        {
+            "error": (
+                "Input validation error: `inputs` tokens +"
+                " `max_new_tokens` must be <= 4096. Given: 4000"
+                " `inputs` tokens and 512 `max_new_tokens`"
+            ),
+            "error_type": "validation",
+        },
+        BadInput,
+    ),
+    (
+        "TGI",
+        422,
+        {
+            "error": (
+                "Input validation error: `inputs` must have less than 4095 tokens. Given: 5000"
+            ),
+            "error_type": "validation",
+        },
+        BadInput,
+    ),
+    (
+        "llama.cpp",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": (
+                    "request (4476 tokens) exceeds the available context"
+                    " size (4096 tokens), try increasing it"
+                ),
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4476,
+                "n_ctx": 4096,
+            }
+        },
+        BadInput,
+    ),
+    (
+        "llama.cpp (older)",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": ("the request exceeds the available context size, try increasing it"),
+                "type": "invalid_request_error",
+            }
+        },
+        BadInput,
+    ),
+    (
+        "OpenAI",
+        400,
+        {
+            "error": {
+                "message": (
+                    "This model's maximum context length is 128000 tokens."
+                    " However, your messages resulted in 130000 tokens."
+                ),
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        BadInput,
+    ),
+    (
+        "Anthropic-compatible",
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 208310 tokens > 200000 maximum",
+            },
+        },
+        BadInput,
+    ),
+    (
+        "Azure OpenAI",
+        400,
+        {
+            "error": {
+                "message": (
+                    "The response was filtered due to the prompt triggering"
+                    " Azure OpenAI's content management policy. Please"
+                    " modify your prompt and retry."
+                ),
+                "type": None,
+                "param": "prompt",
+                "code": "content_filter",
+                "status": 400,
+                "innererror": {"code": "ResponsibleAIPolicyViolation"},
+            }
+        },
+        Refusal,
+    ),
+    (
+        "OpenAI",
+        400,
+        {
+            "error": {
+                "message": (
+                    "Invalid prompt: your prompt was flagged as potentially"
+                    " violating our usage policy. Please try again with a"
+                    " different prompt."
+                ),
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_prompt",
+            }
+        },
+        Refusal,
+    ),
+    (
+        "OpenAI",
+        400,
+        {
+            "error": {
+                "message": "Your request was rejected as a result of our safety system.",
+                "type": "invalid_request_error",
+                "code": "content_policy_violation",
+            }
+        },
+        Refusal,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("server", "status", "body", "error"),
+    ITEM_ERRORS,
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+async def test_each_servers_context_and_content_filter_wording_is_the_items_error(
+    openai_compat_server: FakeOpenAIServer,
+    server: str,
+    status: int,
+    body: Any,
+    error: type[Exception],
+) -> None:
+    openai_compat_server.script.errors = deque([(status, body)])
+    backend = _backend(openai_compat_server.base_url)
+    with pytest.raises(error):
+        await backend.complete(_request())
+    await backend.aclose()
+    assert len(openai_compat_server.stats.requests) == 1  # not retried

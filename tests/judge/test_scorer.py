@@ -41,3 +41,14 @@ def test_dr_tulu_by_hand() -> None:
 def test_empty_is_refused() -> None:
     with pytest.raises(ValueError):
         aggregate([], "weighted_mean")
+
+
+@pytest.mark.parametrize("weight", [5e-324, 1e-310, 2.5e-308, 1e-30, 1.0, 1e6])
+@pytest.mark.parametrize("mode", ["weighted_mean", "dr_tulu"])
+def test_the_reward_does_not_depend_on_the_weights_scale(weight: float, mode: str) -> None:
+    # Before, subnormal weights rounded w*s: a half-met rubric paid 0, a three-quarter one 1.
+    for scores, expected in (([0.5, 0.5], 0.5), ([0.75, 0.75], 0.75), ([1.0, 0.5], 0.75)):
+        scored = [(Rubric(f"r{i}", weight=weight), s) for i, s in enumerate(scores)]
+        assert aggregate(scored, mode)[0] == pytest.approx(expected), (weight, scores)  # type: ignore[arg-type]
+    mixed = [(Rubric("p", weight=weight), 1.0), (Rubric("n", Polarity.NEGATIVE, weight), 0.5)]
+    assert aggregate(mixed, "weighted_mean")[0] == pytest.approx(0.75)

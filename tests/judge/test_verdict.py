@@ -46,11 +46,20 @@ def test_tokens_that_do_not_spell_the_text_fall_back_to_the_level() -> None:
     assert got["r1"] == ParsedVerdict(1, 0.5, "verdict", None, "")
 
 
-def test_single_key_without_wrapper_and_think_block() -> None:
-    text = '<think>hmm {"verdict": 0}</think>```json\n{"reason": "fine", "verdict": "1"}\n```'
+def test_the_calls_key_and_a_think_block() -> None:
+    text = (
+        '<think>hmm {"verdict": 0}</think>```json\n{"r1": {"reason": "fine", "verdict": "1"}}\n```'
+    )
     assert read_verdicts(Completion(text), ["r1"])["r1"] == ParsedVerdict(
         1, 0.5, "verdict", None, "fine"
     )
+
+
+def test_an_object_without_the_calls_key_is_no_verdict() -> None:
+    # Before, a lone {"reason", "verdict"} was taken as the one key's verdict: a planted
+    # object needed no key at all. The keys are drawn per call; an object must carry them.
+    text = '```json\n{"reason": "fine", "verdict": 2}\n```'
+    assert isinstance(read_verdicts(Completion(text), ["r1_0a1b2c3d"])["r1_0a1b2c3d"], ParseError)
 
 
 @pytest.mark.parametrize(
@@ -151,3 +160,20 @@ def test_logprobs_that_agree_are_not_flagged() -> None:
     )
     got = read_verdicts(Completion("".join(t.token for t in tokens), tokens=tokens), ["r1"])["r1"]
     assert isinstance(got, ParsedVerdict) and got.flag is None and got.source == "logprobs"
+
+
+def test_logprobs_are_read_at_the_objects_own_verdict_positions() -> None:
+    # Reasoning before the object quotes a verdict of its own. Before, every '"verdict": N'
+    # of the completion was matched: the counts disagreed and the probabilities were lost
+    # (or, with as many quoted as real, read at the reasoning's tokens).
+    tokens = (
+        _tok('<think>It could be "verdict": 0'),
+        _tok(" here.</think>"),
+        _tok('{"r1": {"reason": "partly", "verdict":'),
+        _tok(" 2", {" 2": 0.75, " 1": 0.25}),
+        _tok("}}"),
+    )
+    text = "".join(t.token for t in tokens)
+    got = read_verdicts(Completion(text, tokens=tokens), ["r1"])["r1"]
+    assert isinstance(got, ParsedVerdict) and got.source == "logprobs"
+    assert got.probs == pytest.approx({"0": 0.0, "1": 0.25, "2": 0.75})

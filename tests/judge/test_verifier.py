@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import Verifier, verifier_info
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.rubric_sets import load_rubric_set
-from tribunal.judge.schemas import JudgeItem
+from tribunal.judge.schemas import MAX_RESPONSE_CHARS, JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
 from tribunal.testing.stack import free_port
@@ -142,7 +143,8 @@ async def test_prompts_of_one_response_share_their_prefix(
     cut = users[0].index("Criteria (judge each one separately)")
     prefix = users[0][:cut]
     assert "An answer." in prefix
-    for user, rubric in zip(sorted(users), sorted(r["text"] for r in RUBRICS), strict=True):
+    for rubric in (r["text"] for r in RUBRICS):
+        [user] = [u for u in users if rubric in u]
         assert user.startswith(prefix)
         assert rubric in user[cut:]  # the criterion comes after the shared part
 
@@ -298,3 +300,60 @@ async def test_a_large_items_digest_and_prompts_are_built_off_the_event_loop(
     # The small item's digest and prompts on the loop; as many of the large item's, each in
     # a thread.
     assert on_loop == off_loop and "response_digest" in on_loop and "build_prompt" in on_loop
+
+
+@pytest.mark.parametrize("size", [12_000, MAX_RESPONSE_CHARS])
+async def test_a_hostile_item_at_its_size_limit_delays_no_small_honest_one(
+    make_verifier: VerifierFactory, openai_compat_server: FakeOpenAIServer, size: int
+) -> None:
+    # Control tokens that overlap each other (a deployment's list): before, breaking them
+    # rescanned the text once per token left inside another's match, quadratic (12,000
+    # characters held the loop ~4 s here; the size limit, hours) and on the loop below 16 kB.
+    tokens = ["<ab>", "b><c", "<<", "[[x]]", "x]]["]
+    hostile = _item("hostile", ("<ab><c<<[[x]][" * size)[:size], rubrics=RUBRICS[:1])
+    honest = _item("honest", "The dose is 5 mg.", rubrics=RUBRICS[:1])
+    verifier = make_verifier(control_tokens=tokens)
+    await verifier.start()
+    try:
+        finished: list[str] = []
+
+        async def score(item: JudgeItem) -> ItemOutcome:
+            outcome = await verifier.score_item(item)
+            finished.append(item.id)
+            return outcome
+
+        hostile_out, honest_out = await asyncio.gather(score(hostile), score(honest))
+    finally:
+        await verifier.aclose()
+    # The honest item, second in the batch, is asked and answered first: it waited for no
+    # part of the hostile one's work (which runs in the verifier's thread).
+    assert finished == ["honest", "hostile"]
+    requests = openai_compat_server.stats.requests
+    assert len(requests) == 2  # each judged once
+    assert "The dose is 5 mg." in requests[0]["messages"][1]["content"]
+    assert hostile_out.error is None and honest_out.error is None
+    sent = requests[1]["messages"][1]["content"]
+    assert not any(token in sent for token in tokens)
+
+
+async def test_a_cached_verdict_is_reused_only_where_the_same_rubrics_shared_its_call(
+    make_verifier: VerifierFactory, openai_compat_server: FakeOpenAIServer
+) -> None:
+    # Two rubrics per call: X was judged beside Y; beside Z it is another reading. Before,
+    # the second item took X's verdict from the cache and asked Z alone.
+    x, y, z = ({"text": f"{name} criterion", "weight": 1, "polarity": "positive"} for name in "XYZ")
+    verifier = make_verifier(rubrics_per_call=2)
+    await verifier.start()
+    try:
+        [first] = await verifier.score([_item("a", rubrics=[x, y])])
+        [second] = await verifier.score([_item("b", rubrics=[x, z])])
+        [again] = await verifier.score([_item("c", rubrics=[x, y])])
+    finally:
+        await verifier.aclose()
+    assert first.error is None and second.error is None and again.error is None
+    requests = openai_compat_server.stats.requests
+    assert len(requests) == 2
+    asked = requests[1]["messages"][1]["content"]
+    assert "X criterion" in asked and "Z criterion" in asked
+    assert second.details["usage"]["cached_rubrics"] == 0
+    assert again.details["usage"]["cached_rubrics"] == 2  # the same call: served from cache

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import re
+import sys
+import unicodedata
 
 import pytest
 
@@ -11,6 +14,7 @@ from tribunal.llm.untrusted import (
     MARK,
     ControlTokens,
     fence_tag,
+    invisible_class,
     one_line,
 )
 
@@ -81,10 +85,8 @@ def test_overlapping_tokens_are_never_left_raw() -> None:
 
 
 def test_random_mixtures_round_trip() -> None:
-    # One pass is proven enough for these tokens (no token can start inside another's
-    # match); the mixtures check that proof, and that restore is exact.
+    # No token of these can start inside another's occurrence: restore is exact.
     control = ControlTokens(["[[END]]"])
-    assert not control._may_overlap
     pieces = [*FAMILIES, "[[END]]", "<|x", "[INST]|>", MARK, "<", "|", ">", "[", "]", "/"]
     pieces += ["im_end", "think", "a", "\n", " ", "｜", "SYS"]
     rng = random.Random(29)
@@ -105,3 +107,28 @@ def test_fence_tag_occurs_in_no_text() -> None:
 
 def test_one_line() -> None:
     assert one_line(" a\nb\r\n\tc\u2028d\u2029e\x1cf ") == "a b c d e f"
+
+
+def test_overlapping_token_sets_leave_no_token_raw() -> None:
+    # Generated token sets whose tokens start inside each other (a deployment's list) and
+    # texts woven from their pieces: one scan marks every start, so none is left whole
+    # (before, each one left inside another's match cost a rescan of the whole text).
+    rng = random.Random(38)
+    alphabet = "<>[]|ab"
+    for _ in range(80):
+        tokens = ["".join(rng.choice(alphabet) for _ in range(rng.randint(2, 5))) for _ in range(6)]
+        control = ControlTokens(tokens)
+        for _ in range(5):
+            pieces = [*tokens, *alphabet, MARK]
+            text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+            out = control.neutralise(text)
+            assert not any(t in out for t in control.tokens), (tokens, text)
+            assert control.find_raw(out) == [] and out.replace(MARK, "") == text.replace(MARK, "")
+
+
+def test_every_format_character_and_combining_mark_is_in_the_invisible_class() -> None:
+    # The class scans planes 0, 1 and 14 only; the other planes hold none (checked whole).
+    pattern = re.compile(invisible_class())
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp)) in ("Cf", "Mn", "Me"):
+            assert pattern.fullmatch(chr(cp)), hex(cp)

@@ -51,14 +51,15 @@ from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 
 T = TypeVar("T")
 
-PROMPT_VERSION = "citation-3"
+PROMPT_VERSION = "citation-4"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
 
-OFFLOAD_CHARS = 16_384
+OFFLOAD_CHARS = 2_048
 """Text of one answer (question, claims, their snippets) above which its cache keys, prompts
-and verdict reading run in a thread, off the event loop: they are linear in that text, and
-an answer at the limits (256 claims citing 32 snippets of 4 kB) hashes and escapes tens of
-megabytes, which on the loop would stop the worker's heartbeats and other items."""
+and verdict reading run in a thread, off the event loop: they are linear in that text (at
+this size well under a millisecond), and an answer at the limits (256 claims citing 32
+snippets of 4 kB) hashes and escapes tens of megabytes, which on the loop would stop the
+worker's heartbeats and other items."""
 
 LEVELS = (0, 1, 2)
 VERDICT_TOKENS = tuple(str(level) for level in LEVELS)
@@ -232,20 +233,26 @@ class LLMSupport:
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
         keys = await self._off_loop(_chars(question, tasks), self._keys, question, tasks)
-        found: dict[str, ClaimJudgment] = {}
-        todo: dict[str, ClaimTask] = {}  # identical claims are asked once
-        for key, task in zip(keys, tasks, strict=True):
-            cached = self.cache.get(key)
-            if cached is not None:
-                found[key] = replace(cached, cached=True)
-            else:
-                todo.setdefault(key, task)
-        outcome = SupportOutcome()
-        pending = list(todo.items())
+        unique = dict(zip(keys, tasks, strict=True))  # identical claims are asked once
         size = self.settings.claims_per_call
-        chunks = [pending[i : i + size] for i in range(0, len(pending), size)]
+        order = list(unique)
+        # Fixed chunks of the answer's claims, whatever the cache holds: a judgment is
+        # cached under its claim and the claims that shared its call (they are part of
+        # what the judge read), and a chunk is asked whole or served whole.
+        chunks = [order[i : i + size] for i in range(0, len(order), size)]
+        in_call = {key: _in_call(key, chunk) for chunk in chunks for key in chunk}
+        found: dict[str, ClaimJudgment] = {}
+        todo: list[list[tuple[str, ClaimTask]]] = []
+        for chunk in chunks:
+            cached = [self.cache.get(in_call[key]) for key in chunk]
+            if all(c is not None for c in cached):
+                hits = zip(chunk, cached, strict=True)
+                found.update({k: replace(c, cached=True) for k, c in hits if c is not None})
+            else:
+                todo.append([(key, unique[key]) for key in chunk])
+        outcome = SupportOutcome()
         results = await asyncio.gather(
-            *(self._judge_chunk(question, chunk) for chunk in chunks), return_exceptions=True
+            *(self._judge_chunk(question, chunk) for chunk in todo), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException):
@@ -255,7 +262,7 @@ class LLMSupport:
             outcome.prompt_tokens += usage.prompt_tokens
             outcome.completion_tokens += usage.completion_tokens
             for key, judgment in judged.items():
-                self.cache.put(key, judgment)
+                self.cache.put(in_call[key], judgment)
                 found[key] = judgment
         outcome.judgments = [found[key] for key in keys]
         return outcome
@@ -270,13 +277,16 @@ class LLMSupport:
         tasks = [task for _, task in chunk]
         size = _chars(question, tasks)
         request = await self._off_loop(size, self.build_request, question, tasks)
+        budget = request.max_tokens
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
             if attempt:
+                # Twice the first budget, as the rubric judge's retry: an answer cut by the
+                # token limit is the commonest unreadable one, and the same budget cuts it again.
                 request = CompletionRequest(
                     messages=request.messages,
                     schema=request.schema,
-                    max_tokens=request.max_tokens,
+                    max_tokens=budget * 2,
                     verdict_tokens=request.verdict_tokens,
                     schema_name=request.schema_name,
                     temperature=0.3,  # a greedy retry would repeat the same answer
@@ -331,13 +341,15 @@ class LLMSupport:
             items += [f"[c{index}] support", f"Claim {index}: {claim} Cited: {cited}."]
             for j, (sid, _) in enumerate(task.snippets):
                 keys.append(f"c{index}r{j}")
+                # The claim is written once, in its support item: an answer citing 32
+                # snippets would otherwise repeat it 34 times (and the prompt with it).
                 items += [
                     f"[c{index}r{j}] relevance",
-                    f"Claim {index}: {claim} Snippet: {_id(safe(sid))}.",
+                    f"Claim {index}: as in [c{index}]. Snippet: {_id(safe(sid))}.",
                 ]
             if question:
                 keys.append(f"c{index}q")
-                items += [f"[c{index}q] topic", f"Topic of claim {index}: {claim}"]
+                items += [f"[c{index}q] topic", f"Topic of claim {index}: as in [c{index}]."]
         tag = fence_tag(shown_question, *lines, *items)
         user = "\n".join(
             [
@@ -420,6 +432,14 @@ def _verdict(answer: dict[str, Any], key: str) -> tuple[int, str]:
     assert isinstance(entry, dict)
     reason = entry.get("reason", "")
     return level, reason if isinstance(reason, str) else ""
+
+
+def _in_call(key: str, call: Sequence[str]) -> str:
+    """The cache key of a claim's judgment asked in ``call`` (the claims' keys, in order):
+    its own key when it was asked alone."""
+    if len(call) == 1:
+        return key
+    return judgment_key("claim_in_call", {"claim": key, "call": list(call)})
 
 
 def _chars(question: str, tasks: Sequence[ClaimTask]) -> int:

@@ -125,7 +125,7 @@ async def _runtime(
     recorders = {
         v.name: recorder
         for v in verifiers
-        if (recorder := recorder_for(settings, inspect, v.name)) is not None
+        if (recorder := recorder_for(settings, inspect, v.name, queue.incr_stats)) is not None
     }
     services = {
         v.name: ScoringService(

@@ -267,8 +267,15 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         "An LLM backend call's time (its wait for a concurrency slot and retries included).",
         labels=["verifier"],
     )
+    inspect_dropped = CounterMetricFamily(
+        "tribunal_inspect_dropped",
+        "Scored items the reward inspector did not keep although sampled (its buffer full, "
+        "its store failing, or a record no JSON encoder could write); results are unaffected.",
+        labels=["verifier"],
+    )
     for verifier, stats in all_stats.items():
         misses.add_metric([verifier], stats.get("cache_misses", 0))
+        inspect_dropped.add_metric([verifier], stats.get("inspect_dropped", 0))
         dead.add_metric([verifier], stats.get("dead_lettered", 0))
         observed = histogram_from_stats(stats, "latency", LATENCY_BUCKETS_S)
         if observed is not None:
@@ -280,7 +287,7 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
             parts = name.split(SEP)
             if parts[0] == "backend" and len(parts) == 2:
                 calls.add_metric([verifier, parts[1]], value)
-    return [misses, dead, latency, calls, call_latency]
+    return [misses, dead, latency, calls, call_latency, inspect_dropped]
 
 
 def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:

@@ -75,7 +75,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 max_deliveries=settings.max_deliveries,
                 heartbeat_s=settings.worker_heartbeat_s,
                 grace_s=settings.worker_grace_s,
-                recorder=recorder_for(settings, inspect, verifier.name),
+                recorder=recorder_for(settings, inspect, verifier.name, queue.incr_stats),
             )
             for verifier in verifiers
         ]

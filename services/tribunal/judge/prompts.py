@@ -7,7 +7,7 @@ Layout of every call (chat messages)::
             <response-TAG> response </response-TAG>           of one response
             criteria block (polarity-specific wording,        differs per call: LAST
               each text in <criterion-TAG> … </criterion-TAG>)
-            answer format (JSON keys r1..rk)
+            answer format (JSON keys r1_N..rk_N, N drawn per call)
 
 so vLLM's automatic prefix cache reuses the system prompt across all calls and the
 question + response across the rubrics of one response; only the criterion block is new
@@ -31,6 +31,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import random
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +40,9 @@ from typing import Any
 from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.llm import answers
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
-from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag
+from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, fold_lookalikes, holds_code
 
-PROMPT_VERSION = "rubric-judge-2"
+PROMPT_VERSION = "rubric-judge-3"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""
 
 VERDICT_LEVELS = (0, 1, 2)
@@ -95,7 +97,8 @@ class JudgePrompt:
     Attributes:
         system: The system message (same for every call).
         user: Shared prefix (question + fenced response) followed by the criteria block.
-        keys: One JSON key per rubric of the call, in order (``r1``, ``r2``, ...).
+        keys: One JSON key per rubric of the call, in order (``r1_<nonce>``, ``r2_<nonce>``,
+            ...: :func:`draw_keys`).
         prefix: The shared part of ``user`` (a prefix of it), for tests and metrics.
     """
 
@@ -161,11 +164,9 @@ def criteria_block(
     control = control or default_control_tokens()
     texts = [control.neutralise(rubric.text) for rubric in rubrics]
     lines = ["Criteria (judge each one separately):"]
-    for text in texts:
-        if tag in text:
-            tag = fence_tag(tag, *texts)
-            lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
-            break
+    if holds_code((fold_lookalikes(text) for text in texts), tag):
+        tag = fence_tag(tag, *texts)
+        lines[0] = f"Criteria fence code: {tag}. {lines[0]}"
     for key, rubric, text in zip(keys, rubrics, texts, strict=True):
         lines.append(f"[{key}] {_QUESTION_BY_POLARITY[rubric.polarity]}")
         lines.append(f"<criterion-{tag}>\n{text}\n</criterion-{tag}>")
@@ -173,7 +174,6 @@ def criteria_block(
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=64)
 def _answer_format(keys: tuple[str, ...]) -> str:
     example = ", ".join(
         f'"{key}": {{"reason": "<one or two sentences>", "verdict": <0, 1 or 2>}}' for key in keys
@@ -186,11 +186,27 @@ def clear_prompt_caches() -> None:
     _shared_prefix.cache_clear()
 
 
+def draw_keys(n: int) -> tuple[str, ...]:
+    """Return the verdict keys of one call: ``r1_<nonce>`` .. ``rn_<nonce>``, the nonce 8 hex
+    digits drawn afresh for every call (:data:`_NONCES`), so that no text written before the call
+    (a response that plants a verdict-shaped object for the judge to quote) can hold an
+    object with the call's keys. The keys follow the shared prefix, so prefix caching is
+    unaffected."""
+    nonce = f"{_NONCES.getrandbits(32):08x}"
+    return tuple(f"r{i + 1}_{nonce}" for i in range(n))
+
+
+_NONCES = random.Random(secrets.randbits(128))
+"""Draws the keys' nonces: seeded from ``secrets`` once per process (no text a policy writes
+sees a nonce; a system call per judge call would cost more than the rest of its keys)."""
+
+
 def build_prompt(
     question: str,
     response: str,
     rubrics: Sequence[Rubric],
     control: ControlTokens | None = None,
+    keys: Sequence[str] | None = None,
 ) -> JudgePrompt:
     """Build the prompt that grades ``response`` against ``rubrics`` in one call.
 
@@ -200,13 +216,16 @@ def build_prompt(
         rubrics: 1..k rubrics asked together.
         control: The control tokens to break in every untrusted text (default: the common
             families'; a verifier passes its backend's).
+        keys: The call's verdict keys (default: :func:`draw_keys`, fresh ones).
 
     Returns:
         A :class:`JudgePrompt` whose ``user`` starts with :func:`shared_prefix`.
     """
     if not rubrics:
         raise ValueError("a judge call needs at least one rubric")
-    keys = tuple(f"r{i + 1}" for i in range(len(rubrics)))
+    keys = tuple(keys) if keys is not None else draw_keys(len(rubrics))
+    if len(keys) != len(rubrics):
+        raise ValueError(f"{len(keys)} keys for {len(rubrics)} rubrics")
     prefix, tag = _shared_prefix(question, response, control)
     user = prefix + criteria_block(rubrics, keys, tag, control)
     return JudgePrompt(SYSTEM_PROMPT, user, keys, prefix)

@@ -1,7 +1,9 @@
 """The scoring rule: rubric scores -> one reward in [0, 1].
 
 Each rubric i has a score s_i in [0, 1] (how far a requirement is met, or how far a flaw is
-present), a weight w_i > 0 and a polarity.
+present), a weight w_i > 0 and a polarity. Weights enter relative to the largest of the
+item's (w_i / max w), which leaves both rules below unchanged and keeps a weight near the
+float minimum from rounding its products to 0.
 
 ``weighted_mean`` (default)::
 
@@ -60,12 +62,21 @@ def aggregate(scored: Sequence[tuple[Rubric, float]], mode: Aggregation) -> tupl
     """
     if not scored:
         raise ValueError("no rubric scores to aggregate")
+    # Weights are used relative to the largest (both rules are ratios of weights, so the
+    # reward is the same): a weight near the float minimum (a subnormal) would otherwise
+    # round w·s to 0 or to w, so that a half-met rubric paid 0 and a three-quarter one 1.
+    top = max(r.weight for r, _ in scored)
+    weights = [r.weight / top for r, _ in scored]
     if mode == "weighted_mean":
-        total = sum(r.weight for r, _ in scored)
-        numerator = sum(r.weight * reward_term(r, s) for r, s in scored)
+        total = sum(weights)
+        numerator = sum(w * reward_term(r, s) for w, (r, s) in zip(weights, scored, strict=True))
     else:
-        total = sum(r.weight for r, _ in scored if r.polarity is Polarity.POSITIVE) or 1.0
-        numerator = sum(r.signed_weight * s for r, s in scored)
+        pairs = list(zip(weights, scored, strict=True))
+        numerator = sum((w if r.polarity is Polarity.POSITIVE else -w) * s for w, (r, s) in pairs)
+        positive = [w for w, (r, _) in pairs if r.polarity is Polarity.POSITIVE]
+        # No positive rubric: DR Tulu's denominator is 1, in the weights' own units.
+        total = sum(positive) if positive else 1.0
+        numerator = numerator if positive else numerator * top
     if not (math.isfinite(total) and math.isfinite(numerator) and total > 0):
         raise InternalError(
             f"the {mode} aggregate is not finite (weights sum to {total!r}); no reward given"

@@ -82,12 +82,10 @@ def read_verdicts(
     if completion.refusal or completion.finish_reason == "content_filter":
         raise Refusal(f"the judge refused: {completion.refusal or 'content filter'}"[:500])
     try:
-        obj = answers.read_answer_object(completion.text, completion.finish_reason)
+        obj, start, end = answers.read_answer_span(completion.text, completion.finish_reason)
     except ParseError as exc:
         return dict.fromkeys(keys, ParseError(f"judge answer: {exc.message}"))
-    if len(keys) == 1 and keys[0] not in obj and "verdict" in obj:
-        obj = {keys[0]: obj}  # JSON mode / prompt-only answers sometimes drop the key
-    probs_in_order = _verdict_token_probs(completion, obj)
+    probs_in_order = _verdict_token_probs(completion, obj, (start, end))
     out: dict[str, ParsedVerdict | ParseError] = {}
     for key in keys:
         entry = obj.get(key)
@@ -124,19 +122,20 @@ def _is_scalar(value: Any) -> bool:
 
 
 def _verdict_token_probs(
-    completion: Completion, obj: dict[str, Any]
+    completion: Completion, obj: dict[str, Any], span: tuple[int, int]
 ) -> dict[str, dict[str, float]]:
     """Map each key to P(level) read at its verdict token, where that can be done safely.
 
-    The i-th ``"verdict": N`` in the text belongs to the i-th entry of ``obj`` (JSON strings
-    escape quotes, so a reason cannot contain a match). Returns {} when the tokens do not
-    spell the text or the counts disagree: the hard verdict is used then.
+    Only the verdict object's own span is searched (reasoning or prose before it may quote
+    a ``"verdict": N`` of its own): the i-th ``"verdict": N`` there belongs to the i-th entry
+    of ``obj`` (JSON strings escape quotes, so a reason cannot contain a match). Returns {}
+    when the tokens do not spell the text or the counts disagree: the hard verdict is used.
     """
     tokens = completion.tokens
     if not tokens or "".join(t.token for t in tokens) != completion.text:
         return {}
     entry_keys = [k for k, v in obj.items() if isinstance(v, dict) and "verdict" in v]
-    matches = list(_VERDICT_VALUE.finditer(completion.text))
+    matches = list(_VERDICT_VALUE.finditer(completion.text, *span))
     if len(matches) != len(entry_keys):
         return {}
     starts: list[int] = []

@@ -26,7 +26,7 @@ from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, Tribu
 from tribunal.core.hashing import canonical_json, config_hash
 from tribunal.core.lru import LRU
 from tribunal.core.verifier import score_each
-from tribunal.judge.cache import response_digest, verdict_key
+from tribunal.judge.cache import call_digest, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
 from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
@@ -193,7 +193,18 @@ class JudgeVerifier:
         base = await self._off_loop(
             _chars(item, rubrics), response_digest, self._context, item.question, item.response
         )
-        keys = [verdict_key(base, r.text, r.polarity.value) for r in rubrics]
+        calls = self._calls(len(rubrics))
+        # A call of one rubric shares it with no other: its key needs no digest of the call.
+        digests = {
+            c: call_digest([(rubrics[j].text, rubrics[j].polarity.value) for j in c])
+            if len(c) > 1
+            else ""
+            for c in set(calls)
+        }
+        keys = [
+            verdict_key(base, r.text, r.polarity.value, digests[calls[i]])
+            for i, r in enumerate(rubrics)
+        ]
         slots: list[Slot] = [None] * len(rubrics)
         cached = [False] * len(rubrics)
         usage = JudgeUsage()
@@ -221,6 +232,12 @@ class JudgeVerifier:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
         return self._outcome(rubrics, refs, slots, cached, usage)
+
+    def _calls(self, n: int) -> list[range]:
+        """For each of an item's ``n`` rubrics, the rubrics asked in its call: fixed chunks of
+        ``rubrics_per_call`` in order, whatever the cache holds (so its key can say them)."""
+        k = self.config.rubrics_per_call
+        return [range(i - i % k, min(i - i % k + k, n)) for i in range(n)]
 
     async def _off_loop(self, size: int, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` here when ``size`` is at most :data:`OFFLOAD_CHARS`, else in this
@@ -253,19 +270,22 @@ class JudgeVerifier:
         slots: list[Slot],
         usage: JudgeUsage,
     ) -> None:
-        """Fill ``slots[i]`` for ``i in indices``: calls in chunks, then parse retries."""
-        k = self.config.rubrics_per_call
+        """Fill ``slots[i]`` for ``i in indices``: each one's whole call (:meth:`_calls`: the
+        chunk its key names, its cached members asked again), then parse retries."""
+        calls = self._calls(len(rubrics))
         pending = indices
         for attempt in range(1 + self.config.parse_retries):
             if not pending:
                 return
-            chunks = [pending[j : j + k] for j in range(0, len(pending), k)]
+            chunks = sorted({calls[i] for i in pending}, key=lambda c: c.start)
             answers = await asyncio.gather(
                 *(self._call(item, [rubrics[i] for i in c], attempt, usage) for c in chunks)
             )
+            wanted = set(pending)
             for chunk, answer in zip(chunks, answers, strict=True):
                 for i, slot in zip(chunk, answer, strict=True):
-                    slots[i] = slot
+                    if i in wanted:
+                        slots[i] = slot
             pending = [i for i in pending if isinstance(slots[i], ParseError)]
 
     async def _call(
@@ -377,9 +397,11 @@ def _item_error(errors: list[TribunalError], n_rubrics: int) -> TribunalError:
 
 T = TypeVar("T")
 
-OFFLOAD_CHARS = 16_384
+OFFLOAD_CHARS = 2_048
 """Text of one item (question, response, rubrics) above which its digest and prompts are
-built in a thread, off the event loop (escaping and hashing are linear in that text)."""
+built in a thread, off the event loop: escaping and hashing are linear in that text, and at
+this size they hold the loop well under a millisecond whatever the text holds (a text of
+nothing but control-token starts included)."""
 
 
 def _chars(item: JudgeItem, rubrics: list[Rubric]) -> int:

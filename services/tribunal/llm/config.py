@@ -97,7 +97,15 @@ class BackendConfig(BaseModel):
         "families' (ChatML, Llama 3, Gemma, Mistral, Qwen3 <think>, DeepSeek ...): broken in "
         "every untrusted text of a prompt so that they cannot tokenize as special tokens. "
         "The transformers backend adds its tokenizer's own; an openai backend cannot see the "
-        "server's tokenizer, so name any unusual ones here (a JSON list).",
+        "server's tokenizer: point tokenizer_path at its files, or name any unusual ones here "
+        "(a JSON list).",
+    )
+    tokenizer_path: str | None = Field(
+        default=None,
+        description="The served model's tokenizer.json or tokenizer_config.json (or the "
+        "directory holding them, as the server loaded it): an openai backend reads its added "
+        "and special tokens at start and breaks them too. Unset: a start-up warning names the "
+        "model's family and whether the built-in families cover it.",
     )
     device: str = Field(default="cpu", description="Torch device of the transformers backend.")
 
@@ -129,6 +137,7 @@ class BackendConfig(BaseModel):
             "seed": self.seed,
             "chat_template_kwargs": dict(self.chat_template_kwargs),
             "control_tokens": sorted(set(self.control_tokens)),
+            "tokenizer_path": self.tokenizer_path,
         }
 
 

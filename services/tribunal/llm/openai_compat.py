@@ -17,13 +17,17 @@ NVIDIA-NeMo/Gym ``engineering-notes/aiohttp-vs-httpx.mdx``).
 
 Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with
 exponential backoff and jitter (a longer ``Retry-After`` wins); the semaphore is released
-while waiting. Other 4xx are not retried: a context-length error is ``BadInput``, anything
-else (bad key, unknown model, unsupported parameter) is ``ConfigurationError``.
+while waiting. Other 4xx are not retried: a context-length error is ``BadInput`` and a
+content filter's refusal ``Refusal`` (both the item's, as each server words them:
+:data:`CONTEXT_WORDINGS`, :data:`CONTENT_FILTER_WORDINGS`), anything else (bad key, unknown
+model, unsupported parameter) is ``ConfigurationError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import logging
 import math
 import random
@@ -36,22 +40,54 @@ from tribunal.core.errors import (
     BadInput,
     ConfigurationError,
     ParseError,
+    Refusal,
     ScoringTimeout,
     TribunalError,
 )
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
+from tribunal.llm.tokens import model_family, read_added_tokens, tokens_in_config
 
 logger = logging.getLogger(__name__)
 
 _RETRY_AFTER_CAP_S = 60.0
-_CONTEXT_MARKERS = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "too long",
-    "max_model_len",
+_TOKENIZER_INFO_TIMEOUT_S = 2.0
+"""How long start waits for the server's ``/tokenizer_info`` (a server not up yet is refused
+at once; the warning says what is not known)."""
+_STREAM_BYTES = 256 * 1024
+"""Request bodies past this size are sent as a stream (aiohttp warns at 1 MiB of bytes)."""
+_INLINE_CHARS = 16_384
+"""Prompt characters up to which a request body is encoded on the event loop (well under a
+millisecond); above, in a thread."""
+CONTEXT_WORDINGS: tuple[tuple[str, str], ...] = (
+    ("vLLM, OpenAI", "maximum context length"),  # "This model's maximum context length is N"
+    ("vLLM", "max_model_len"),
+    ("SGLang, vLLM", "longer than the model's context length"),  # "The input (N tokens) is …"
+    ("SGLang", "exceeds the model's maximum context length"),
+    ("TGI", "`inputs` tokens + `max_new_tokens` must be <="),  # ValidationError::MaxTotalTokens
+    ("TGI", "`inputs` must have less than"),  # ValidationError::InputLength
+    ("llama.cpp", "exceeds the available context size"),  # "request (N tokens) exceeds …"
+    ("llama.cpp", "exceed_context_size_error"),
+    ("OpenAI, Azure OpenAI", "context_length_exceeded"),
+    ("Anthropic", "prompt is too long"),  # "prompt is too long: N tokens > M maximum"
+    ("any", "context length"),
+    ("any", "context_length"),
+    ("any", "maximum context"),
+    ("any", "too long"),
 )
+"""(server, lower-cased wording) of a 4xx that says the prompt does not fit the model's
+context: the item's fault (``BadInput``), never the deployment's configuration."""
+
+CONTENT_FILTER_WORDINGS: tuple[tuple[str, str], ...] = (
+    ("Azure OpenAI", "content management policy"),  # "… triggering Azure OpenAI's content …"
+    ("Azure OpenAI", "responsibleaipolicyviolation"),  # its innererror code
+    ("Azure OpenAI", '"content_filter"'),  # its error code
+    ("OpenAI", "flagged as potentially violating our usage policy"),  # code invalid_prompt
+    ("OpenAI", "content_policy_violation"),
+    ("OpenAI", "rejected as a result of our safety system"),
+)
+"""(server, lower-cased wording) of a 4xx that says a provider's content filter refused the
+prompt: the item's ``Refusal``, never the deployment's configuration."""
 
 
 class _Retryable(Exception):
@@ -82,14 +118,25 @@ class OpenAICompatBackend:
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0
         """Requests currently inside the semaphore (for metrics and tests)."""
+        self._learned: tuple[str, ...] = ()
+        self._warned = False
 
     @property
     def control_tokens(self) -> tuple[str, ...]:
-        """The configured ones only: a chat-completions server does not show its tokenizer."""
-        return self.config.control_tokens
+        """The configured ones, and once started those of ``tokenizer_path``'s files (a
+        chat-completions server does not show its tokenizer)."""
+        return tuple(sorted({*self.config.control_tokens, *self._learned}))
 
     async def start(self) -> None:
-        """Open the HTTP session (no request is made: the server may come up later)."""
+        """Learn the served model's added tokens: from ``tokenizer_path``'s files, else from
+        the server's ``GET /tokenizer_info`` (vLLM, one try of at most
+        :data:`_TOKENIZER_INFO_TIMEOUT_S`), else warn, naming the model's family, that only
+        the built-in families' are known; and open the HTTP session (no chat request is
+        made: the server may come up later).
+
+        Raises:
+            ConfigurationError: ``tokenizer_path`` is set but names no readable tokenizer.
+        """
         if self._session is None:
             connector = aiohttp.TCPConnector(
                 limit=self.config.max_concurrency, limit_per_host=self.config.max_concurrency
@@ -98,6 +145,38 @@ class OpenAICompatBackend:
             if self.config.api_key:
                 headers["Authorization"] = f"Bearer {self.config.api_key}"
             self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+        if self._learned or self._warned:
+            return
+        if self.config.tokenizer_path:
+            self._learned = await asyncio.to_thread(read_added_tokens, self.config.tokenizer_path)
+            return
+        self._learned = await self._tokenizer_info()
+        if not self._learned:
+            self._warned = True
+            family, covered = model_family(self.model)
+            logger.warning(
+                "the served model's own control tokens are not known (family: %s; %s): set "
+                "TOKENIZER_PATH to its tokenizer files, serve vLLM with "
+                "--enable-tokenizer-info-endpoint, or list them in CONTROL_TOKENS",
+                family,
+                "the built-in families cover its template"
+                if covered
+                else "the built-in families do NOT cover it: its tokens reach it raw",
+            )
+
+    async def _tokenizer_info(self) -> tuple[str, ...]:
+        """The added tokens of vLLM's ``GET /tokenizer_info`` (the tokenizer's config), or ()
+        where the server does not answer it."""
+        assert self._session is not None
+        root = self.config.base_url.rstrip("/").removesuffix("/v1") if self.config.base_url else ""
+        timeout = aiohttp.ClientTimeout(total=_TOKENIZER_INFO_TIMEOUT_S)
+        try:
+            async with self._session.get(f"{root}/tokenizer_info", timeout=timeout) as resp:
+                if resp.status != 200:
+                    return ()
+                return tokens_in_config(await resp.json(content_type=None))
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return ()
 
     async def aclose(self) -> None:
         """Close the HTTP session."""
@@ -145,13 +224,17 @@ class OpenAICompatBackend:
         if self._session is None:
             await self.start()
         body = self.request_body(request)
+        # Encoded once for every attempt, and off the event loop where the prompt is large
+        # (a judge item at its size limit is ~600,000 characters: ~10 ms of json.dumps).
+        size = sum(len(m.get("content", "")) for m in request.messages)
+        payload = _encode(body) if size <= _INLINE_CHARS else await asyncio.to_thread(_encode, body)
         attempts = self.config.max_retries + 1
         last: _Retryable | None = None
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self._backoff_s(attempt, last))
             try:
-                return await self._attempt(body, request.verdict_tokens)
+                return await self._attempt(payload, request.verdict_tokens)
             except _Retryable as exc:
                 last = exc
                 logger.debug("LLM call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
@@ -167,13 +250,18 @@ class OpenAICompatBackend:
             delay = max(delay, min(last.retry_after_s, _RETRY_AFTER_CAP_S))
         return delay
 
-    async def _attempt(self, body: dict[str, Any], verdict_tokens: tuple[str, ...]) -> Completion:
+    async def _attempt(self, payload: bytes, verdict_tokens: tuple[str, ...]) -> Completion:
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_s)
         async with self._semaphore:
             self.in_flight += 1
             try:
-                async with self._session.post(self.url, json=body, timeout=timeout) as resp:
+                # A large body as a stream, which aiohttp writes in chunks between which the
+                # loop runs other work; a small one as bytes (the cheaper payload).
+                sent: bytes | io.BytesIO = (
+                    io.BytesIO(payload) if len(payload) > _STREAM_BYTES else payload
+                )
+                async with self._session.post(self.url, data=sent, timeout=timeout) as resp:
                     if resp.status == 200:
                         data = await resp.json(content_type=None)
                         return _completion_from(data, verdict_tokens)
@@ -194,6 +282,12 @@ class OpenAICompatBackend:
                 self.in_flight -= 1
 
 
+def _encode(body: dict[str, Any]) -> bytes:
+    """The JSON body of a request (``json``'s escapes: a lone surrogate in a graded text is
+    sent as ``\\udXXX``, which orjson would refuse)."""
+    return json.dumps(body).encode()
+
+
 def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
     if status == 429 or status >= 500:
         delay = _seconds(retry_after)
@@ -202,8 +296,10 @@ def _raise_for_status(status: int, text: str, retry_after: str | None) -> None:
             delay,
         )
     lowered = text.lower()
-    if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+    if status in (400, 413, 422) and any(w in lowered for _, w in CONTEXT_WORDINGS):
         raise BadInput(f"the prompt does not fit the model's context: {text}")
+    if status in (400, 403, 422) and any(w in lowered for _, w in CONTENT_FILTER_WORDINGS):
+        raise Refusal(f"the provider's content filter refused the prompt: {text}")
     raise ConfigurationError(f"LLM backend rejected the request with HTTP {status}: {text}")
 
 

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.errors import BadInput
-from tribunal.core.inspection.store import rid_order
+from tribunal.core.inspection.store import dump_json, rid_order
 
 STATIC = {
     "inspect.js": "text/javascript",
@@ -283,7 +282,7 @@ async def meta(runtime: RuntimeDep) -> Response:
         "kept": {v: await runtime.inspect.size(v) for v in runtime.services},
         "queue": runtime.queue.name,
     }
-    return Response(orjson.dumps(body), media_type="application/json")
+    return Response(dump_json(body), media_type="application/json")
 
 
 @router.get("/api/items")
@@ -295,7 +294,7 @@ async def items(
     """The summaries that match, newest first: ``{"total", "items"}``."""
     found = await _summaries(runtime, filters)
     body = {"total": len(found), "items": found[:limit]}
-    return Response(orjson.dumps(body), media_type="application/json")
+    return Response(dump_json(body), media_type="application/json")
 
 
 @router.get("/api/stats")
@@ -312,7 +311,7 @@ async def stats(runtime: RuntimeDep, filters: FiltersDep) -> Response:
         "scorers": {name: _scorer_stats(members) for name, members in sorted(by_scorer.items())},
         "groups": _groups(found),
     }
-    return Response(orjson.dumps(body), media_type="application/json")
+    return Response(dump_json(body), media_type="application/json")
 
 
 @router.get("/api/items/{verifier}/{rid:path}")
@@ -341,7 +340,7 @@ async def detail(verifier: str, rid: str, runtime: RuntimeDep) -> Response:
     spec = record["summary"].get("spec")
     describe = getattr(runtime.services[verifier].verifier, "spec_rule", None)
     record["spec_rule"] = describe(spec) if describe is not None and spec else None
-    return Response(orjson.dumps(record), media_type="application/json")
+    return Response(dump_json(record), media_type="application/json")
 
 
 @router.get("/api/export.jsonl")
@@ -353,7 +352,7 @@ async def export(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
         for s in found:
             record = await runtime.inspect.record(s["verifier"], s["rid"])
             if record is not None:  # trimmed since the list was read
-                yield orjson.dumps(record) + b"\n"
+                yield dump_json(record) + b"\n"
 
     return StreamingResponse(
         lines(),

@@ -20,7 +20,11 @@ encoding of each batch's records and one script call per batch.
 
 Workers write through :class:`InspectRecorder` after their results are written (never
 before: the trainer waits on the results, not on the inspector), one write in flight at a
-time with what came meanwhile buffered, and dropped, counted, past a bound.
+time with what came meanwhile buffered, and dropped, counted, past a bound. A record is
+encoded with orjson; one orjson refuses (an integer past 64 bits, a lone surrogate: values
+the JSON layer, ``tribunal.core.jsonparse``, accepts) is encoded with ``json`` instead, and
+one neither can encode (nesting past Python's recursion limit) is dropped alone, counted:
+never its batch. Every drop is added to ``tribunal_inspect_dropped`` in ``/metrics``.
 """
 
 from __future__ import annotations
@@ -29,24 +33,30 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import json
 import logging
 import re
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from tribunal.core.errors import QueueUnavailable
+from tribunal.core.jsonparse import loads as json_loads
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.settings import CoreSettings
 
 logger = logging.getLogger(__name__)
+
+StatsSink = Callable[[str, Mapping[str, int]], Awaitable[None]]
+"""Adds to a verifier's cluster-wide counters (``JobQueue.incr_stats``)."""
 
 MAX_BUFFERED = 10_000
 """Items a recorder holds while its previous write is in flight; more are dropped (counted)."""
@@ -93,9 +103,9 @@ class InspectStore(Protocol):
     max_items: int
     ttl_s: int
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> None:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
         """Keep ``records`` (:func:`keep`'s, oldest first), dropping what passes the cap or
-        the TTL."""
+        the TTL; return how many of ``records`` could not be encoded (not kept)."""
         ...
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
@@ -162,18 +172,24 @@ class RedisInspectStore:
         self._newest_entry: dict[str, str] = {}
         self._add = redis.register_script(_ADD)
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> None:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
         """See :class:`InspectStore`."""
         records = records[-self.max_items :]  # a batch larger than the cap keeps its newest
         if not records:
-            return
-        batch = orjson.dumps(records)
-        keys = [
-            self.keys.inspect(verifier),
-            self.keys.inspect_count(verifier),
-            self.keys.inspect_sizes(verifier),
-        ]
-        await self._add(keys=keys, args=[self.max_items, self.ttl_s * 1000, len(records), batch])
+            return 0
+        try:
+            batch, kept = orjson.dumps(records), len(records)  # the common case: one call
+        except orjson.JSONEncodeError:
+            encoded = [e for e in encode_records(records) if e is not None]
+            batch, kept = b"[" + b",".join(encoded) + b"]", len(encoded)
+        if kept:
+            keys = [
+                self.keys.inspect(verifier),
+                self.keys.inspect_count(verifier),
+                self.keys.inspect_sizes(verifier),
+            ]
+            await self._add(keys=keys, args=[self.max_items, self.ttl_s * 1000, kept, batch])
+        return len(records) - kept
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
         """See :class:`InspectStore`."""
@@ -184,7 +200,7 @@ class RedisInspectStore:
         while True:
             entries: Any = await self.redis.xrange(key, min=start, max="+", count=_READ_PAGE)
             for entry_id, fields in entries:
-                for k, record in enumerate(orjson.loads(fields["r"])):
+                for k, record in enumerate(_loads(fields["r"])):
                     rid = f"{entry_id}.{k}"
                     kept[rid] = summarize(rid, record)
                 self._newest_entry[verifier] = entry_id
@@ -203,12 +219,53 @@ class RedisInspectStore:
         entries: Any = await self.redis.xrange(key, min=entry_id, max=entry_id)
         if not entries:
             return None
-        records = orjson.loads(entries[0][1]["r"])
+        records = _loads(entries[0][1]["r"])
         return _whole(rid, records[int(k)]) if int(k) < len(records) else None
 
     async def size(self, verifier: str) -> int:
         """See :class:`InspectStore`."""
         return int(await self.redis.get(self.keys.inspect_count(verifier)) or 0)
+
+
+def encode_records(records: Sequence[dict[str, Any]]) -> list[bytes | None]:
+    """Encode each record (:func:`keep`'s) as JSON; None for one that cannot be.
+
+    orjson first; where it refuses a value that ``json``
+    accepts (an integer past 64 bits, a lone surrogate), that record's item is encoded with
+    ``json`` and spliced in (ASCII, lone surrogates escaped; read back by
+    :func:`tribunal.core.jsonparse.loads`). A record neither can encode (nested past the
+    recursion limit) is None: the caller drops it and counts it, never its batch.
+    """
+    return [_encode_one(record) for record in records]
+
+
+def _encode_one(record: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps(record)
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        item = orjson.Fragment(json.dumps(record.get("item")))
+        return orjson.dumps({**record, "item": item})
+    except (orjson.JSONEncodeError, ValueError, TypeError, RecursionError):
+        return None
+
+
+def dump_json(value: Any) -> bytes:
+    """``value`` as JSON: orjson's, or ``json``'s (ASCII) for what orjson refuses.
+
+    Raises:
+        ValueError: Not even ``json`` can encode it (the store never keeps such a record).
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value).encode()
+
+
+def _loads(data: str | bytes) -> Any:
+    """A stored batch or record: what ``json`` reads (orjson where that is exact)."""
+    return json_loads(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
 
 
 _ENTRY = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
@@ -233,13 +290,16 @@ class MemoryInspectStore:
             entries.popitem(last=False)
         return entries
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> None:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
         """See :class:`InspectStore`."""
         entries = self._live(verifier)
-        for record in records:
-            entries[f"{int(time.time() * 1000)}-{next(self._seq)}"] = orjson.dumps(record)
+        encoded = encode_records(records)
+        for one in encoded:
+            if one is not None:
+                entries[f"{int(time.time() * 1000)}-{next(self._seq)}"] = one
         while len(entries) > self.max_items:
             entries.popitem(last=False)
+        return encoded.count(None)
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
         """See :class:`InspectStore`."""
@@ -252,13 +312,13 @@ class MemoryInspectStore:
                 break
             fresh.append((rid, record))
         for rid, record in reversed(fresh):
-            kept[rid] = summarize(rid, orjson.loads(record))
+            kept[rid] = summarize(rid, _loads(record))
         return self._summaries.listing(verifier)
 
     async def record(self, verifier: str, rid: str) -> dict[str, Any] | None:
         """See :class:`InspectStore`."""
         found = self._live(verifier).get(rid)
-        return None if found is None else _whole(rid, orjson.loads(found))
+        return None if found is None else _whole(rid, _loads(found))
 
     async def size(self, verifier: str) -> int:
         """See :class:`InspectStore`."""
@@ -290,7 +350,7 @@ def sampled(key: str, rate: float) -> bool:
     every worker decides the same for a group (a GRPO group is kept whole or not at all)."""
     if rate >= 1.0:
         return True
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
@@ -373,7 +433,7 @@ def summarize(rid: str, record: Mapping[str, Any]) -> dict[str, Any]:
         "cached": bool(result.get("cached")),
         "response_hash": None
         if response is None
-        else hashlib.blake2b(response.encode(), digest_size=8).hexdigest(),
+        else hashlib.blake2b(response.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest(),
         "rubrics": list(_rubric_verdicts(result.get("details"))),
     }
 
@@ -398,24 +458,35 @@ class InspectRecorder:
 
     :meth:`record` returns at once; a write gathers what came within ``linger_s`` of its first
     item, one write is in flight at a time, and what comes meanwhile is written by the next
-    (past ``MAX_BUFFERED`` items waiting, new ones are dropped and counted in ``dropped``). A
-    store that fails loses those items, never a result.
+    (past ``MAX_BUFFERED`` items waiting, new ones are dropped). A store that fails loses
+    those items, never a result; a record that cannot be encoded loses itself alone. Every
+    item dropped is counted in ``dropped`` and added, with the next write, to the counter
+    ``inspect_dropped`` of ``stats`` (the queue's ``incr_stats``: ``/metrics`` reports it).
 
     Args:
         store: Where to keep them.
         verifier: The verifier whose items these are.
         sample_rate: Share kept, in (0, 1]; drawn per GRPO group (see :func:`sampled`).
         linger_s: How long a write waits for more items (s).
+        stats: Where drops are counted (``JobQueue.incr_stats``), or None.
     """
 
     def __init__(
-        self, store: InspectStore, verifier: str, sample_rate: float, linger_s: float = LINGER_S
+        self,
+        store: InspectStore,
+        verifier: str,
+        sample_rate: float,
+        linger_s: float = LINGER_S,
+        stats: StatsSink | None = None,
     ) -> None:
         self.store = store
         self.verifier = verifier
         self.sample_rate = sample_rate
         self.linger_s = linger_s
+        self.stats = stats
         self.dropped = 0
+        """Items dropped since the start (buffer full, store failure, not encodable)."""
+        self._uncounted = 0
         self._buffer: list[tuple[Delivery, str]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -425,7 +496,7 @@ class InspectRecorder:
         kept = done if rate >= 1.0 else [(d, r) for d, r in done if sampled(_sample_key(d), rate)]
         room = MAX_BUFFERED - len(self._buffer)
         self._buffer += kept[:room]
-        self.dropped += max(0, len(kept) - room)
+        self._drop(max(0, len(kept) - room))
         if self._buffer and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._drain())
 
@@ -446,6 +517,10 @@ class InspectRecorder:
             ]
         )
 
+    def _drop(self, n: int) -> None:
+        self.dropped += n
+        self._uncounted += n
+
     async def _drain(self) -> None:
         while self._buffer:
             # Results come a few at a time (each as its pool task ends): a call per handful
@@ -455,9 +530,24 @@ class InspectRecorder:
             done, self._buffer = self._buffer, []
             try:
                 records = [keep(delivery, result, self.verifier) for delivery, result in done]
-                await self.store.add(self.verifier, records)
-            except (RedisError, OSError, ValueError) as exc:
+                if unencodable := await self.store.add(self.verifier, records):
+                    logger.warning("inspector: %d items not kept: not encodable", unencodable)
+                    self._drop(unencodable)
+            except (RedisError, OSError, ValueError, TypeError) as exc:
                 logger.warning("inspector: %d items not kept: %s", len(done), exc)
+                self._drop(len(done))
+            await self._count_drops()
+
+    async def _count_drops(self) -> None:
+        """Add the drops not yet counted to ``stats`` (kept for the next write if the queue
+        is down)."""
+        n, self._uncounted = self._uncounted, 0
+        if not n or self.stats is None:
+            return
+        try:
+            await self.stats(self.verifier, {"inspect_dropped": n})
+        except (QueueUnavailable, RedisError, OSError):
+            self._uncounted += n
 
     async def aclose(self) -> None:
         """Wait for the write in flight (a worker stopping keeps what it scored last)."""
@@ -467,9 +557,10 @@ class InspectRecorder:
 
 
 def recorder_for(
-    settings: CoreSettings, store: InspectStore, verifier: str
+    settings: CoreSettings, store: InspectStore, verifier: str, stats: StatsSink | None = None
 ) -> InspectRecorder | None:
-    """A recorder for ``verifier``, or None when ``TRIBUNAL_INSPECT_SAMPLE_RATE`` is 0."""
+    """A recorder for ``verifier`` that counts its drops in ``stats`` (the queue's
+    ``incr_stats``), or None when ``TRIBUNAL_INSPECT_SAMPLE_RATE`` is 0."""
     if settings.inspect_sample_rate <= 0:
         return None
-    return InspectRecorder(store, verifier, settings.inspect_sample_rate)
+    return InspectRecorder(store, verifier, settings.inspect_sample_rate, stats=stats)

@@ -59,6 +59,10 @@ class FakeScript:
             scripted verdicts: ``{"content": ..., "finish_reason": ..., "logprobs": ...}``,
             each key optional (content defaults to '', finish_reason to ``stop``), any JSON
             value allowed, so that tests can send what a hostile or broken server would.
+            ``$K1``, ``$K2`` ... in its strings stand for the request's verdict keys (drawn
+            per call), so that a reply can be the judge's own answer.
+        errors: (HTTP status, JSON body), one per request (after ``faults``), answered
+            instead of a completion: a server's own error, worded as that server words it.
     """
 
     default_level: int = 2
@@ -69,6 +73,7 @@ class FakeScript:
     hang_s: float = 2.0
     reason: str = "Scripted verdict."
     replies: deque[dict[str, Any]] = field(default_factory=deque)
+    errors: deque[tuple[int, Any]] = field(default_factory=deque)
 
     def level_for(self, criterion: str) -> int:
         """Return the level this script gives a criterion."""
@@ -116,6 +121,9 @@ class FakeOpenAIServer:
         latency_s: Time each request holds its slot, building the answer included, seconds.
         cap: Requests processed concurrently (like vLLM's ``--max-num-seqs``).
         record_bodies: Keep every request body in ``stats.requests`` (off for benchmarks).
+        tokenizer_info: What ``GET /tokenizer_info`` answers (vLLM's, with
+            ``--enable-tokenizer-info-endpoint``: the served tokenizer's config), or None for
+            a 404 (a server without it).
     """
 
     def __init__(
@@ -124,8 +132,10 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         cap: int = 1024,
         record_bodies: bool = True,
+        tokenizer_info: dict[str, Any] | None = None,
     ) -> None:
         self.script = script or FakeScript()
+        self.tokenizer_info = tokenizer_info
         self.latency_s = latency_s
         self.cap = cap
         self.record_bodies = record_bodies
@@ -144,6 +154,7 @@ class FakeOpenAIServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/tokenizer_info", self._tokenizer_info)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/reset", self._reset)
         return app
@@ -216,6 +227,11 @@ class FakeOpenAIServer:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake-llm"}]})
 
+    async def _tokenizer_info(self, request: web.Request) -> web.Response:
+        if self.tokenizer_info is None:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response(self.tokenizer_info)
+
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats.as_dict())
 
@@ -272,6 +288,9 @@ class FakeOpenAIServer:
         if fault == "context":
             too_long = "This model's maximum context length is 4096 tokens"
             return web.json_response({"error": {"message": too_long}}, status=400)
+        if self.script.errors:
+            status, error = self.script.errors.popleft()
+            return web.json_response(error, status=status)
         if self.script.replies:
             return self._raw_reply(body, self.script.replies.popleft())
         user = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
@@ -303,6 +322,8 @@ class FakeOpenAIServer:
         )
 
     def _raw_reply(self, body: dict[str, Any], reply: dict[str, Any]) -> web.Response:
+        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+        reply = _fill_keys(reply, _schema_keys(body) or [k for k, _ in _CRITERION.findall(user)])
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": reply.get("content", ""), "refusal": None},
@@ -335,6 +356,20 @@ class FakeOpenAIServer:
         top.sort(key=lambda t: -float(t["logprob"]))  # type: ignore[arg-type]
         own = next(t["logprob"] for t in top if t["token"] == text)
         return {"token": text, "logprob": own, "top_logprobs": top}
+
+
+def _fill_keys(value: Any, keys: list[str]) -> Any:
+    """``value`` with ``$K<i>`` in every string replaced by the i-th verdict key (last first,
+    so that ``$K1`` never eats the start of ``$K10``)."""
+    if isinstance(value, str):
+        for i in range(len(keys), 0, -1):
+            value = value.replace(f"$K{i}", keys[i - 1])
+        return value
+    if isinstance(value, dict):
+        return {k: _fill_keys(v, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_keys(v, keys) for v in value]
+    return value
 
 
 def _schema_keys(body: dict[str, Any]) -> list[str]:
