@@ -157,8 +157,11 @@ async def _runtime(
             )
         else:
             for verifier in verifiers:
-                with contextlib.suppress(QueueUnavailable):
+                try:
                     await queue.ensure_verifier(verifier.name)
+                except QueueUnavailable as exc:
+                    # The workers create it when Redis is back; submissions wait for Redis.
+                    logger.warning("queue of %s not created: %s", verifier.name, exc.message)
         yield runtime
     finally:
         stop.set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 
@@ -38,12 +37,13 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     queue = redis_queue(settings)
     # A Redis that may evict queue keys is refused here too (a Redis down now is waited for).
-    with contextlib.suppress(QueueUnavailable):
-        try:
-            await queue.check_memory_policy()
-        except ConfigurationError:
-            await queue.aclose()
-            raise
+    try:
+        await queue.check_memory_policy()
+    except ConfigurationError:
+        await queue.aclose()
+        raise
+    except QueueUnavailable as exc:
+        logger.warning("Redis's eviction policy not checked (%s); waiting for Redis", exc.message)
     verifiers = spec.create_verifiers(settings)
     started = []
     try:
@@ -54,15 +54,19 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
         except ConfigurationError as exc:
             # Every verifier of the service is down with this process: say why in the queue,
             # where the API's /readyz and submissions find it (if the queue answers).
-            with contextlib.suppress(QueueUnavailable):
+            try:
                 for name in (v.name for v in verifiers):
                     await queue.set_refusal(name, exc.message)
+            except QueueUnavailable as down:
+                logger.warning("the refusal not recorded in the queue: %s", down.message)
             raise
         # A refusal left by an earlier worker no longer holds. Redis may still be down here
         # (workers wait for it): a stale refusal is only reported while no worker is live.
-        with contextlib.suppress(QueueUnavailable):
+        try:
             for verifier in verifiers:
                 await queue.set_refusal(verifier.name, None)
+        except QueueUnavailable as exc:
+            logger.warning("an earlier refusal not cleared: %s", exc.message)
         settle_heap()
         inspect = build_inspect_store(settings, queue)
         runtimes = [

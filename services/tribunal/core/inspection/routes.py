@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.errors import BadInput
 from tribunal.core.inspection.store import dump_json, rid_order
+from tribunal.core.verifier import DescribesSpecs
 
 STATIC = {
     "inspect.js": "text/javascript",
@@ -338,8 +339,10 @@ async def detail(verifier: str, rid: str, runtime: RuntimeDep) -> Response:
         )
     record["same_id"] = same_id
     spec = record["summary"].get("spec")
-    describe = getattr(runtime.services[verifier].verifier, "spec_rule", None)
-    record["spec_rule"] = describe(spec) if describe is not None and spec else None
+    scorer = runtime.services[verifier].verifier
+    record["spec_rule"] = None
+    if isinstance(scorer, DescribesSpecs) and spec:
+        record["spec_rule"] = scorer.spec_rule(spec)
     return Response(dump_json(record), media_type="application/json")
 
 
