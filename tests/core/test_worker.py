@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+import redis.asyncio as aioredis
 
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
@@ -89,6 +91,29 @@ async def test_item_errors_are_results_and_never_cached(queue_and_cache) -> None
         assert bad["reward"] is None and bad["error"]["code"] == "bad_input"
         assert bad["error"]["field"] == "text" and fine["reward"] == 0.5
     assert [c for c in verifier.calls if "bad" in c] == [["bad", "fine"], ["bad"]]
+
+
+async def test_a_cache_that_does_not_answer_costs_speed_never_results(
+    caplog: pytest.LogCaptureFixture, key_prefix: str
+) -> None:
+    """A real Redis client at a port nothing listens on: reads and writes of the cache both
+    fail; every item is scored and written all the same, and each failure leaves a log line."""
+    queue = MemoryQueue(max_queue_items=100, result_ttl_s=60, visibility_timeout_s=5)
+    await queue.ensure_verifier("toy")
+    down = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
+    cache = RedisCache(down, Keys(key_prefix), "toy", 60, max_items=100)
+    verifier = ToyVerifier()
+    runtime = WorkerRuntime(verifier, queue, cache)
+    job = await queue.submit("toy", queued(["a", "b", "a"]), total=3, prefilled={})
+    with caplog.at_level(logging.WARNING, logger="tribunal.core.worker"):
+        await drain(runtime, queue)
+    results = [json.loads(r) for r in (await queue.job(job.job_id)).results.values()]
+    assert len(results) == 3 and all(r["error"] is None and not r["cached"] for r in results)
+    assert verifier.calls == [["a", "b"]]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("scoring without it" in m for m in messages)
+    assert any("2 outcomes not cached" in m for m in messages)
+    await down.aclose()
 
 
 async def test_an_entry_that_keeps_failing_goes_to_dead_letters(queue_and_cache) -> None:
