@@ -20,7 +20,7 @@ driver rebuilds each one from :data:`WORKER_REPLY_KEYS` (the known statuses and 
 may carry) before it passes anything on; the statuses in :data:`DRIVER_CALL_STATUSES` are the
 driver's own and never come from the worker.
 
-This module ships into the sandbox with ``codec.py`` and ``driver.py`` (see
+This module ships into the sandbox with ``codec.py`` and the driver's modules (see
 ``sandbox.driver_source``): only cheap C modules at import time, and the message types exist
 for the type checker only (``typing`` would pull in ``re`` and ``enum``, about 15 ms per
 sandbox).

@@ -46,7 +46,18 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from tribunal.code import codec, driver, interp_role, protocol
+from tribunal.code import (
+    call_role,
+    check_role,
+    codec,
+    driver,
+    driver_base,
+    driver_channel,
+    driver_confine,
+    interp_role,
+    protocol,
+    stdio_role,
+)
 from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
 from tribunal.core import jsonparse
@@ -57,7 +68,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_SHIPPED = (protocol, codec, interp_role, driver)
+_SHIPPED = (
+    protocol,
+    codec,
+    driver_channel,
+    driver_confine,
+    driver_base,
+    interp_role,
+    stdio_role,
+    call_role,
+    check_role,
+    driver,
+)
 """The modules of the driver's unit, in order: each uses only the ones before it."""
 _MAY_REPEAT = frozenset(("MYPY",))
 
@@ -65,7 +87,8 @@ _MAY_REPEAT = frozenset(("MYPY",))
 def driver_source() -> str:
     """The driver as the one module that ships into a sandbox (which has no ``tribunal``).
 
-    ``protocol.py``, ``codec.py`` and ``driver.py`` concatenated, with their imports of each
+    The modules of ``_SHIPPED`` (``protocol.py``, ``codec.py``, the driver's modules and
+    its roles, ``driver.py`` last) concatenated, with their imports of each
     other (top-level ``from tribunal.code...``) and their ``from __future__`` lines blanked
     and one ``from __future__ import annotations`` first: the names they imported from each
     other are then the names the earlier parts defined in the same namespace.
