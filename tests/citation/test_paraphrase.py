@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
@@ -32,7 +33,7 @@ async def paraphrase_ratio(verifier: CitationVerifier) -> float:
             items.append(
                 CitationItem(id=f"{i}-{kind}", response=response, evidence={"S": row["snippet"]})
             )
-    outcomes = await verifier.score(items)
+    outcomes = await score_started(verifier, items)
     rewards = [o.reward or 0.0 for o in outcomes]
     return sum(rewards[1::2]) / sum(rewards[0::2])
 

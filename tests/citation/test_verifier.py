@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.citation.started import score_started
 from tests.documents import assert_documented
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.schemas import CitationItem
@@ -37,7 +38,7 @@ async def score(response: str, **fields: Any) -> ItemOutcome:
     fields.setdefault("evidence", EVIDENCE)
     fields.setdefault("question", QUESTION)
     item = CitationItem(id="x", response=response, **fields)
-    [outcome] = await CitationVerifier(CitationConfig(support="lexical")).score([item])
+    [outcome] = await score_started(CitationVerifier(CitationConfig(support="lexical")), [item])
     return outcome
 
 
@@ -178,7 +179,7 @@ async def test_results_are_what_the_citation_document_says() -> None:
             id="no model", response=HONEST, evidence=EVIDENCE, options={"support": "judge"}
         ),
     ]
-    outcomes = await verifier.score(items)
+    outcomes = await score_started(verifier, items)
     assert [o.error is None for o in outcomes] == [True, True, True, False]
     for outcome in outcomes:
         text = result_json("x", outcome, verifier_info(verifier))

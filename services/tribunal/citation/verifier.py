@@ -11,11 +11,11 @@ verdicts) makes the item an error with no reward, never a citation score of 0.
 
 Where the CPU work runs: everything but the model call (parsing, evidence, gates, the lexical
 mode, scoring) is a module-level function of the item (:func:`score_offline` for modes
-``lexical`` and ``none``, :func:`prepare` then :func:`finish` for ``judge``). An item whose
-text is at most :data:`INLINE_MAX_CHARS` runs it in the worker's own process (linear checks:
-a few milliseconds at most); a larger one runs it in a ``DeadlinePool`` process under the
-``timeout_s`` deadline, so that no item holds the event loop, its heartbeats or the other
-items (as math and code do).
+``lexical`` and ``none``, :func:`prepare` then :func:`finish` for ``judge``), and it always
+runs in a ``DeadlinePool`` process under the ``timeout_s`` deadline, handed over smallest
+item first (``tribunal.citation.dispatch``): the event loop never scores, so that no item,
+and no request of many items, holds its heartbeats, a health check or another item. Its cost
+is linear in the item's text (``docs/citation.md`` gives the bound).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.content import content_stems, negated, numbers
+from tribunal.citation.dispatch import SmallestFirst
 from tribunal.citation.evidence import gather_evidence
 from tribunal.citation.gates import (
     FormatReport,
@@ -65,10 +66,6 @@ from tribunal.core.verifier import score_each
 VERSION = "1"
 """Bump when the same input could get a different reward."""
 
-
-INLINE_MAX_CHARS = 16_384
-"""Largest item (response, evidence and tool output, in characters) checked in the worker's
-own process; larger ones go to a scoring process."""
 
 T = TypeVar("T")
 
@@ -182,7 +179,7 @@ class CitationVerifier:
             ``judge`` items get ``backend_unavailable``).
         judge_hash: What moves the judge mode's verdicts (backend settings, batching), for
             ``config_hash``; the prompt version is added here.
-        processes: Scoring processes for items larger than :data:`INLINE_MAX_CHARS`.
+        processes: Scoring processes.
         timeout_s: Hard deadline of one item's work in a scoring process (s).
     """
 
@@ -206,6 +203,7 @@ class CitationVerifier:
         self.processes = processes
         self.timeout_s = timeout_s
         self._pool: DeadlinePool | None = None
+        self._calls: SmallestFirst | None = None
 
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of the scoring processes."""
@@ -237,6 +235,7 @@ class CitationVerifier:
         # Starting the forkserver and its processes blocks the caller for about a second:
         # pay it here, before the worker claims anything, not under a claimed item's heartbeat.
         await self._pool.run(item_chars, _WARM_UP, timeout_s=60)
+        self._calls = SmallestFirst(self._pool, timeout_s=self.timeout_s)
         if self.judge is not None:
             await self.judge.start()
 
@@ -245,6 +244,7 @@ class CitationVerifier:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+            self._calls = None
         if self.judge is not None:
             await self.judge.aclose()
 
@@ -260,7 +260,7 @@ class CitationVerifier:
             BadInput: (field ``evidence``) the request holds no snippet; (field ``response``)
                 the answer is over a size limit.
             ScoringTimeout: Its checks overran ``timeout_s`` in a scoring process.
-            InternalError: A large item before :meth:`start` (no scoring process to run it).
+            InternalError: Called before :meth:`start` (no scoring process to run it).
         """
         options = item.options
         mode = (options.support if options else None) or self.config.support
@@ -280,13 +280,10 @@ class CitationVerifier:
         return await self._offline(size, finish, prepared, outcome, model, PROMPT_VERSION)
 
     async def _offline(self, size: int, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` here for an item of at most ``INLINE_MAX_CHARS`` characters, else in
-        a scoring process under the deadline."""
-        if size <= INLINE_MAX_CHARS:
-            return fn(*args)
-        if self._pool is None:
+        """``fn(*args)`` in a scoring process under the deadline, smallest item first."""
+        if self._calls is None:
             raise InternalError("CitationVerifier.start() was not called: no scoring process")
-        return await self._pool.run(fn, *args, timeout_s=self.timeout_s)
+        return await self._calls.run(size, fn, *args)
 
 
 def _details(
