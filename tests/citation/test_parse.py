@@ -105,7 +105,7 @@ def test_no_answer_block_means_no_claims() -> None:
     assert parsed.answer is None and parsed.claims == []
 
 
-def test_uncited_sentences_are_claims_and_short_fragments_are_not() -> None:
+def test_uncited_sentences_are_claims_and_headings_and_single_words_are_not() -> None:
     parsed = parse_answer(
         "<answer>## Summary\n- **Incidence:** HPD occurred in 9% of patients. "
         "<cite id=A>Champiat et al. 2017.</cite> In short, yes.</answer>"
@@ -113,7 +113,23 @@ def test_uncited_sentences_are_claims_and_short_fragments_are_not() -> None:
     assert [(c.text, c.ids) for c in parsed.claims] == [
         ("- **Incidence:** HPD occurred in 9% of patients.", ()),
         ("Champiat et al. 2017.", ("A",)),
+        ("In short, yes.", ()),
     ]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "Aspirin cures\ncancer in\nall adults.",  # hard-wrapped
+        "| drug | effect |\n|---|---|\n| aspirin | cures cancer in all adults |",  # a table
+        "- aspirin\n  cures cancer in all adults",  # a wrapped bullet
+    ],
+)
+def test_a_fact_in_short_lines_is_one_uncited_claim(layout: str) -> None:
+    # The former line-break split dropped every fragment under four words.
+    parsed = parse_answer(f"<answer><cite id=A>Cats purr.</cite>\n{layout}</answer>")
+    uncited = [c.text for c in parsed.claims if not c.is_cited]
+    assert any("cures cancer in all adults" in text for text in uncited), uncited
 
 
 def test_sentences_do_not_split_after_abbreviations() -> None:

@@ -16,8 +16,10 @@ citation is kept (DR Tulu's ``claims[text] = [citation_id]`` in a loop kept only
 An id list that cannot be read whole (``id=S1 S2``) is a format problem (``unreadable_ids``)
 in the details, never an id dropped unseen.
 
-Text of the answer outside citation tags is split into sentences: the *uncited* claims,
-some of which need a citation (DR Tulu counts those against recall).
+Text of the answer outside citation tags is split into sentences by a segmenter
+(``tribunal.citation.segment``; a hard-wrapped or tabulated fact is one sentence, not
+fragments too short to count): the *uncited* claims, which need a citation when they
+assert anything (DR Tulu counts those against recall).
 
 Adapted in behaviour (not in code) from rlresearch/dr-tulu@6188f34,
 ``rl/open-instruct/open_instruct/search_rewards/utils/citation_utils.py``
@@ -29,6 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Literal
+
+from tribunal.citation.segment import sentences
 
 CitationTag = Literal["snippet", "cite"]
 
@@ -48,16 +52,11 @@ ID_ATTRIBUTES = frozenset({"id", "ids"})
 """The only attribute names a citation tag may carry; any other one (``url=``, ``note=``) is
 refused by name (the ``unknown_attribute`` problem fails the format gate), so that no text
 of the answer hides in a tag where no claim is read."""
-# Sentence ends: . ! ? then space and a capital, digit or opening mark, but not after an
-# abbreviation ("et al.", "e.g.", "vs.", an initial "S."); and line breaks (bullets).
-_SENTENCE_SPLIT = re.compile(
-    r"(?<=[.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\b[A-Z]\.)"
-    r"\s+(?=[A-Z0-9*\-\[(\"“])|\n+"
-)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-MIN_UNCITED_WORDS = 4
-"""An uncited fragment with fewer words (``- **Incidence:**``, ``In summary,``) is not a
-claim: headings and connectives need no citation."""
+MIN_UNCITED_WORDS = 2
+"""An uncited fragment with fewer words (``In summary,``, ``**Incidence**``) is not a claim;
+nor is a heading (a line opened by ``#`` or ended by ``:``)."""
+_HEADING = re.compile(r"^\s*(?:#.*|[^.!?]*:\s*[*_]*)$")
 
 
 @dataclass(frozen=True)
@@ -313,13 +312,13 @@ def _cited(text: str, opening: _Tag, problems: list[TagProblem]) -> Claim | None
 
 
 def _uncited(text: str) -> list[Claim]:
-    """Split text outside citation tags into sentences long enough to be claims."""
-    out: list[Claim] = []
-    for sentence in _SENTENCE_SPLIT.split(text):
-        sentence = sentence.strip()
-        if len(_WORD.findall(sentence)) >= MIN_UNCITED_WORDS:
-            out.append(Claim(sentence))
-    return out
+    """Split text outside citation tags into sentences (``tribunal.citation.segment``: a
+    segmenter, not line breaks) and keep those that can assert something."""
+    return [
+        Claim(sentence)
+        for sentence in sentences(text)
+        if len(_WORD.findall(sentence)) >= MIN_UNCITED_WORDS and not _HEADING.match(sentence)
+    ]
 
 
 def words(text: str) -> list[str]:

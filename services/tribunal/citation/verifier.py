@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.content import content_stems, negated, numbers
+from tribunal.citation.content import content_stems, numbers
 from tribunal.citation.dispatch import SmallestFirst
 from tribunal.citation.evidence import gather_evidence
+from tribunal.citation.extractive import claim_marked_stems
 from tribunal.citation.gates import (
     FormatReport,
     IdReport,
@@ -344,11 +345,13 @@ def _plan(
     cited = (cid for claim in claims for cid in claim.ids)
     facts = EvidenceFacts(evidence, cited) if mode == "judge" else None
     seen: set[_Key] = set()
+    snippet_stems: dict[str, frozenset[str]] = {}
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
         snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
         stems = content_stems(claim.text)
-        key = (stems, frozenset(n.value for n in numbers(claim.text)), negated(claim.text))
+        figures = frozenset((n.value, n.unit) for n in numbers(claim.text))
+        key = (stems, figures, claim_marked_stems(claim.text))
         gate: ClaimGate | None = None
         if count_once and (stems or key[1]) and _repeats(key, seen):
             gate = "duplicate"
@@ -360,8 +363,17 @@ def _plan(
             gate = "contradicts_evidence"
         seen.add(key)
         # The judge mode asks the judge whether a cited claim helps answer the question
-        # (``_score``); the lexical mode decides it by the claim's content stems.
-        lexical_topic = mode != "judge" and asked and not (stems & asked)
+        # (``_score``); the lexical mode decides it by the content stems of the claim and
+        # of its cited snippets (a pronoun subject, "It spans 1,280 m.", names nothing the
+        # question does, but its snippet does).
+        lexical_topic = (
+            mode != "judge"
+            and asked
+            and not (stems & asked)
+            and not any(
+                _stems_of_snippet(snippet_stems, sid, text) & asked for sid, text in snippets
+            )
+        )
         if gate is None and count_once and claim.is_cited and lexical_topic:
             gate = "off_topic"  # judged: it earns nothing either way (see the scorer)
         elif gate is not None:
@@ -372,24 +384,34 @@ def _plan(
     return plans, tasks
 
 
+def _stems_of_snippet(seen: dict[str, frozenset[str]], sid: str, text: str) -> frozenset[str]:
+    """Content stems of one snippet, read once per item."""
+    if sid not in seen:
+        seen[sid] = content_stems(text)
+    return seen[sid]
+
+
 NEAR_DUPLICATE = 0.8
 """Jaccard overlap of content stems (same numbers) from which a claim repeats an earlier one."""
 
 
-_Key = tuple[frozenset[str], frozenset[float], bool]
-"""What a claim says, for duplicates: content stems, number values, negated."""
+_Key = tuple[frozenset[str], frozenset[tuple[float, str]], frozenset[str]]
+"""What a claim says, for duplicates: content stems, figures (value, unit), and the stems of
+its negation, hedge, qualifier, scope, direction and temporal words: a restatement that
+changes any of these contradicts or qualifies the first statement and is judged, never
+dropped as a repeat."""
 
 
 def _repeats(key: _Key, seen: set[_Key]) -> bool:
     """Whether a claim repeats an earlier one: the same key, or stems overlapping at least
-    ``NEAR_DUPLICATE`` with the same numbers and negation. Quadratic in the claims, which
+    ``NEAR_DUPLICATE`` with the same figures and marked words. Quadratic in the claims, which
     ``max_claims`` bounds (256² set comparisons at most)."""
     if key in seen:
         return True
-    stems, values, negation = key
-    for other, other_values, other_negation in seen:
+    stems, values, marked = key
+    for other, other_values, other_marked in seen:
         union = len(stems | other)
-        same = (other_values, other_negation) == (values, negation)
+        same = (other_values, other_marked) == (values, marked)
         if same and union and len(stems & other) / union >= NEAR_DUPLICATE:
             return True
     return False
