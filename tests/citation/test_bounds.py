@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bench.citation_data import item_at_the_size_limit
 from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.gates import check_ids
@@ -289,27 +290,6 @@ async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
         [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
     )
     assert log.index(("end", "small")) < log.index(("end", "big"))
-
-
-SIZE_LIMIT = 16_384
-"""Characters of text of the largest item the worker used to check on its own event loop."""
-
-
-def item_at_the_size_limit(item_id: str) -> CitationItem:
-    """An answer of 24 claims, distinct and cited, against one snippet, ``SIZE_LIMIT``
-    characters of text in all (the claim clauses × snippet clauses of the old inline path)."""
-    claims = " ".join(
-        f"<cite id=S1>Tumour growth rate doubled in {k} of 131 patients on anti-PD-1 in "
-        f"cohort {k}, and progression was not slower.</cite>"
-        for k in range(24)
-    )
-    response = f"<answer>{claims}</answer>"
-    # A snippet of its own (no snippet cache shared between the items).
-    sentence = f"In cohort {item_id}, tumour growth rate doubled in 7 of 131 patients. "
-    snippet = (sentence * (SIZE_LIMIT // len(sentence)))[: SIZE_LIMIT - len(response) - 2]
-    item = CitationItem(id=item_id, response=response, evidence={"S1": snippet}, question="HPD?")
-    assert item_chars(item) == SIZE_LIMIT
-    return item
 
 
 async def test_64_items_at_the_size_limit_delay_no_small_request(

@@ -6,12 +6,12 @@ it pads (``base``) (an item refused with an error earns nothing), and every hone
 ``variant`` (id spellings, the other grammar, a paraphrase, a claim needing two snippets)
 must earn at least what lexical mode promises a meaning-preserving restatement (partial per
 claim: 2/3 of the honest reward) and never more than the honest answer. Classes are the
-issue's (26): 1 wrong content with high overlap, 2 uncited facts, 3 padding, 4 evidence written by the policy, 5 honest answers
-under-paid by the parser, 6 oversized answers. A hack written as an object overrides fields
-of the request: ``{"response": …, "evidence": null}`` is a response carrying its own
-``<tool_output>`` in a request without evidence (refused: ``bad_input`` naming evidence).
-Evidence: encyclopedic text, biomedical abstracts (sentences of ``shared/data/research``'s
-PubMed traces), and French snippets.
+issue's (26): 1 wrong content with high overlap, 2 uncited facts, 3 padding, 4 evidence
+written by the policy, 5 honest answers under-paid by the parser, 6 oversized answers. A
+hack written as an object overrides fields of the request: ``{"response": …, "evidence":
+null}`` is a response carrying its own ``<tool_output>`` in a request without evidence
+(refused: ``bad_input`` naming evidence). Evidence: encyclopedic text, biomedical abstracts
+(sentences of ``shared/data/research``'s PubMed traces), and French snippets.
 """
 
 from __future__ import annotations
