@@ -305,10 +305,21 @@ def numbers(text: str) -> tuple[Number, ...]:
     return tuple(out)
 
 
+_NUMBER_WORD = re.compile(
+    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fifteen"
+    r"|twenty|thirty|forty|fifty|eighty|hundred|thousand|million|billion)",
+    re.IGNORECASE,
+)
+"""Stems of every English cardinal word ``text2num`` reads (fourteen, sixty, … contain one
+of them); a text without any is left as it is."""
+
+
 def _digits(text: str) -> str:
     """``text`` with English number words as digits ("twelve" → 12; "one" left alone) and
     scaled figures multiplied out ("1.2 million" → 1200000)."""
     text = _SCALED.sub(lambda m: f"{float(m.group(1)) * _SCALES[m.group(2).lower()]:.0f}", text)
+    if _NUMBER_WORD.search(text) is None:  # most texts: alpha2digit would change nothing
+        return text
     try:
         return str(alpha2digit(text, "en"))
     except (ValueError, OverflowError):  # a number word sequence it cannot read: keep words

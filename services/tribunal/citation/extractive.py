@@ -29,10 +29,11 @@ its clauses times the sentences of its cited snippets.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from tribunal.citation.content import (
     CONVERSIONS,
@@ -114,42 +115,48 @@ class Part:
     marked: frozenset[str]
 
 
-@dataclass(frozen=True)
 class Sentence:
-    """One sentence of a passage, read for :func:`extractive_support`.
+    """One sentence of a passage, read for :func:`extractive_support`; its parts' figures
+    are read on first use (only a claim clause with a figure, against a sentence with two
+    or more, needs them).
 
     Attributes:
+        text: The sentence.
         stems: Content stems.
         all_stems: Stems of every word (marked words are compared on these).
         numbers: Its numbers.
-        parts: Its parts.
         opens_back: It opens with a :data:`BACK_REFERENCES` word.
-        lent: Negation and hedge stems it lends to its neighbours (when ``opens_back``) or
-            that the next sentence lends to it.
+        marked_parts: Per part, its content stems and the stems of its
+            :data:`PASSAGE_MARKED` words.
+        lent: Negation and hedge stems its pointing-back neighbours lend it.
     """
 
-    stems: frozenset[str]
-    all_stems: frozenset[str]
-    numbers: tuple[Number, ...]
-    parts: tuple[Part, ...]
-    opens_back: bool
-    lent: frozenset[str] = frozenset()
+    def __init__(self, text: str) -> None:
+        tokens = _tokens(text)
+        self.text = text
+        self.stems = content_stems(text)
+        self.all_stems = frozenset(stem(t) for t in tokens)
+        self.numbers = numbers(text)
+        self.opens_back = bool(tokens) and tokens[0] in BACK_REFERENCES
+        self.lent: frozenset[str] = frozenset()
+        self._pieces = [p for p in _PART_SPLIT.split(text) if p.strip()]
+        self.marked_parts = tuple(
+            (content_stems(p), _marked(_tokens(p), PASSAGE_MARKED)) for p in self._pieces
+        )
+
+    @cached_property
+    def parts(self) -> tuple[Part, ...]:
+        """Its parts, with their figures."""
+        return tuple(
+            Part(stems, numbers(p), marked)
+            for p, (stems, marked) in zip(self._pieces, self.marked_parts, strict=True)
+        )
 
 
+@lru_cache(maxsize=1 << 14)
 def _read_sentence(text: str) -> Sentence:
-    tokens = _tokens(text)
-    parts = tuple(
-        Part(content_stems(p), numbers(p), _marked(_tokens(p), PASSAGE_MARKED))
-        for p in _PART_SPLIT.split(text)
-        if p.strip()
-    )
-    return Sentence(
-        stems=content_stems(text),
-        all_stems=frozenset(stem(t) for t in tokens),
-        numbers=numbers(text),
-        parts=parts,
-        opens_back=bool(tokens) and tokens[0] in BACK_REFERENCES,
-    )
+    """A sentence read once per text and process (snippets of one search repeat them)."""
+    return Sentence(text)
 
 
 @lru_cache(maxsize=2048)
@@ -162,18 +169,18 @@ def passage_sentences(text: str) -> tuple[Sentence, ...]:
         lent: set[str] = set()
         for j in (i - 1, i + 1):
             if 0 <= j < len(read) and (read[j].opens_back if j > i else sentence.opens_back):
-                lent |= {s for p in read[j].parts for s in p.marked if s in _NEG_HEDGE}
-        out.append(
-            Sentence(
-                sentence.stems,
-                sentence.all_stems,
-                sentence.numbers,
-                sentence.parts,
-                sentence.opens_back,
-                frozenset(lent),
-            )
-        )
+                lent |= {s for _, marked in read[j].marked_parts for s in marked if s in _NEG_HEDGE}
+        if lent:  # a sentence read before (cached) is shared: lend to a copy
+            sentence = copy.copy(sentence)
+            sentence.lent = frozenset(lent)
+        out.append(sentence)
     return tuple(out)
+
+
+@lru_cache(maxsize=2048)
+def _passage_stems(text: str) -> frozenset[str]:
+    """Content stems of every sentence of a passage."""
+    return frozenset().union(*(s.stems for s in passage_sentences(text)))
 
 
 _NEG_HEDGE = frozenset(stem(w) for w in NEGATIONS | HEDGES)
@@ -198,6 +205,8 @@ def same_figure(claim: Number, passage: Iterable[Number]) -> bool:
 def _role_holds(clause: Clause, sentence: Sentence) -> bool:
     """Every figure of the clause sits in a part of the sentence that shares a stem of the
     clause no other numbered part holds (trivially true with one numbered part)."""
+    if len(sentence.numbers) < 2:
+        return True
     numbered = [p for p in sentence.parts if p.numbers]
     if len(numbered) < 2:
         return True
@@ -225,8 +234,8 @@ def sentence_supports(
         return False
     if not _marked(clause.tokens, CLAIM_MARKED) <= sentence.all_stems:
         return False
-    drawn = [p for p in sentence.parts if p.stems & stems]
-    required = frozenset().union(*(p.marked for p in drawn)) | sentence.lent
+    drawn = [marked for part, marked in sentence.marked_parts if part & stems]
+    required = frozenset().union(*drawn) | sentence.lent
     return required <= claim_marked
 
 
@@ -254,6 +263,10 @@ def extractive_support(
     marked = claim_marked_stems(text)
     for snippet in snippets:
         read = passage_sentences(snippet)
+        if full >= 1.0:  # a cheap look first: some clause stem nowhere in the passage
+            every = _passage_stems(snippet)
+            if not all(c.stems <= every for c in parts):
+                continue
         if all(any(sentence_supports(c, marked, s, full) for s in read) for c in parts):
             return True
     return False
