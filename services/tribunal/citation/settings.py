@@ -42,8 +42,9 @@ class CitationServiceConfig(CitationConfig):
         default=0,
         ge=0,
         validate_default=True,
-        description="Scoring processes per worker for items too large to check in the worker's "
-        "own process; 0 = one per core.",
+        description="Scoring processes per worker: every item's parsing, checks and lexical "
+        "judgment run in them, smallest item first (never on the worker's event loop); "
+        "0 = one per core.",
     )
     backend: Annotated[BackendConfig, NoDecode] = Field(
         default_factory=BackendConfig, description="LLM backend of the judge mode (tribunal.llm)."
