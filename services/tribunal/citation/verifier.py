@@ -64,7 +64,7 @@ from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
 
-VERSION = "1"
+VERSION = "2"
 """Bump when the same input could get a different reward."""
 
 
