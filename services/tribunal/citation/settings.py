@@ -52,6 +52,12 @@ class CitationServiceConfig(CitationConfig):
     judge: JudgeModeConfig = Field(
         default_factory=JudgeModeConfig, description="How the judge mode calls the model."
     )
+    nli_model: str | None = Field(
+        default=None,
+        description="Local directory of the nli support mode's sequence-classification model "
+        "(an NLI cross-encoder whose labels name entailment); unset: items asking for nli get "
+        "backend_unavailable.",
+    )
 
     @field_validator("processes")
     @classmethod

@@ -39,6 +39,8 @@ from tribunal.citation.gates import (
 )
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
 from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradicted, judge_all
+from tribunal.citation.nli import PROMPT_VERSION as NLI_VERSION
+from tribunal.citation.nli import NLISupport
 from tribunal.citation.parse import Claim, parse_answer
 from tribunal.citation.schemas import (
     CitationDetails,
@@ -194,12 +196,14 @@ class CitationVerifier:
         config: CitationConfig,
         judge: LLMSupport | None = None,
         *,
+        nli: NLISupport | None = None,
         judge_hash: dict[str, Any] | None = None,
         processes: int = 1,
         timeout_s: float = 30.0,
     ) -> None:
         self.config = config
         self.judge = judge
+        self.nli = nli
         self._judge_hash = judge_hash or {}
         self.processes = processes
         self.timeout_s = timeout_s
@@ -222,7 +226,10 @@ class CitationVerifier:
     def config_hash(self) -> str:
         """Hash of the scoring settings and, for judge mode, model and prompt version."""
         judge = {**self._judge_hash, "prompt_version": PROMPT_VERSION} if self.judge else None
-        return config_hash({"config": self.config.hash_payload(), "judge": judge})
+        payload = {"config": self.config.hash_payload(), "judge": judge}
+        if self.nli is not None:
+            payload["nli"] = self.nli.hash_payload()
+        return config_hash(payload)
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """The response, evidence, question and options decide the reward."""
@@ -239,6 +246,8 @@ class CitationVerifier:
         self._calls = SmallestFirst(self._pool, timeout_s=self.timeout_s)
         if self.judge is not None:
             await self.judge.start()
+        if self.nli is not None:
+            await self.nli.start()
 
     async def aclose(self) -> None:
         """Stop the scoring processes and close the judge mode's backend, if any."""
@@ -248,6 +257,8 @@ class CitationVerifier:
             self._calls = None
         if self.judge is not None:
             await self.judge.aclose()
+        if self.nli is not None:
+            await self.nli.aclose()
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score every item concurrently (judge calls of different items overlap); an item's
@@ -266,11 +277,23 @@ class CitationVerifier:
         options = item.options
         mode = (options.support if options else None) or self.config.support
         size = item_chars(item)
-        if mode != "judge":
+        if mode not in ("judge", "nli"):
             return await self._offline(size, score_offline, item, self.config)
         prepared = await self._offline(size, prepare, item, self.config)
         if not (prepared.judged and prepared.tasks):
             return await self._offline(size, finish, prepared, SupportOutcome())
+        if mode == "nli":
+            if self.nli is None:
+                raise BackendUnavailable(
+                    "support mode 'nli' has no model: set TRIBUNAL_CITATION_NLI_MODEL (a local "
+                    "directory of a sequence-classification model) or send "
+                    "options.support='lexical'"
+                )
+            question = item.question or ""
+            found = await self.nli.judge(question, prepared.tasks, prepared.evidence)
+            return await self._offline(
+                size, finish, prepared, found, self.nli.model_path, NLI_VERSION
+            )
         if self.judge is None:
             raise BackendUnavailable(
                 "support mode 'judge' has no LLM backend: set TRIBUNAL_CITATION_BASE_URL "

@@ -16,22 +16,22 @@ app = typer.Typer(help="Measure a reward against human labels.", no_args_is_help
 def citation(
     labels: Annotated[Path, typer.Argument(help="JSONL of labelled claims (docs/citation.md).")],
     support: Annotated[
-        str, typer.Option(help="Support mode to calibrate: lexical or judge.")
+        str, typer.Option(help="Support mode to calibrate: lexical, judge or nli.")
     ] = "lexical",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Score every labelled claim through a support mode and print its agreement with the
     human labels (precision and recall of supported, Cohen's kappa, the confusion table,
-    reward vs human share per answer, the disagreement classes). The judge mode uses the
-    backend of the citation service's settings (TRIBUNAL_CITATION_BASE_URL …)."""
+    reward vs human share per answer, the disagreement classes). The judge and nli modes use
+    the citation service's settings (TRIBUNAL_CITATION_BASE_URL …, TRIBUNAL_CITATION_NLI_MODEL)."""
     # Imported here: the other commands need no verifier (a CLI start stays fast).
     from tribunal.citation.api import create_verifiers
     from tribunal.citation.calibrate import Verdict, agreement, read_labels, report, verdict_of
     from tribunal.citation.settings import CitationSettings
     from tribunal.core.errors import TribunalError
 
-    if support not in ("lexical", "judge"):
-        raise typer.BadParameter("lexical or judge", param_hint="--support")
+    if support not in ("lexical", "judge", "nli"):
+        raise typer.BadParameter("lexical, judge or nli", param_hint="--support")
     try:
         labelled = read_labels(labels)
     except TribunalError as exc:
