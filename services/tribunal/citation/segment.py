@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-import blingfire
-
 _BLOCK = re.compile(r"\n[ \t]*(?:\n|(?=[-*•|]|\d{1,3}[.)][ \t]))")
 _CELL = re.compile(r"\s*\|\s*")
 
@@ -26,6 +24,10 @@ def sentences(text: str) -> list[str]:
         >>> sentences("It opened in 1937. It spans\\n1,280 m.\\n- Built by Strauss")
         ['It opened in 1937.', 'It spans 1,280 m.', '- Built by Strauss']
     """
+    # Imported here: the wire models (``tribunal.citation.schemas``) install without it, in a
+    # trainer's environment, and importing the package must not need it.
+    import blingfire
+
     out: list[str] = []
     for block in _BLOCK.split(text):
         block = " ".join(block.split())
