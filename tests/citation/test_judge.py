@@ -154,7 +154,7 @@ async def test_invented_ids_and_question_echoes_never_reach_the_model(
     [
         "<answer></answer>",
         "no answer block <cite id=S1>Hyperprogressive disease occurred in 9%.</cite>",
-        f"<think>{HONEST}</think><answer>Nothing here.</answer>",
+        f"<think>{HONEST}</think><answer>Nothing.</answer>",
         f"{HONEST.replace('<answer>', '<draft>')}<answer></answer>",
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.citation.judge import LLMSupport
+from tribunal.citation.nli import NLISupport
 from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.app import create_app as create_core_app
@@ -20,9 +21,11 @@ def create_verifiers(settings: CitationSettings) -> list[Verifier]:
     judge = None
     if group.backend.kind != "none":
         judge = LLMSupport(create_backend(group.backend, "TRIBUNAL_CITATION_"), group.judge)
+    nli = NLISupport(group.nli_model) if group.nli_model else None
     verifier = CitationVerifier(
         group.config(),
         judge,
+        nli=nli,
         judge_hash=group.judge_hash(),
         processes=group.processes,
         timeout_s=group.check_timeout_s,

@@ -1,5 +1,5 @@
-"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``train``,
-``data``."""
+"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``calibrate``,
+``train``, ``data``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tribunal.cli.calibrate import app as calibrate_app
 from tribunal.core.errors import ConfigurationError
 
 if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` 
     from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
+app.add_typer(calibrate_app, name="calibrate")
 
 ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge or citation.")]
 
