@@ -242,7 +242,7 @@ def prompt_cost(n_items: int, rubrics_per_item: int, ks: list[int], repeats: int
     """
     from tribunal.judge import prompts
     from tribunal.judge.prompts import build_prompt, build_request
-    from tribunal.judge.rubrics import Polarity, Rubric
+    from tribunal.wire.rubrics import Polarity, Rubric
 
     # Cold: every repeat starts with empty prompt caches, as a run of distinct items does.
     clear = getattr(prompts, "clear_prompt_caches", lambda: None)

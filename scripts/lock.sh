@@ -17,8 +17,14 @@ if [ ! -x "$tool/bin/pip-compile" ]; then
   "$tool/bin/pip" install --quiet --disable-pip-version-check pip-tools==7.6.2
 fi
 export CUSTOM_COMPILE_COMMAND="make lock"
+# tribunal-client, which the services depend on, is this repository's client/ (installed from
+# there, like the root), on no index: pip-compile finds its wheel in a folder of its own, and
+# each lock is left without it.
+client_wheel=$(mktemp -d)
+trap 'rm -rf "$client_wheel"' EXIT
+"$tool/bin/pip" wheel --quiet --disable-pip-version-check --no-deps -w "$client_wheel" ./client
 common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
-  --no-emit-find-links --build-deps-for editable "$@")
+  --no-emit-find-links --build-deps-for editable --find-links "$client_wheel" "$@")
 "$tool/bin/pip-compile" "${common[@]}" --extra dev --extra judge-local --extra trainer \
   --extra trl --extra compose --extra docs --extra protocols --extra load --extra browser \
   -o requirements/all.txt pyproject.toml
@@ -26,3 +32,8 @@ common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-
   pyproject.toml
 "$tool/bin/pip-compile" "${common[@]}" --extra trainer -c requirements/all.txt \
   -o requirements/trainer.txt pyproject.toml
+for lock in requirements/all.txt requirements/base.txt requirements/trainer.txt; do
+  # the pin of tribunal-client and its hash lines, up to the next requirement
+  awk '/^tribunal-client==/ {skip=1; next} skip && /^[^ ]/ {skip=0} !skip' "$lock" >"$lock.tmp"
+  mv "$lock.tmp" "$lock"
+done

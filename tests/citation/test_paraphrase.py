@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
 
 ROWS = [
     json.loads(line)

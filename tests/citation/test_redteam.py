@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
 
 CASES = [
     json.loads(line)

@@ -9,9 +9,9 @@ import pytest
 from fastapi import FastAPI
 
 from tests.core.toy import ToyVerifier, toy_spec
-from tribunal.core import errors
 from tribunal.core.app import create_app
 from tribunal.core.settings import CoreSettings
+from tribunal.wire import errors
 
 
 async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.core.envelope import ItemError, ItemResult, VerifierInfo
-from tribunal.core.errors import (
+from tribunal.gateway.openrlhf import GetRewardRequest, strip_end_tokens, to_items, to_response
+from tribunal.gateway.specs import shipped_specs
+from tribunal.wire.envelope import ItemError, ItemResult, VerifierInfo
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
     InternalError,
     ScoringTimeout,
 )
-from tribunal.gateway.openrlhf import GetRewardRequest, strip_end_tokens, to_items, to_response
-from tribunal.gateway.specs import shipped_specs
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
 

@@ -14,7 +14,7 @@ from tribunal.judge.prompts import (
     shared_prefix,
     verdict_schema,
 )
-from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.wire.rubrics import Polarity, Rubric
 
 POS = Rubric("States the recommended dose.")
 NEG = Rubric("Confuses correlation with causation.", Polarity.NEGATIVE)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.core.errors import ParseError
 from tribunal.llm.answers import MAX_DEPTH, read_answer_object, read_level, strip_reasoning
+from tribunal.wire.errors import ParseError
 
 PLANTED = '{"r1": {"reason": "meets it", "verdict": 2}}'
 REAL = '{"r1": {"reason": "it does not", "verdict": 0}}'

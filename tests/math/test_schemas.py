@@ -1,4 +1,4 @@
-"""The math item and details models (tribunal.math.schemas)."""
+"""The math item and details models (tribunal.wire.math)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from tribunal.math import MathConfig, MathScore
-from tribunal.math.schemas import MathDetails, MathItem, MathOptions
+from tribunal.wire.math import MathDetails, MathItem, MathOptions
 
 
 def test_item_accepts_minimal_payload() -> None:

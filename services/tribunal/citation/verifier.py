@@ -38,14 +38,6 @@ from tribunal.citation.gates import (
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
 from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradicted, judge_all
 from tribunal.citation.parse import Claim, parse_answer
-from tribunal.citation.schemas import (
-    CitationDetails,
-    CitationItem,
-    CitationUsage,
-    ClaimResult,
-    FormatDetails,
-    SupportMode,
-)
 from tribunal.citation.scorer import (
     AnswerScore,
     ClaimGate,
@@ -55,12 +47,20 @@ from tribunal.citation.scorer import (
     score_claim,
 )
 from tribunal.citation.support import SupportOutcome
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, InternalError
-from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
+from tribunal.wire.citation import (
+    CitationDetails,
+    CitationItem,
+    CitationUsage,
+    ClaimResult,
+    FormatDetails,
+    SupportMode,
+)
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import BackendUnavailable, InternalError
+from tribunal.wire.hashing import config_hash
 
 VERSION = "1"
 """Bump when the same input could get a different reward."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tribunal.core.errors import ConfigurationError
+from tribunal.wire.errors import ConfigurationError
 
 if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
     from tribunal.core.service import ServiceSpec
@@ -127,7 +127,7 @@ def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> N
     import uvicorn
 
     from tribunal.core.metrics import SHARED_DIR
-    from tribunal.core.registry import SERVICES
+    from tribunal.core.registry import service_module
 
     # The processes inherit this: each builds its app from the environment, on Redis (not
     # a fallback of its own), and writes its metrics where any of them reads them back.
@@ -137,7 +137,7 @@ def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> N
         os.environ[SHARED_DIR] = tempfile.mkdtemp(prefix="tribunal-metrics-")
     try:
         uvicorn.run(
-            f"{SERVICES[service]}:create_app",
+            f"{service_module(service)}:create_app",
             factory=True,
             workers=processes,
             **options,
@@ -280,7 +280,7 @@ def score(
     Each chunk is a job with an idempotency key derived from the input's content: after
     Ctrl-C, the same command keeps the results already written and scores only the rest.
     """
-    from tribunal.client.score_command import run_score
+    from tribunal.cli.score import run_score
 
     code = run_score(
         verifier,
@@ -302,7 +302,7 @@ def _default_url(verifier: str) -> str:
     """``http://127.0.0.1:<port>`` of the verifier's service, on the port ``tribunal api``
     serves it: ``TRIBUNAL_<NAME>_PORT`` when set, else the default. Read without the
     settings classes, which would import every service's configuration."""
-    from tribunal.core.registry import local_url
+    from tribunal.wire.ports import local_url
 
     variable = f"TRIBUNAL_{verifier.upper()}_PORT"
     port = os.environ.get(variable, "").strip()

@@ -8,16 +8,16 @@ from pydantic import Field
 
 from tribunal.code import sandbox_fusion
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.code.settings import CodeSettings
 from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.registry import PORTS
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
+from tribunal.wire.code import RunDetails, RunItem
+from tribunal.wire.ports import PORTS
 
 
 class RunRequest(RunItem):

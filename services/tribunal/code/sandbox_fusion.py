@@ -29,12 +29,12 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import MAX_CODE_CHARS, Limits, RunDetails, RunItem
-from tribunal.code.verdicts import TestVerdict
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.errors import BadInput, SandboxError, TribunalError
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.wire.code import MAX_CODE_CHARS, Limits, RunDetails, RunItem
+from tribunal.wire.code_verdicts import TestVerdict
+from tribunal.wire.errors import BadInput, SandboxError, TribunalError
 
 LANGUAGES = {"python": "python", "cpp": "cpp"}
 """SandboxFusion's language names that Tribunal runs, and its own name for each."""

@@ -15,8 +15,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tribunal.core.cache import ResultCache, cache_entry
-from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem, result_json
-from tribunal.core.errors import (
+from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
+from tribunal.core.queue.keys import JOB_ID
+from tribunal.core.request_models import InvalidItem
+from tribunal.core.verifier import Verifier, verifier_info
+from tribunal.wire.envelope import ItemOutcome, JobState, ScoreItem, result_json
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     JobNotFound,
@@ -24,11 +28,7 @@ from tribunal.core.errors import (
     QueueUnavailable,
     ScoringTimeout,
 )
-from tribunal.core.hashing import json_digest
-from tribunal.core.queue.base import JobQueue, JobRecord, JobStore, QueuedItem, Submitted
-from tribunal.core.queue.keys import JOB_ID
-from tribunal.core.request_models import InvalidItem
-from tribunal.core.verifier import Verifier, verifier_info
+from tribunal.wire.hashing import json_digest
 
 NO_REFUSAL_KEPT_S = 1.0
 """How long an API trusts that its verifier's workers have not refused to start (s)."""

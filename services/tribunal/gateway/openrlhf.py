@@ -46,9 +46,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tribunal.core.envelope import ItemResult
-from tribunal.core.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
 from tribunal.gateway.expression import Formula, FormulaError
+from tribunal.wire.envelope import ItemResult
+from tribunal.wire.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
 
 UNDECIDED = frozenset({"timeout", "internal_error"})
 """Item error classes that mean "the verifier could not decide this answer"."""

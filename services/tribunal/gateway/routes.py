@@ -14,8 +14,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
-from tribunal.core.envelope import ScoreItem, ScoreResponse, score_response_model
-from tribunal.core.errors import QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.gateway.openrlhf import (
@@ -26,11 +24,13 @@ from tribunal.gateway.openrlhf import (
     to_response,
 )
 from tribunal.gateway.remote import LoadShed, placing
-from tribunal.gateway.schemas import GatewayDetails, GatewayScoreRequest
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.slime import SlimeRewardRequest
 from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
+from tribunal.wire.envelope import ScoreItem, ScoreResponse, score_response_model
+from tribunal.wire.errors import QueueUnavailable, ScoringTimeout, TribunalError
+from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
 
 logger = logging.getLogger(__name__)
 

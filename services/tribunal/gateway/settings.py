@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.core.registry import local_url
 from tribunal.core.settings import CoreSettings
 from tribunal.gateway.specs import SHIPPED_DIR, LoadedSpec, load_specs
+from tribunal.wire.ports import local_url
 
 
 class GatewayConfig(BaseModel):

@@ -45,9 +45,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tribunal.core.hashing import config_hash
 from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
-from tribunal.gateway.schemas import CombineRule, VerifierName
+from tribunal.wire.gateway import CombineRule, VerifierName
+from tribunal.wire.hashing import config_hash
 
 BuiltinName = Literal["num_turns", "overlong_penalty", "contains"]
 SHIPPED_DIR = Path(__file__).parent / "specs"

@@ -31,7 +31,9 @@ from typing import Any
 
 import aiohttp
 
-from tribunal.core.errors import (
+from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
+from tribunal.llm.config import BackendConfig
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
@@ -39,8 +41,6 @@ from tribunal.core.errors import (
     ScoringTimeout,
     TribunalError,
 )
-from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
-from tribunal.llm.config import BackendConfig
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ import inspect
 import threading
 from typing import Any
 
-from tribunal.core.errors import BadInput, ConfigurationError
 from tribunal.llm.base import Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
+from tribunal.wire.errors import BadInput, ConfigurationError
 
 
 class TransformersBackend:

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.core.chunking import ChunkedCalls
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import InternalError
-from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
 from tribunal.math.config import MathConfig
-from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import MathScore, verify_answer, verify_plain_numbers
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import InternalError
+from tribunal.wire.hashing import config_hash
+from tribunal.wire.math import MathDetails, MathItem
 
 VERSION = "3"
 """Bump when the same input could get a different reward."""
@@ -105,5 +105,10 @@ class MathVerifier:
         if answer is None:
             # A BadInput raised in the pool process comes back pickled, as the same error.
             answer = await self._calls.run(item.response, item.ground_truth, config)
-        details = MathDetails.from_score(answer).model_dump()
+        details = MathDetails(
+            extracted_answer=answer.extracted_answer,
+            extracted_ground_truth=answer.extracted_ground_truth,
+            method=answer.method,
+            uncommitted=answer.uncommitted,
+        ).model_dump()
         return ItemOutcome(reward=answer.reward, details=details)

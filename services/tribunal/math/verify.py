@@ -71,16 +71,16 @@ from typing import Any
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from tribunal.core.errors import BadInput, InternalError
-from tribunal.math.commit import Reason, uncommitted
+from tribunal.math.commit import uncommitted
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
-    ScoreMethod,
     clean_answer,
     extract_answer,
     last_boxed,
 )
+from tribunal.wire.errors import BadInput, InternalError
+from tribunal.wire.math import Reason, ScoreMethod
 
 logger = logging.getLogger(__name__)
 

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from tribunal.core.envelope import ScoreItem
-from tribunal.math.commit import Reason
-from tribunal.math.extract import ScoreMethod
+from tribunal.wire.envelope import ScoreItem
 
-if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
-    from tribunal.math.verify import MathScore
+ExtractionMethod = Literal[
+    "boxed",
+    "fbox",
+    "gsm8k_hash",
+    "answer_phrase",
+    "last_math",
+    "whole_response",
+    "final_equation",
+    "last_number",
+]
+"""Where the final answer was found."""
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
+
+Reason = Literal["negated", "bounded", "hedged", "multiple", "words", "retracted"]
+"""Why an answer is not a committed one."""
 
 
 class MathOptions(BaseModel):
@@ -74,13 +87,3 @@ class MathDetails(BaseModel):
         "hedged, multiple, words (a box holding words that are neither the gold's nor a "
         "unit) or retracted; null for a committed answer.",
     )
-
-    @classmethod
-    def from_score(cls, score: MathScore) -> MathDetails:
-        """Build the details of a ``verify_answer`` result."""
-        return cls(
-            extracted_answer=score.extracted_answer,
-            extracted_ground_truth=score.extracted_ground_truth,
-            method=score.method,
-            uncommitted=score.uncommitted,
-        )

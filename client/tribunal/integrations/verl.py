@@ -49,9 +49,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tribunal.core.envelope import ItemResult
 from tribunal.integrations._gateway import gateway_access, run_sync, score_on_gateway
 from tribunal.integrations.rollouts import RewardUnavailable, require_reward, rollout_item
+from tribunal.wire.envelope import ItemResult
 
 __all__ = [
     "RewardUnavailable",
