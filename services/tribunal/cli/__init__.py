@@ -349,7 +349,7 @@ def evaluate(
     typer.echo(json.dumps(result))
 
 
-# What `pip install 'tribunal[trainer]'` adds and the trainer imports.
+# What `pip install 'tribunal-rl[trainer]'` adds and the trainer imports.
 TRAINER_EXTRA = ("torch", "transformers", "deepspeed", "datasets")
 
 
@@ -370,7 +370,7 @@ def _require_trainer_extra(command: str) -> None:
     if missing:
         typer.echo(
             f"tribunal {command} needs the trainer extra (missing: {', '.join(missing)}): "
-            "pip install 'tribunal[trainer]'",
+            "pip install 'tribunal-rl[trainer]'",
             err=True,
         )
         raise typer.Exit(2)

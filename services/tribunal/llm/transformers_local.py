@@ -76,7 +76,7 @@ class TransformersBackend:
         except ImportError as exc:
             raise ConfigurationError(
                 "the transformers LLM backend needs torch and transformers "
-                "(pip install 'tribunal[judge-local]')"
+                "(pip install 'tribunal-rl[judge-local]')"
             ) from exc
         try:
             tokenizer = AutoTokenizer.from_pretrained(self.model, local_files_only=True)
