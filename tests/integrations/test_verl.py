@@ -289,11 +289,14 @@ def test_verls_sandbox_fusion_scorer_on_the_code_service(
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed (the code sandbox)")
     code = service("code", env=redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="2"))
-    # What reward.sandbox_fusion.url=<code service>/run_code makes verl's scorer call.
+    # verl's scorer with reward.sandbox_fusion.url exactly as docs/integrations.md gives it,
+    # the test service's host and port in place of the default ones.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [documented] = re.findall(r"`reward\.sandbox_fusion\.url=([^`]+)`", page)
     answer = run_verl(
         {
             "op": "sandbox_fusion",
-            "url": f"{code.base_url}/run_code",
+            "url": documented.replace("http://127.0.0.1:8102", code.base_url, 1),
             "ground_truth": json.dumps(SUM_TESTS),
             "responses": [RIGHT_PROGRAM, WRONG_PROGRAM],
         }
