@@ -13,6 +13,10 @@ Requests (``op``):
 - ``reward_loop``: verl's ``RewardLoopWorker`` over a ``DataProto`` of ``rollouts``, then
   ``RewardLoopManager.compute_rm_score``'s merge of the outputs as verl writes it.
 - ``sandbox_fusion``: verl's ``default_compute_score`` with ``sandbox_fusion_url``.
+- ``managers``: each of ``runs`` (a reward-loop manager through ``reward_loop``, or a legacy
+  ``verl.workers.reward_manager`` one called on the ``DataProto``, each with the custom
+  function it names) over the same ``rollouts``: the scores each gives, or its error. The
+  ``remote`` manager's Ray actors run on a local Ray started here.
 """
 
 from __future__ import annotations
@@ -148,12 +152,57 @@ def sandbox_fusion(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def legacy_scores(request: dict[str, Any], manager: str, tokenizer: Any) -> list[float]:
+    """A legacy manager's reward per sample: verl's reward tensor, summed over tokens."""
+    from verl.workers.reward_manager import get_reward_manager_cls
+
+    config = config_of("ppo_trainer", request["overrides"])
+    function = get_custom_reward_fn(config)
+    cls = get_reward_manager_cls(manager)
+    proto = data_proto(tokenizer, request["rollouts"], None)
+    reward = cls(tokenizer=tokenizer, num_examine=0, compute_score=function)(proto)
+    return [float(v) for v in reward.sum(dim=1).tolist()]
+
+
+def managers(request: dict[str, Any]) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(request["tokenizer"])
+    answers: dict[str, Any] = {}
+    for run in request["runs"]:
+        key = f"{run['kind']} {run['manager']} {run['function']}"
+        overrides = [
+            *request["overrides"],
+            f"reward.custom_reward_function.name={run['function']}",
+        ]
+        try:
+            if run["kind"] == "legacy":
+                answers[key] = legacy_scores(
+                    {**request, "overrides": overrides}, run["manager"], tokenizer
+                )
+            else:
+                if run["manager"] == "remote":
+                    import ray
+
+                    if not ray.is_initialized():
+                        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+                overrides.append(f"reward.reward_manager.name={run['manager']}")
+                answers[key] = reward_loop({**request, "overrides": overrides})["scores"]
+        except Exception as exc:
+            answers[key] = {"error": type(exc).__name__}
+    return answers
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
     try:
-        answer = {"load": load, "reward_loop": reward_loop, "sandbox_fusion": sandbox_fusion}[
-            request["op"]
-        ](request)
+        ops = {
+            "load": load,
+            "reward_loop": reward_loop,
+            "sandbox_fusion": sandbox_fusion,
+            "managers": managers,
+        }
+        answer = ops[request["op"]](request)
     except Exception as exc:
         answer = {"error": {"type": type(exc).__name__, "message": str(exc)}}
     print(json.dumps(answer))

@@ -227,12 +227,42 @@ async def _counted(
         raise
 
 
+TRUNCATION_LOG_WINDOW_S = 60.0
+"""A spec's truncated prompts are logged once per this many seconds (and all counted)."""
+
+
+def _note_truncation(
+    spec: str, truncated: int, total: int, verifier: GatewayVerifier, runtime: AppRuntime
+) -> None:
+    """Count OpenRLHF's truncated prompts, and log them once per spec and window."""
+    runtime.metrics.trainer_prompts_truncated.labels("openrlhf", spec).inc(truncated)
+    now = time.monotonic()
+    last = verifier.truncation_logged.get(spec)
+    if last is not None and now - last < TRUNCATION_LOG_WINDOW_S:
+        return
+    verifier.truncation_logged[spec] = now
+    logger.warning(
+        "openrlhf: %d of %d queries for spec %r start inside their prompt (OpenRLHF kept the "
+        "last tokens of a prompt longer than max_len - max_new_tokens); scored from the part "
+        "kept. Counted in tribunal_trainer_prompts_truncated_total; logged once per spec every "
+        "%g s",
+        truncated,
+        total,
+        _excerpt(spec, 64),
+        TRUNCATION_LOG_WINDOW_S,
+    )
+
+
 async def _get_reward(
     body: GetRewardRequest, spec: str, runtime: AppRuntime, end_tokens: tuple[str, ...]
 ) -> GetRewardResponse:
     async def answer() -> GetRewardResponse:
         verifier = _gateway_for(spec, runtime)
-        return await _spec_rewards(to_items(body, spec, end_tokens), spec, verifier, runtime)
+        truncated: list[int] = []
+        items = to_items(body, spec, end_tokens, truncated)
+        if truncated:
+            _note_truncation(spec, len(truncated), len(body.query), verifier, runtime)
+        return await _spec_rewards(items, spec, verifier, runtime)
 
     prompt = body.prompts[0] if body.prompts else body.query[0]
     label = body.labels[0] if body.labels else None

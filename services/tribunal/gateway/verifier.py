@@ -233,6 +233,8 @@ class GatewayVerifier:
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
         self.tally = Tally()
+        # spec -> time.monotonic() of the last truncated-prompt warning (routes.py)
+        self.truncation_logged: dict[str, float] = {}
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
