@@ -201,3 +201,12 @@ def test_client_and_wire_models_import_in_a_fresh_venv(wheel: Path, tmp_path: Pa
         [str(python), "-c", "import tribunal.core"], capture_output=True, text=True, cwd=tmp_path
     )
     assert "No module named 'tribunal.core'" in absent.stderr
+
+
+def test_the_documented_install_names_the_client_distribution(wheel: Path) -> None:
+    # docs/integrations.md's first command is what a trainer's environment installs: the
+    # wheel test_client_and_wire_models_import_in_a_fresh_venv installs alone.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    command = page.split("```sh\n", 1)[1].split("```", 1)[0].split()
+    assert command == ["pip", "install", "tribunal-client"]
+    assert _metadata(wheel, "METADATA").splitlines()[1] == f"Name: {command[2]}"
