@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from tribunal.math import MathConfig, MathScore
-from tribunal.wire.math import MathDetails, MathItem, MathOptions
+from tribunal.wire.math import MathItem, MathOptions
 
 
 def test_item_accepts_minimal_payload() -> None:
@@ -36,7 +36,7 @@ def test_options_override_config() -> None:
 
 
 def test_details_from_score() -> None:
-    details = MathDetails.from_score(MathScore(1.0, "18", "18", "gsm8k_hash"))
+    details = MathScore(1.0, "18", "18", "gsm8k_hash").details()
     assert details.model_dump() == {
         "extracted_answer": "18",
         "extracted_ground_truth": "18",

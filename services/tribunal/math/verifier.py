@@ -105,10 +105,5 @@ class MathVerifier:
         if answer is None:
             # A BadInput raised in the pool process comes back pickled, as the same error.
             answer = await self._calls.run(item.response, item.ground_truth, config)
-        details = MathDetails(
-            extracted_answer=answer.extracted_answer,
-            extracted_ground_truth=answer.extracted_ground_truth,
-            method=answer.method,
-            uncommitted=answer.uncommitted,
-        ).model_dump()
+        details = answer.details().model_dump()
         return ItemOutcome(reward=answer.reward, details=details)

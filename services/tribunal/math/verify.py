@@ -80,7 +80,7 @@ from tribunal.math.extract import (
     last_boxed,
 )
 from tribunal.wire.errors import BadInput, InternalError
-from tribunal.wire.math import Reason, ScoreMethod
+from tribunal.wire.math import MathDetails, Reason, ScoreMethod
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +145,15 @@ class MathScore:
     extracted_ground_truth: str
     method: ScoreMethod
     uncommitted: Reason | None = None
+
+    def details(self) -> MathDetails:
+        """The wire model of what was compared, returned with the result."""
+        return MathDetails(
+            extracted_answer=self.extracted_answer,
+            extracted_ground_truth=self.extracted_ground_truth,
+            method=self.method,
+            uncommitted=self.uncommitted,
+        )
 
 
 def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:
