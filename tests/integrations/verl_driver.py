@@ -15,13 +15,14 @@ Requests (``op``):
 - ``sandbox_fusion``: verl's ``default_compute_score`` with ``sandbox_fusion_url``.
 - ``managers``: each of ``runs`` (a reward-loop manager through ``reward_loop``, or a legacy
   ``verl.workers.reward_manager`` one called on the ``DataProto``, each with the custom
-  function it names) over the same ``rollouts``: the scores each gives, or its error. The
-  ``remote`` manager's Ray actors run on a local Ray started here.
+  function it names) over the same ``rollouts``: the scores each gives, or its error
+  (``remote_scores`` for the ``remote`` manager, whose Ray actors are not started).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 import warnings
@@ -164,6 +165,30 @@ def legacy_scores(request: dict[str, Any], manager: str, tokenizer: Any) -> list
     return [float(v) for v in reward.sum(dim=1).tolist()]
 
 
+def remote_scores(request: dict[str, Any], tokenizer: Any) -> list[float]:
+    """The reward-loop ``remote`` manager: built with the function (it refuses an async one),
+    then the function called as its Ray actor ``RewardComputeWorker.compute_score`` calls it,
+    shipped there by pickle, and read as ``run_single`` reads it (``result["score"]``). The
+    actors themselves are not started: a local Ray takes minutes on a loaded 2-core machine."""
+    import pickle
+
+    from verl.experimental.reward_loop.reward_manager.remote import RemoteRewardManager
+
+    config = config_of("ppo_trainer", request["overrides"])
+    function = get_custom_reward_fn(config)
+    if inspect.iscoroutinefunction(function):
+        # The manager's own check, which comes before it starts its actors: it raises.
+        RemoteRewardManager(config, tokenizer, function)
+    shipped = pickle.loads(pickle.dumps(function))
+    scores = []
+    for source, _, response, truth, extra in request["rollouts"]:
+        result = shipped(
+            data_source=source, solution_str=response, ground_truth=truth, extra_info=dict(extra)
+        )
+        scores.append(float(result["score"] if isinstance(result, dict) else result))
+    return scores
+
+
 def managers(request: dict[str, Any]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -180,12 +205,9 @@ def managers(request: dict[str, Any]) -> dict[str, Any]:
                 answers[key] = legacy_scores(
                     {**request, "overrides": overrides}, run["manager"], tokenizer
                 )
+            elif run["manager"] == "remote":
+                answers[key] = remote_scores({**request, "overrides": overrides}, tokenizer)
             else:
-                if run["manager"] == "remote":
-                    import ray
-
-                    if not ray.is_initialized():
-                        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
                 overrides.append(f"reward.reward_manager.name={run['manager']}")
                 answers[key] = reward_loop({**request, "overrides": overrides})["scores"]
         except Exception as exc:
