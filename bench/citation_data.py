@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tribunal.citation.evidence import tool_outputs_before_answer
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import item_chars
+from tribunal.wire.citation import CitationItem
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -52,11 +52,11 @@ from tribunal.citation.gates import content_words  # noqa: E402
 from tribunal.citation.judge import JudgeModeConfig, LLMSupport  # noqa: E402
 from tribunal.citation.lexical import LexicalThresholds, judge_all  # noqa: E402
 from tribunal.citation.parse import find_answer, parse_answer  # noqa: E402
-from tribunal.citation.schemas import CitationItem  # noqa: E402
-from tribunal.citation.verdicts import ClaimTask  # noqa: E402
 from tribunal.citation.verifier import CitationVerifier, prepare, score_offline  # noqa: E402
 from tribunal.llm import BackendConfig, create_backend  # noqa: E402
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript  # noqa: E402
+from tribunal.wire.citation import CitationItem  # noqa: E402
+from tribunal.wire.citation_verdicts import ClaimTask  # noqa: E402
 
 # DR Tulu's cited-span pattern (its claims cannot contain '<'), used only to count its calls.
 _DR_TULU_CITE = re.compile(r"<cite id=[\"']?[^\"'>\s]+[\"']?[^>]*>[^<]+</cite>")

@@ -87,7 +87,7 @@ from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, R
 from tribunal.code.codec import decode_value, encode_value
 from tribunal.code.compare import expected_json, reply_matches, return_value_matches
 from tribunal.code.protocol import dumps
-from tribunal.core import jsonparse
+from tribunal.wire import jsonparse
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
 RUN_BODY = {"language": "python", "code": "print(1)"}

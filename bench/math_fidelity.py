@@ -76,8 +76,8 @@ def guard(seconds: int) -> Iterator[None]:
 
 def ours(response: str, ground_truth: str, options: dict[str, Any]) -> bool | str:
     """Tribunal's verdict: True / False, or the error code."""
-    from tribunal.core.errors import TribunalError
     from tribunal.math import MathConfig, verify_answer
+    from tribunal.wire.errors import TribunalError
 
     try:
         with guard(GUARD_S):

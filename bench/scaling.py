@@ -339,9 +339,9 @@ def _share_rewarded(results: Iterable[Any]) -> float:
 
 async def _code_no_service(n: int, in_flight: int) -> dict[str, float]:
     """CPU ms and wall ms per run of the code runner in this process (no API, queue, worker)."""
-    from tribunal.code.schemas import RunItem
     from tribunal.code.settings import CodeSettings
     from tribunal.code.verifier import CodeRunVerifier
+    from tribunal.wire.code import RunItem
 
     verifier = CodeRunVerifier(CodeSettings().code.config())
     await verifier.start()

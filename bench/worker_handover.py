@@ -53,13 +53,13 @@ from bench import results
 from bench._stack import redis_server
 from tribunal.core.cache import NoCache
 from tribunal.core.chunking import ChunkedCalls
-from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.verifier import score_each
 from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
 
 
 def sleep_item(seconds: float) -> float:

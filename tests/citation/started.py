@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.envelope import ItemOutcome
 
 
 async def score_started(

@@ -22,15 +22,15 @@ from tribunal.citation.config import CitationConfig
 from tribunal.citation.gates import check_ids
 from tribunal.citation.judge import OFFLOAD_CHARS, JudgeModeConfig, LLMSupport
 from tribunal.citation.parse import parse_answer
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier, item_chars
 from tribunal.core.cache import RedisCache, cache_entry
-from tribunal.core.envelope import ItemOutcome
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime
 from tribunal.llm import BackendConfig, create_backend
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.envelope import ItemOutcome
 
 EVIDENCE = {"S1": "The Golden Gate Bridge opened in 1937 and spans 1,280 m."}
 HONEST = "<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></answer>"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tribunal.citation.calibrate import LabelledClaim, agreement, cohen_kappa, read_labels
 from tribunal.cli import app
-from tribunal.core.errors import BadInput
+from tribunal.wire.errors import BadInput
 
 HELD_IN = Path(__file__).parent / "cases" / "attributionbench.jsonl"
 

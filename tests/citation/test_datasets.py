@@ -14,9 +14,9 @@ from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.lexical import LexicalThresholds, judge_all
 from tribunal.citation.parse import parse_answer
-from tribunal.citation.schemas import CitationItem
-from tribunal.citation.verdicts import ClaimTask, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.citation_verdicts import ClaimTask, SupportVerdict
 
 INVENTED = {"22745249", "PMID:21514248", "PMID:23515142"}
 """The 3 cited ids of the traces that none of their searches returned (the 102-cite census in

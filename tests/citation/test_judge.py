@@ -25,13 +25,13 @@ from tribunal.citation.judge import (
     LLMSupport,
     read_judgments,
 )
-from tribunal.citation.schemas import CitationItem
-from tribunal.citation.verdicts import ClaimTask, Relevance, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.errors import ParseError
 from tribunal.llm import BackendConfig, Completion, create_backend
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.citation_verdicts import ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.envelope import ItemOutcome
+from tribunal.wire.errors import ParseError
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%).",

@@ -22,8 +22,8 @@ import pytest_asyncio
 
 from tests.citation.mutations import MEANING_CHANGING, MEANING_PRESERVING, Mutation
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
 
 PARTIAL_SHARE = 2 / 3
 _CASES = [

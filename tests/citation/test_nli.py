@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.nli import NLISupport
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.cli import app
-from tribunal.core.errors import ConfigurationError
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.errors import ConfigurationError
 
 EVIDENCE = {
     "S1": "The Eiffel Tower is 330 metres tall and stands in Paris.",

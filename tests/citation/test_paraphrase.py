@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
 
 ROWS = [
     json.loads(line)

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
 
 PARTIAL_SHARE = 2 / 3
 """F1 of a partial claim with every citation relevant: 2 · 1 · 0.5 / 1.5."""

@@ -15,10 +15,10 @@ import pytest
 from tests.citation.started import score_started
 from tests.documents import assert_documented
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import verifier_info
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.envelope import ItemOutcome, result_json
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%) "

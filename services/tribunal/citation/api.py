@@ -9,10 +9,10 @@ from tribunal.citation.nli import NLISupport
 from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.app import create_app as create_core_app
-from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.llm import create_backend
+from tribunal.wire.ports import PORTS
 
 
 def create_verifiers(settings: CitationSettings) -> list[Verifier]:

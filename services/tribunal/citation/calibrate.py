@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tribunal.citation.schemas import CitationItem
-from tribunal.core.errors import BadInput
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.errors import BadInput
 
 HumanLabel = Literal["supported", "unsupported"]
 Verdict = Literal["supported", "partial", "unsupported", "gated"]

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tribunal.core.chunking import call_each
-from tribunal.core.errors import InternalError, ScoringTimeout
 from tribunal.core.pool import DeadlinePool
+from tribunal.wire.errors import InternalError, ScoringTimeout
 
 T = TypeVar("T")
 

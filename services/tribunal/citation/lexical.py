@@ -47,7 +47,7 @@ from tribunal.citation.content import (
 )
 from tribunal.citation.extractive import extractive_support
 from tribunal.citation.gates import MIN_NOVEL_SHARE
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
 
 
 class LexicalThresholds(BaseModel):

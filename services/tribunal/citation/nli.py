@@ -26,8 +26,8 @@ from typing import Any
 
 from tribunal.citation.content import content_stems, numbers
 from tribunal.citation.support import SupportOutcome
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
-from tribunal.core.errors import ConfigurationError
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.errors import ConfigurationError
 
 PROMPT_VERSION = "nli-1"
 """Version of how claims and snippets are given to the model (in ``config_hash``)."""

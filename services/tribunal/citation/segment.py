@@ -24,7 +24,7 @@ def sentences(text: str) -> list[str]:
         >>> sentences("It opened in 1937. It spans\\n1,280 m.\\n- Built by Strauss")
         ['It opened in 1937.', 'It spans 1,280 m.', '- Built by Strauss']
     """
-    # Imported here: the wire models (``tribunal.citation.schemas``) install without it, in a
+    # Imported here: the wire models (``tribunal.wire.citation``) install without it, in a
     # trainer's environment, and importing the package must not need it.
     import blingfire
 

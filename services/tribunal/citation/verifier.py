@@ -42,14 +42,6 @@ from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradi
 from tribunal.citation.nli import PROMPT_VERSION as NLI_VERSION
 from tribunal.citation.nli import NLISupport
 from tribunal.citation.parse import Claim, parse_answer
-from tribunal.citation.schemas import (
-    CitationDetails,
-    CitationItem,
-    CitationUsage,
-    ClaimResult,
-    FormatDetails,
-    SupportMode,
-)
 from tribunal.citation.scorer import (
     AnswerScore,
     ClaimGate,
@@ -59,13 +51,21 @@ from tribunal.citation.scorer import (
     score_claim,
 )
 from tribunal.citation.support import SupportOutcome
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, InternalError
-from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
 from tribunal.llm.readiness import backend_unready_reasons
+from tribunal.wire.citation import (
+    CitationDetails,
+    CitationItem,
+    CitationUsage,
+    ClaimResult,
+    FormatDetails,
+    SupportMode,
+)
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import BackendUnavailable, InternalError
+from tribunal.wire.hashing import config_hash
 
 VERSION = "2"
 """Bump when the same input could get a different reward."""

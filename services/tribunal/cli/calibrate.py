@@ -28,7 +28,7 @@ def citation(
     from tribunal.citation.api import create_verifiers
     from tribunal.citation.calibrate import Verdict, agreement, read_labels, report, verdict_of
     from tribunal.citation.settings import CitationSettings
-    from tribunal.core.errors import TribunalError
+    from tribunal.wire.errors import TribunalError
 
     if support not in ("lexical", "judge", "nli"):
         raise typer.BadParameter("lexical, judge or nli", param_hint="--support")

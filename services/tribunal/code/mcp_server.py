@@ -29,11 +29,11 @@ from fastapi import APIRouter, FastAPI
 from pydantic import ValidationError
 
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import CodeItem, RunItem
 from tribunal.code.session_api import close_owned, open_session, run_in_session
 from tribunal.code.session_models import CellRequest
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import TribunalError
+from tribunal.wire.code import CodeItem, RunItem
+from tribunal.wire.errors import TribunalError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

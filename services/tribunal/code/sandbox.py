@@ -49,8 +49,8 @@ from typing import Any
 from tribunal.code import codec, driver, interp_role, protocol
 from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
-from tribunal.core import jsonparse
-from tribunal.core.errors import ConfigurationError, SandboxError
+from tribunal.wire import jsonparse
+from tribunal.wire.errors import ConfigurationError, SandboxError
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
 from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
+from tribunal.wire.errors import IdempotencyConflict, JobNotFound, QueueFull
 
 
 @dataclass

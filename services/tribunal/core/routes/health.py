@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tribunal.core.deps import RuntimeDep
-from tribunal.core.errors import QueueUnavailable
+from tribunal.wire.errors import QueueUnavailable
 
 router = APIRouter(tags=["health"])
 

@@ -6,9 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tribunal.citation.scorer import PresetName
-from tribunal.citation.verdicts import Relevance, SupportVerdict
-from tribunal.core.envelope import ScoreItem
+from tribunal.wire.citation_verdicts import Relevance, SupportVerdict
+from tribunal.wire.envelope import ScoreItem
+
+PresetName = Literal["tribunal", "dr_tulu"]
+"""The citation reward's presets: Tribunal's own, or DR Tulu's formula."""
 
 SupportMode = Literal["judge", "lexical", "nli", "none"]
 """How support is decided: an LLM (``judge``), token overlap (``lexical``), or not at all
