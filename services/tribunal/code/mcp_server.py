@@ -19,6 +19,7 @@ answers an item that could not be scored (``reward: null`` with an error) as an 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -141,7 +142,27 @@ def mount(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        # The session manager's task group must be left by the task that entered it: a task
+        # of its own, since whoever runs the app's lifespan may start and stop it from two
+        # tasks (a test's module-scoped fixture does).
+        stop = asyncio.Event()
+        started = asyncio.Event()
+
+        async def serve() -> None:
+            async with server.session_manager.run():
+                started.set()
+                await stop.wait()
+
+        task = asyncio.create_task(serve())
+        waiting = asyncio.ensure_future(started.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()  # it failed to start: raise its error here
+        try:
             yield
+        finally:
+            stop.set()
+            await task
 
     return running()
