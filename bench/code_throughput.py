@@ -662,8 +662,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--record",
-        default="code_throughput",
-        help="Result name: bench/results/NAME.json (another for a partial run).",
+        metavar="NAME",
+        help="Record as bench/results/NAME.json, which the docs show (another name for a partial "
+        "run; without it: a temporary folder).",
     )
     args = parser.parse_args()
     report: dict[str, Any] = {
@@ -717,7 +718,9 @@ def main() -> None:
     report["load_avg_1m_5m_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
     report["targets"] = _targets(report)
     print(json.dumps(report, indent=2))
-    results.record(args.record, report, tables(report))
+    results.record(
+        args.record or "code_throughput", report, tables(report), asked=args.record is not None
+    )
 
 
 def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
