@@ -80,7 +80,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import code_data, results
+from bench import code_data, results, stats
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
@@ -98,10 +98,6 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 # -- measurement helpers ------------------------------------------------------------------
-
-
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def _cpu_s(pids: Sequence[int]) -> dict[str, float]:
@@ -197,7 +193,7 @@ def _summary(elapsed: float, latencies: list[float], n: int) -> dict[str, float]
     return {
         "per_s": round(n / elapsed, 1),
         "p50_ms": round(statistics.median(latencies), 2),
-        "p99_ms": round(_percentile(latencies, 0.99), 2),
+        "p99_ms": round(stats.percentile(latencies, 0.99), 2),
     }
 
 
@@ -394,15 +390,6 @@ def _env(pairs: Sequence[str]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def _own_cpu_s() -> float:
-    """CPU of this process and of its reaped descendants (the sandboxes), in seconds."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
 async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str, float]:
     """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
     cases, one at a time, with ``layer`` on or off (the others on): wall and CPU of each
@@ -414,27 +401,27 @@ async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str,
     runner = CodeRunVerifier(config)
     await runner.start()
     _set_layer(runner, layer, on)
-    cpu, start = _own_cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(runs):
         [outcome] = await runner.score([RunItem(id=str(k), **RUN_BODY)])
         assert outcome.error is None and outcome.details["stdout"] == "1\n", outcome
     out["run_wall_s"] = time.perf_counter() - start
     await runner.aclose()
-    out["run_cpu_s"] = _own_cpu_s() - cpu
+    out["run_cpu_s"] = stats.cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
     _set_layer(scorer, layer, on)
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
-    cpu, start = _own_cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(max(1, runs // 10)):
         item = CodeItem(id=str(k), language="python", code=program, tests=tests)
         [outcome] = await scorer.score([item])
         assert outcome.error is None and outcome.reward == 1.0, outcome
     out["case_wall_s"] = time.perf_counter() - start
     await scorer.aclose()
-    out["case_cpu_s"] = _own_cpu_s() - cpu
+    out["case_cpu_s"] = stats.cpu_s() - cpu
     return out
 
 
@@ -670,7 +657,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "command": " ".join(["python bench/code_throughput.py", *sys.argv[1:]]),
         "cores": os.cpu_count(),
-        "load_avg_1m_5m_15m_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_avg_1m_5m_15m_at_start": stats.load_avg(),
         "settings": {
             "runs_per_series": args.runs,
             "throughput_concurrency": args.concurrency,
@@ -715,7 +702,7 @@ def main() -> None:
                     )
                 )
                 report["humaneval"] = asyncio.run(humaneval(stack, pids, args.requests))
-    report["load_avg_1m_5m_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["load_avg_1m_5m_15m_at_end"] = stats.load_avg()
     report["targets"] = _targets(report)
     print(json.dumps(report, indent=2))
     results.record(

@@ -35,6 +35,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import stats
 from tribunal.testing import stack
 
 
@@ -66,8 +67,8 @@ async def drive(
         "path": path,
         "requests": len(latencies),
         "rps": round(len(latencies) / seconds, 1),
-        "p50_ms": round(1000 * latencies[len(latencies) // 2]),
-        "p99_ms": round(1000 * latencies[int(len(latencies) * 0.99)]),
+        "p50_ms": round(1000 * stats.percentile(latencies, 0.5)),
+        "p99_ms": round(1000 * stats.percentile(latencies, 0.99)),
         "statuses": statuses,
     }
 

@@ -3,9 +3,10 @@
 A run writes there only when asked (``python -m bench run NAME --record``); a plain run
 writes into a temporary folder and says where. Each file holds the command that produced
 it, the date, the machine, the full report the benchmark prints, and its tables
-(``columns`` and ``rows`` of display strings). The docs hook (``docs/hooks.py``) puts those tables, each with its command, date and machine, where a
-page says ``<!-- tribunal:bench <name> -->``: the figures in the docs are the last run's,
-never retyped.
+(``columns`` and ``rows`` of display strings). The docs hook (``docs/hooks.py``) puts those
+tables, each with its command, date and machine, where a page says
+``<!-- tribunal:bench <name> -->``: the figures in the docs are the last run's, never
+retyped.
 """
 
 from __future__ import annotations
