@@ -363,9 +363,9 @@ async def leetcode(
 
 
 async def humaneval(
-    stack: Stack, pids: tuple[list[int], list[int]], requests: int
+    stack: Stack, pids: tuple[list[int], list[int]], requests: int, limit: int = 0
 ) -> dict[str, Any]:
-    items = code_data.humaneval()
+    items = code_data.humaneval()[: limit or None]
     meter, results = await score_all(stack, pids, items, requests)
     failed = _failures(results)
     return {
@@ -625,6 +625,14 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true", help="Skip the /v1/code/run part.")
     parser.add_argument("--skip-score", action="store_true", help="Skip LeetCode and HumanEval.")
     parser.add_argument(
+        "--humaneval-limit", type=int, default=0, help="Score only the first N items (0: all)."
+    )
+    parser.add_argument(
+        "--skip-compare",
+        action="store_true",
+        help="Skip the reply comparison (its quadratic 'before' path takes tens of seconds).",
+    )
+    parser.add_argument(
         "--layers-runs",
         type=int,
         default=200,
@@ -675,7 +683,8 @@ def main() -> None:
         },
     }
     extra_env = _env(args.env)
-    report["compare"] = compare_part()
+    if not args.skip_compare:
+        report["compare"] = compare_part()
     if args.beside_rounds:
         report["beside"] = asyncio.run(beside(args.beside_rounds))
     if args.layers_runs:
@@ -701,7 +710,9 @@ def main() -> None:
                         stack, pids, args.leetcode_limit, args.leetcode_timeout_s, args.requests
                     )
                 )
-                report["humaneval"] = asyncio.run(humaneval(stack, pids, args.requests))
+                report["humaneval"] = asyncio.run(
+                    humaneval(stack, pids, args.requests, args.humaneval_limit)
+                )
     report["load_avg_1m_5m_15m_at_end"] = stats.load_avg()
     report["targets"] = _targets(report)
     print(json.dumps(report, indent=2))
@@ -790,7 +801,7 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
                 f"reply under {compare['target_ms']} ms)",
             )
         )
-    if "beside" in report:
+    if "beside" in report and "compare" in report:
         near = report["beside"]
         hostile = report["compare"]["hostile_reply"]
         out.append(

@@ -77,6 +77,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "0",
             "--beside-rounds",
             "0",
+            "--humaneval-limit",
+            "4",
+            "--skip-compare",
         ),
     ),
     Benchmark(
@@ -88,7 +91,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "faults",
         "Queue faults (worker killed or stopped, Redis restarted or down at start) at 2,000 "
         "items, and generated requests against every API: items lost/duplicated, 5xx.",
-        ("--items", "30", "--examples", "1"),
+        slow="its scenarios wait out Redis restarts and a visibility timeout and its fuzz starts "
+        "every service (a minute at the least); tests/faults/ runs the same scenarios "
+        "(bench/fault_scenarios.py) at a few hundred items",
     ),
     Benchmark(
         "gateway_one_item",
