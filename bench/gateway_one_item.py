@@ -6,7 +6,8 @@ The stack is ``tribunal.testing.stack.start_full_stack`` on a throwaway Redis, o
 ``--concurrency`` clients (one ``httpx.AsyncClient`` pool) each send one item, wait for its
 answer and send the next, for ``--seconds``: first to ``POST /v1/math/score`` (a warm-up of
 5 s, or ``--seconds`` if shorter, then measured), then to the gateway's ``POST /v1/score``
-with the ``rloo_math`` spec, each with a fresh number so that no result cache answers. Prints one JSON object per route.
+with the ``rloo_math`` spec, each with a fresh number so that no result cache answers.
+Prints one JSON object per route.
 
 py-spy is not a dependency of the project: install it apart (``pip install --target DIR
 py-spy==0.4.3``) and pass its binary; its raw output (``--profile FILE``, folded stacks)
