@@ -185,7 +185,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "stack_faults",
         "Faults while the trainer runs (a verifier, the gateway or Redis killed mid-step): "
         "does training finish with the same rewards?",
-        slow="trains a tiny model on DeepSpeed ZeRO-3 through every scenario (minutes)",
+        slow="trains a tiny model on DeepSpeed ZeRO-3 through every scenario (minutes); "
+        "tests/faults/test_stack_faults.py runs the same scenarios",
     ),
     Benchmark(
         "trainer_gpu",
