@@ -655,12 +655,7 @@ def main() -> None:
     parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
-    parser.add_argument(
-        "--record",
-        metavar="NAME",
-        help="Record as bench/results/NAME.json, which the docs show (another name for a partial "
-        "run; without it: a temporary folder).",
-    )
+    results.add_record_argument(parser)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": " ".join(["python bench/code_throughput.py", *sys.argv[1:]]),

@@ -33,12 +33,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8, help="completions per prompt")
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per completion")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--record",
-        metavar="NAME",
-        help="Record as bench/results/NAME.json, which the docs show "
-        "(without it: a temporary folder).",
-    )
+    results.add_record_argument(parser)
     args = parser.parse_args()
 
     import torch

@@ -11,6 +11,7 @@ retyped.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -44,6 +45,19 @@ def folder(asked: bool = False) -> Path:
     if asked or flag == "1":
         return RESULTS
     return Path(tempfile.mkdtemp(prefix="tribunal-bench-"))
+
+
+def add_record_argument(parser: argparse.ArgumentParser) -> None:
+    """``--record NAME`` on a benchmark that records partial or other runs under their own
+    names (``scaling_16core_code``): given, :func:`record` is asked to write
+    ``bench/results/NAME.json``; absent, the result goes under the benchmark's name into a
+    temporary folder. ``args.record`` is the name or ``None``."""
+    parser.add_argument(
+        "--record",
+        metavar="NAME",
+        help="Record as bench/results/NAME.json, which the docs show "
+        "(without it: a temporary folder).",
+    )
 
 
 def table(

@@ -403,12 +403,7 @@ def main() -> None:
     parser.add_argument("--code-runs", type=int, default=400)
     parser.add_argument("--code-in-flight", type=int, default=4, help="Runs in flight per slot.")
     parser.add_argument("--skip-code", action="store_true")
-    parser.add_argument(
-        "--record",
-        metavar="NAME",
-        help="Record as bench/results/NAME.json, which the docs show "
-        "(without it: a temporary folder).",
-    )
+    results.add_record_argument(parser)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": "python bench/scaling.py " + " ".join(sys.argv[1:]),
