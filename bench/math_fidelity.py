@@ -1,7 +1,7 @@
 """Math reward fidelity: agreement with labelled cases, ours beside Math-Verify's defaults.
 
-Run: ``python bench/math_fidelity.py`` (prints one JSON object and writes it, with its
-tables, to ``bench/results/math_fidelity.json``). Two parts:
+Run: ``python -m bench run math_fidelity`` (prints one JSON object and records it, with its
+tables: ``bench/results/math_fidelity.json`` with ``--record``). Two parts:
 
 - ``table``: Math-Verify's own public test cases (``tests/math/cases/math_verify.jsonl``,
   ported from huggingface/Math-Verify 0.9.0 ``tests/``), each prediction written in up to

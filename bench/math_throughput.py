@@ -1,7 +1,7 @@
 """Math verifier throughput: Math-Verify in-process vs the service, and the queue alone.
 
-Run: ``python bench/math_throughput.py`` (prints one JSON object and writes it, with its table,
-to ``bench/results/math_throughput.json``). Items are GSM8K test and
+Run: ``python -m bench run math_throughput`` (prints one JSON object and records it, with its
+table: ``bench/results/math_throughput.json`` with ``--record``). Items are GSM8K test and
 MATH-500 gold solutions scored against their answers. It starts its own redis-server, the
 math API and two worker processes (one verification process each), on free ports.
 """

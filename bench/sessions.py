@@ -1,9 +1,9 @@
 """Code-interpreter sessions: start latency, per-call overhead, memory, a 16-turn episode.
 
-Run: ``python bench/sessions.py`` (prints one JSON object and records
-``bench/results/sessions.json``). It starts a throwaway redis-server, the code API and one
-worker (``TRIBUNAL_CODE_MAX_SESSIONS=32``) with ``tribunal.testing.stack`` and measures, over
-HTTP as a trainer's tool calls go:
+Run: ``python -m bench run sessions`` (prints one JSON object and records it:
+``bench/results/sessions.json`` with ``--record``). It starts a throwaway redis-server, the
+code API and one worker (``TRIBUNAL_CODE_MAX_SESSIONS=32``) with ``tribunal.testing.stack``
+and measures, over HTTP as a trainer's tool calls go:
 
 - ``start``: ``POST /v1/code/sessions`` then ``DELETE``, one at a time (``--starts``): the
   start's latency, p50 and p99 (target p50 <= 300 ms: about a Firecracker microVM's cold

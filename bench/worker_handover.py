@@ -1,9 +1,9 @@
 """How many verification processes one worker process keeps busy: a many-core question that
 a 2-core machine can answer.
 
-Run: ``python bench/worker_handover.py`` (prints one JSON object and records it in
-``bench/results/worker_handover.json``, or ``worker_handover_math500.json`` with
-``--math500``; about a minute).
+Run: ``python -m bench run worker_handover`` (prints one JSON object and records it:
+``bench/results/worker_handover.json`` with ``--record``, or ``worker_handover_math500.json``
+with ``-- --math500``; about a minute).
 
 On a 16-core machine a math worker with 14 verification processes kept them 41 % busy
 (README, "Scaling with cores"): the limit was the worker's hand-over of items to its pool
