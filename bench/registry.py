@@ -103,12 +103,23 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "gateway_overhead",
         "What the gateway costs: the same batches straight to the verifiers and through it.",
-        ("--quick", "--rounds", "1"),
+        ("--rounds", "1", "--math-items", "32", "--refiner-items", "4", "--latency-ms", "5"),
     ),
     Benchmark(
         "hf_logprobs",
         "Old log-probabilities of HF generate rollouts: kept logits against one forward pass.",
-        ("--vocab", "512", "--n", "2", "--tokens", "4", "--rounds", "1"),
+        (
+            "--layers",
+            "1",
+            "--vocab",
+            "256",
+            "--n",
+            "2",
+            "--tokens",
+            "4",
+            "--rounds",
+            "1",
+        ),
     ),
     Benchmark(
         "inspect_overhead",

@@ -141,8 +141,8 @@ def test_every_benchmark_still_runs(benchmark: Benchmark, tmp_path: Path) -> Non
         assert result["benchmark"] == benchmark.name
         assert result["command"].split()[:3] == ["python", "-m", benchmark.module]
         assert result["tables"] and all(table["rows"] for table in result["tables"])
-    else:
-        assert re.search(r"^\s*[{\[]", done.stdout, re.M), done.stdout[-2000:]
+    else:  # it prints its figures and records nothing
+        assert done.stdout.strip(), done.stderr[-4000:]
 
 
 @pytest.mark.slow
