@@ -103,7 +103,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "gateway_overhead",
         "What the gateway costs: the same batches straight to the verifiers and through it.",
-        ("--rounds", "1", "--math-items", "32", "--refiner-items", "4", "--latency-ms", "5"),
+        ("--rounds", "1", "--math-items", "64", "--refiner-items", "16", "--latency-ms", "5"),
     ),
     Benchmark(
         "hf_logprobs",
