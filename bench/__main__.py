@@ -42,6 +42,13 @@ def command(benchmark: Benchmark, quick: bool, extra: Sequence[str]) -> list[str
     return [sys.executable, "-m", benchmark.module, *(benchmark.quick if quick else ()), *extra]
 
 
+def environment(record: bool) -> dict[str, str]:
+    """The child's environment: this one's, with ``TRIBUNAL_BENCH_RECORD=1`` when the result
+    is to be recorded where the docs read it (``--record``); without it, an exported
+    ``TRIBUNAL_BENCH_RECORD`` stands, as it does for ``python -m bench.NAME``."""
+    return {**os.environ, **({"TRIBUNAL_BENCH_RECORD": "1"} if record else {})}
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The runner's arguments; what follows ``--`` goes to the benchmark unread."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
@@ -75,10 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"python -m bench: {error}", file=sys.stderr)
         return 2
-    env = dict(os.environ)
-    if args.record:
-        env["TRIBUNAL_BENCH_RECORD"] = "1"
-    return subprocess.run(child, cwd=ROOT, env=env, check=False).returncode
+    return subprocess.run(child, cwd=ROOT, env=environment(args.record), check=False).returncode
 
 
 if __name__ == "__main__":

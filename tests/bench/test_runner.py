@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench import results, stats
-from bench.__main__ import main
+from bench.__main__ import environment, main
 from bench.registry import BENCHMARKS, BY_NAME, Benchmark
 from tests.conftest import ROOT
 
@@ -97,6 +97,17 @@ def test_a_plain_run_writes_into_a_temporary_folder_and_a_recorded_one_where_the
         results.folder()
     monkeypatch.setenv("TRIBUNAL_BENCH_RESULTS", "/elsewhere")
     assert results.folder(asked=True) == Path("/elsewhere")
+
+
+def test_a_run_asked_to_record_is_told_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRIBUNAL_BENCH_RECORD", raising=False)
+    assert "TRIBUNAL_BENCH_RECORD" not in environment(record=False)
+    assert environment(record=True)["TRIBUNAL_BENCH_RECORD"] == "1"
+    monkeypatch.setenv("TRIBUNAL_BENCH_RECORD", "0")
+    assert environment(record=False)["TRIBUNAL_BENCH_RECORD"] == "0"
+    assert environment(record=True)["TRIBUNAL_BENCH_RECORD"] == "1"
+    monkeypatch.setenv("TRIBUNAL_BENCH_RESULTS", "/elsewhere")
+    assert environment(record=True)["TRIBUNAL_BENCH_RESULTS"] == "/elsewhere"
 
 
 def test_percentile_is_the_nearest_rank_from_above() -> None:
