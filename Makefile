@@ -116,7 +116,7 @@ monitoring: $(VENV)/.all
 	$(BIN)/python scripts/monitoring.py
 
 bench-math: $(VENV)/.base
-	$(BIN)/python bench/math_throughput.py
+	$(BIN)/python -m bench run math_throughput
 
 clean:
 	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache site

@@ -11,6 +11,7 @@ figure (``PYTHONPATH=<old tree's services, as tribunal/>``)::
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -62,6 +63,7 @@ def read(text: str, finish: str) -> str:
 
 def main() -> int:
     """Print one JSON object: each case and what it earns."""
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     report: dict[str, object] = {
         "benchmark": "judge_redteam",
         "command": "python bench/judge_redteam.py",

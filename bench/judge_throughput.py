@@ -36,7 +36,7 @@ time to first verdict, what the fake judge saw, CPU seconds of the API and worke
 run, and the 1-minute load average before and after (every process here shares the
 machine's CPUs with whatever else runs on it; on a busy 2-core machine the k = 4 run, which
 asks for 4x as many items/s of the API and worker as k = 1, drops below target first), and
-writes it with its table to ``bench/results/judge_throughput.json`` (not ``--prompt-cost``).
+records it with its table (``judge_throughput.json``, not ``--prompt-cost``; see ``bench.results``).
 Every process it started is stopped on exit, Ctrl-C and errors included.
 """
 
