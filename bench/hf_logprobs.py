@@ -39,8 +39,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tribunal.trainer.config import TinyModelConfig
-    from tribunal.trainer.model import build_tiny_model
+    from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
     from tribunal.trainer.rollout import HFBackend, SamplingConfig
 
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -17,8 +17,7 @@ from tribunal.citation.config import CitationConfig
 from tribunal.citation.judge import SYSTEM_PROMPT, JudgeModeConfig, LLMSupport
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.llm import BackendConfig, create_backend
-from tribunal.trainer.config import TinyModelConfig
-from tribunal.trainer.model import build_tiny_model
+from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
 from tribunal.wire.citation import CitationItem
 
 torch = pytest.importorskip("torch")
