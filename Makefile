@@ -28,9 +28,9 @@ $(BIN)/python: | tools
 	$(PYTHON) -m venv $(VENV)
 
 # The services need no torch: `make up` installs the base lock only.
-$(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
+$(VENV)/.base: pyproject.toml client/pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_BASE)
-	$(PIP) --no-deps --no-build-isolation -e .
+	$(PIP) --no-deps --no-build-isolation -e client -e .
 	touch $@
 
 # Every extra the suite exercises, then torch from TORCH_INDEX (its dependencies are in the lock),
@@ -38,7 +38,7 @@ $(VENV)/.base: pyproject.toml $(LOCK_BASE) | $(BIN)/python
 # and verl's Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the math
 # verifier's math-verify cannot share).
 LOCK_VERL_HYDRA := requirements/verl-hydra.txt
-$(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
+$(VENV)/.all: pyproject.toml client/pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
 	$(PIP) --no-deps --index-url $(TORCH_INDEX) -r $(LOCK_TORCH)
 	$(PIP) --require-hashes --no-deps -r $(NODEPS)
@@ -50,7 +50,7 @@ $(VENV)/.all: pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) $(NODEPS) $(LOCK_VERL_HYD
 	@# antlr4 4.9.3 is an sdist: built with the locked setuptools, not one fetched at install.
 	$(PIP) --require-hashes --no-deps --no-build-isolation --target $(VENV)/verl-hydra \
 		-r $(LOCK_VERL_HYDRA)
-	$(PIP) --no-deps --no-build-isolation -e .
+	$(PIP) --no-deps --no-build-isolation -e client -e .
 	touch $@ $(VENV)/.base
 
 up: tools $(VENV)/.base
@@ -93,8 +93,8 @@ lock:
 	@PYTHON=$(PYTHON) scripts/lock.sh
 
 lint: $(VENV)/.all
-	$(BIN)/ruff check services trainer bench tests scripts
-	$(BIN)/ruff format --check services trainer bench tests scripts
+	$(BIN)/ruff check client services trainer bench tests scripts
+	$(BIN)/ruff format --check client services trainer bench tests scripts
 	scripts/typecheck.sh
 
 # compose.yaml's stack in real containers (podman, podman-compose): scripts/compose-test.sh.
@@ -116,7 +116,7 @@ monitoring: $(VENV)/.all
 	$(BIN)/python scripts/monitoring.py
 
 bench-math: $(VENV)/.base
-	$(BIN)/python bench/math_throughput.py
+	$(BIN)/python -m bench run math_throughput
 
 clean:
 	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache site

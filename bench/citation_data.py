@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tribunal.citation.evidence import tool_outputs_before_answer
+from tribunal.citation.verifier import item_chars
+from tribunal.wire.citation import CitationItem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,3 +72,24 @@ def scifact_rows() -> list[tuple[str, str, bool]]:
             (row["input"], f"{context['title']}. {context['text']}", row["answer"] == "true")
         )
     return out
+
+
+SIZE_LIMIT = 16_384
+"""Characters of text of the largest item the worker used to check on its own event loop."""
+
+
+def item_at_the_size_limit(item_id: str) -> CitationItem:
+    """An answer of 24 claims, distinct and cited, against one snippet, ``SIZE_LIMIT``
+    characters of text in all (the claim clauses × snippet clauses of the old inline path)."""
+    claims = " ".join(
+        f"<cite id=S1>Tumour growth rate doubled in {k} of 131 patients on anti-PD-1 in "
+        f"cohort {k}, and progression was not slower.</cite>"
+        for k in range(24)
+    )
+    response = f"<answer>{claims}</answer>"
+    # A snippet of its own (no snippet cache shared between the items).
+    sentence = f"In cohort {item_id}, tumour growth rate doubled in 7 of 131 patients. "
+    snippet = (sentence * (SIZE_LIMIT // len(sentence)))[: SIZE_LIMIT - len(response) - 2]
+    item = CitationItem(id=item_id, response=response, evidence={"S1": snippet}, question="HPD?")
+    assert item_chars(item) == SIZE_LIMIT
+    return item

@@ -18,6 +18,10 @@ Also writes it, with its table, to ``bench/results/citation_throughput.json``.
   copy, on ``tests/citation/cases/paraphrases.jsonl``.
 - ``largest_answer_s``: wall time of ``score_offline`` on an answer at every default limit
   (``max_claims`` claims citing ``max_ids_per_claim`` of ``max_distinct_ids`` 3 kB snippets).
+- ``latency``: a small item sent while one verifier (``--processes`` scoring processes)
+  scores a request of 64 items at the old inline limit (16,384 characters each): its latency
+  beside its latency alone and one large item's (target: no more than its own time plus the
+  task in flight, never the batch's).
 - ``judge``: model calls per answer and per judged claim against the stand-in
   OpenAI-compatible server (``tribunal.llm.testing.FakeOpenAIServer``, mixed verdicts by a
   hash of each criterion), cache cold; beside it, what DR Tulu's scorer would call on the
@@ -41,18 +45,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import results  # noqa: E402
-from bench.citation_data import trace_items  # noqa: E402
+from bench.citation_data import item_at_the_size_limit, trace_items  # noqa: E402
 from tribunal.citation.config import CitationConfig  # noqa: E402
 from tribunal.citation.content import read_snippet  # noqa: E402
 from tribunal.citation.gates import content_words  # noqa: E402
 from tribunal.citation.judge import JudgeModeConfig, LLMSupport  # noqa: E402
 from tribunal.citation.lexical import LexicalThresholds, judge_all  # noqa: E402
 from tribunal.citation.parse import find_answer, parse_answer  # noqa: E402
-from tribunal.citation.schemas import CitationItem  # noqa: E402
-from tribunal.citation.verdicts import ClaimTask  # noqa: E402
 from tribunal.citation.verifier import CitationVerifier, prepare, score_offline  # noqa: E402
 from tribunal.llm import BackendConfig, create_backend  # noqa: E402
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript  # noqa: E402
+from tribunal.wire.citation import CitationItem  # noqa: E402
+from tribunal.wire.citation_verdicts import ClaimTask  # noqa: E402
 
 # DR Tulu's cited-span pattern (its claims cannot contain '<'), used only to count its calls.
 _DR_TULU_CITE = re.compile(r"<cite id=[\"']?[^\"'>\s]+[\"']?[^>]*>[^<]+</cite>")
@@ -166,6 +170,47 @@ def largest_answer_s() -> float:
     return round(time.perf_counter() - start, 2)
 
 
+async def small_behind_large(processes: int, large: int = 64) -> dict[str, Any]:
+    """Latency of a small item sent while a request of ``large`` items at the old inline size
+    limit (16,384 characters) is being scored by one verifier with ``processes`` scoring
+    processes; beside it, the small item's latency alone (its scoring and one pool hand-off)
+    and one large item's (what it may wait for: the task in flight). Medians of 3 (of 5 for one
+    large item)."""
+    verifier = CitationVerifier(CitationConfig(support="lexical"), processes=processes)
+    await verifier.start()
+    small = CitationItem(
+        id="small",
+        response="<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></answer>",
+        evidence={"S1": "The Golden Gate Bridge opened in 1937 and spans 1,280 m."},
+    )
+
+    async def timed(items: list[CitationItem]) -> float:
+        start = time.perf_counter()
+        await verifier.score(items)
+        return (time.perf_counter() - start) * 1e3
+
+    try:
+        alone = sorted([await timed([small]) for _ in range(3)])[1]
+        one_large = sorted([await timed([item_at_the_size_limit(f"one{i}")]) for i in range(5)])[2]
+        behind, batch = [], []
+        for round_ in range(3):
+            items = [item_at_the_size_limit(f"r{round_}-{i}") for i in range(large)]
+            request = asyncio.create_task(timed(items))
+            await asyncio.sleep(0.05)  # the large request is claimed and queued first
+            behind.append(await timed([small]))
+            batch.append(await request)
+    finally:
+        await verifier.aclose()
+    return {
+        "processes": processes,
+        "large_items": large,
+        "small_alone_ms": round(alone, 1),
+        "one_large_ms": round(one_large, 1),
+        "small_behind_large_ms": round(sorted(behind)[1], 1),
+        "large_request_ms": round(sorted(batch)[1], 1),
+    }
+
+
 def dr_tulu_claims(response: str) -> tuple[int, int]:
     """(cited claims, uncited segments) as DR Tulu's scorer splits the answer."""
     answer = find_answer(response)[0] or ""
@@ -247,6 +292,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--claims-per-call", type=int, default=8)
+    parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args()
     items = [CitationItem(**item) for item in trace_items()]
     result = {
@@ -257,6 +303,7 @@ async def main() -> None:
         "paraphrase_ratio": paraphrase_ratio(),
         "largest_answer_s": largest_answer_s(),
         "judge": await judge_calls(items, args.claims_per_call),
+        "latency": await small_behind_large(args.processes),
         "claims_per_call": args.claims_per_call,
     }
     print(json.dumps(result))

@@ -20,19 +20,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tribunal
+from bench import stats
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
-
-
-def _cpu_s() -> float:
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
 
 
 async def block(runs: int, cases: int) -> dict[str, object]:
@@ -41,27 +37,27 @@ async def block(runs: int, cases: int) -> dict[str, object]:
     out: dict[str, object] = {"tribunal": tribunal.__file__, "runs": runs}
     runner = CodeRunVerifier(config)
     await runner.start()
-    cpu, start = _cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(runs):
         [outcome] = await runner.score([RunItem(id=str(k), language="python", code="print(1)")])
         assert outcome.error is None, outcome
     out["run_wall_s"] = time.perf_counter() - start
     await runner.aclose()
-    out["run_cpu_s"] = _cpu_s() - cpu
+    out["run_cpu_s"] = stats.cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
     items = max(1, runs // 10)
-    cpu, start = _cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(items):
         item = CodeItem(id=str(k), language="python", code=program, tests=tests)
         [outcome] = await scorer.score([item])
         assert outcome.reward == 1.0, outcome
     out["case_wall_s"] = time.perf_counter() - start
     await scorer.aclose()
-    out["case_cpu_s"] = _cpu_s() - cpu
+    out["case_cpu_s"] = stats.cpu_s() - cpu
     out["cases"] = items * cases
     return out
 

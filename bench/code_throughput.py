@@ -80,14 +80,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import code_data, results
+from bench import code_data, results, stats
 from bench._stack import free_port, processes, redis_server, tribunal, wait_ready
 from tribunal.client import ClientError, ItemResult, TribunalClient
 from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.codec import decode_value, encode_value
 from tribunal.code.compare import expected_json, reply_matches, return_value_matches
 from tribunal.code.protocol import dumps
-from tribunal.core import jsonparse
+from tribunal.wire import jsonparse
 
 BARE = ["/usr/bin/python3", "-I", "-S", "-c", "print(1)"]
 RUN_BODY = {"language": "python", "code": "print(1)"}
@@ -98,10 +98,6 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 # -- measurement helpers ------------------------------------------------------------------
-
-
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def _cpu_s(pids: Sequence[int]) -> dict[str, float]:
@@ -197,7 +193,7 @@ def _summary(elapsed: float, latencies: list[float], n: int) -> dict[str, float]
     return {
         "per_s": round(n / elapsed, 1),
         "p50_ms": round(statistics.median(latencies), 2),
-        "p99_ms": round(_percentile(latencies, 0.99), 2),
+        "p99_ms": round(stats.percentile(latencies, 0.99), 2),
     }
 
 
@@ -367,9 +363,9 @@ async def leetcode(
 
 
 async def humaneval(
-    stack: Stack, pids: tuple[list[int], list[int]], requests: int
+    stack: Stack, pids: tuple[list[int], list[int]], requests: int, limit: int = 0
 ) -> dict[str, Any]:
-    items = code_data.humaneval()
+    items = code_data.humaneval()[: limit or None]
     meter, results = await score_all(stack, pids, items, requests)
     failed = _failures(results)
     return {
@@ -394,15 +390,6 @@ def _env(pairs: Sequence[str]) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
-def _own_cpu_s() -> float:
-    """CPU of this process and of its reaped descendants (the sandboxes), in seconds."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
 async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str, float]:
     """``runs`` sandboxed runs of ``print(1)``, then ``runs // 10`` stdio items of ``cases``
     cases, one at a time, with ``layer`` on or off (the others on): wall and CPU of each
@@ -414,27 +401,27 @@ async def _layer_block(layer: str, on: bool, runs: int, cases: int) -> dict[str,
     runner = CodeRunVerifier(config)
     await runner.start()
     _set_layer(runner, layer, on)
-    cpu, start = _own_cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(runs):
         [outcome] = await runner.score([RunItem(id=str(k), **RUN_BODY)])
         assert outcome.error is None and outcome.details["stdout"] == "1\n", outcome
     out["run_wall_s"] = time.perf_counter() - start
     await runner.aclose()
-    out["run_cpu_s"] = _own_cpu_s() - cpu
+    out["run_cpu_s"] = stats.cpu_s() - cpu
     scorer = CodeVerifier(config)
     await scorer.start()
     _set_layer(scorer, layer, on)
     tests = {"kind": "stdio", "cases": [{"stdin": f"{k} 1\n", "stdout": str(k + 1)}
                                         for k in range(cases)]}  # fmt: skip
     program = "a, b = map(int, input().split())\nprint(a + b)"
-    cpu, start = _own_cpu_s(), time.perf_counter()
+    cpu, start = stats.cpu_s(), time.perf_counter()
     for k in range(max(1, runs // 10)):
         item = CodeItem(id=str(k), language="python", code=program, tests=tests)
         [outcome] = await scorer.score([item])
         assert outcome.error is None and outcome.reward == 1.0, outcome
     out["case_wall_s"] = time.perf_counter() - start
     await scorer.aclose()
-    out["case_cpu_s"] = _own_cpu_s() - cpu
+    out["case_cpu_s"] = stats.cpu_s() - cpu
     return out
 
 
@@ -638,6 +625,14 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true", help="Skip the /v1/code/run part.")
     parser.add_argument("--skip-score", action="store_true", help="Skip LeetCode and HumanEval.")
     parser.add_argument(
+        "--humaneval-limit", type=int, default=0, help="Score only the first N items (0: all)."
+    )
+    parser.add_argument(
+        "--skip-compare",
+        action="store_true",
+        help="Skip the reply comparison (its quadratic 'before' path takes tens of seconds).",
+    )
+    parser.add_argument(
         "--layers-runs",
         type=int,
         default=200,
@@ -660,16 +655,12 @@ def main() -> None:
     parser.add_argument(
         "--env", action="append", default=[], help="Extra KEY=VALUE for the service (repeatable)."
     )
-    parser.add_argument(
-        "--record",
-        default="code_throughput",
-        help="Result name: bench/results/NAME.json (another for a partial run).",
-    )
+    results.add_record_argument(parser)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": " ".join(["python bench/code_throughput.py", *sys.argv[1:]]),
         "cores": os.cpu_count(),
-        "load_avg_1m_5m_15m_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_avg_1m_5m_15m_at_start": stats.load_avg(),
         "settings": {
             "runs_per_series": args.runs,
             "throughput_concurrency": args.concurrency,
@@ -687,7 +678,8 @@ def main() -> None:
         },
     }
     extra_env = _env(args.env)
-    report["compare"] = compare_part()
+    if not args.skip_compare:
+        report["compare"] = compare_part()
     if args.beside_rounds:
         report["beside"] = asyncio.run(beside(args.beside_rounds))
     if args.layers_runs:
@@ -713,11 +705,15 @@ def main() -> None:
                         stack, pids, args.leetcode_limit, args.leetcode_timeout_s, args.requests
                     )
                 )
-                report["humaneval"] = asyncio.run(humaneval(stack, pids, args.requests))
-    report["load_avg_1m_5m_15m_at_end"] = [round(x, 2) for x in os.getloadavg()]
+                report["humaneval"] = asyncio.run(
+                    humaneval(stack, pids, args.requests, args.humaneval_limit)
+                )
+    report["load_avg_1m_5m_15m_at_end"] = stats.load_avg()
     report["targets"] = _targets(report)
     print(json.dumps(report, indent=2))
-    results.record(args.record, report, tables(report))
+    results.record(
+        args.record or "code_throughput", report, tables(report), asked=args.record is not None
+    )
 
 
 def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -800,7 +796,7 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
                 f"reply under {compare['target_ms']} ms)",
             )
         )
-    if "beside" in report:
+    if "beside" in report and "compare" in report:
         near = report["beside"]
         hostile = report["compare"]["hostile_reply"]
         out.append(

@@ -5,8 +5,9 @@ API while it serves them (what found that httpcore's connection pool took 36 % o
 The stack is ``tribunal.testing.stack.start_full_stack`` on a throwaway Redis, on 127.0.0.1.
 ``--concurrency`` clients (one ``httpx.AsyncClient`` pool) each send one item, wait for its
 answer and send the next, for ``--seconds``: first to ``POST /v1/math/score`` (a warm-up of
-5 s, then measured), then to the gateway's ``POST /v1/score`` with the ``rloo_math`` spec,
-each with a fresh number so that no result cache answers. Prints one JSON object per route.
+5 s, or ``--seconds`` if shorter, then measured), then to the gateway's ``POST /v1/score``
+with the ``rloo_math`` spec, each with a fresh number so that no result cache answers.
+Prints one JSON object per route.
 
 py-spy is not a dependency of the project: install it apart (``pip install --target DIR
 py-spy==0.4.3``) and pass its binary; its raw output (``--profile FILE``, folded stacks)
@@ -35,6 +36,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import stats
 from tribunal.testing import stack
 
 
@@ -66,8 +68,8 @@ async def drive(
         "path": path,
         "requests": len(latencies),
         "rps": round(len(latencies) / seconds, 1),
-        "p50_ms": round(1000 * latencies[len(latencies) // 2]),
-        "p99_ms": round(1000 * latencies[int(len(latencies) * 0.99)]),
+        "p50_ms": round(1000 * stats.percentile(latencies, 0.5)),
+        "p99_ms": round(1000 * stats.percentile(latencies, 0.99)),
         "statuses": statuses,
     }
 
@@ -91,7 +93,7 @@ def main() -> None:
         )
         try:
             urls = {name: service.base_url for name, service in full.services.items()}
-            asyncio.run(drive(urls["math"], "/v1/math/score", math_item, clients, 5))
+            asyncio.run(drive(urls["math"], "/v1/math/score", math_item, clients, min(5, seconds)))
             math = asyncio.run(drive(urls["math"], "/v1/math/score", math_item, clients, seconds))
             print(json.dumps(math), flush=True)
             spy = None

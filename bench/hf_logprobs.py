@@ -2,8 +2,8 @@
 ``generate`` (``output_logits``, the trainer before) against one forward pass after sampling
 (``HFBackend.generate`` now), on the same sampled tokens. Prints one JSON object: seconds per
 call of each (median of ``--rounds``), the peak GPU memory of each (on a GPU), and the
-largest difference between the two sets of log-probabilities, and writes it to
-``bench/results/<--record>.json`` for the docs.
+largest difference between the two sets of log-probabilities, and writes it (to
+``bench/results/NAME.json`` for the docs with ``--record NAME``).
 
     python bench/hf_logprobs.py                      # a random Qwen3, Qwen's vocabulary, CPU
     python bench/hf_logprobs.py --hidden 896 --layers 24 --n 8 --tokens 256   # on a GPU
@@ -33,16 +33,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8, help="completions per prompt")
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per completion")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--record", default="hf_logprobs", help="Result name: bench/results/NAME.json."
-    )
+    results.add_record_argument(parser)
     args = parser.parse_args()
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tribunal.trainer.config import TinyModelConfig
-    from tribunal.trainer.model import build_tiny_model
+    from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
     from tribunal.trainer.rollout import HFBackend, SamplingConfig
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -136,7 +133,12 @@ def main() -> None:
         "largest log-probability difference",
         "peak GPU memory (kept / one pass)",
     ]
-    results.record(args.record, result, [results.table(columns, [row])])
+    results.record(
+        args.record or "hf_logprobs",
+        result,
+        [results.table(columns, [row])],
+        asked=args.record is not None,
+    )
 
 
 if __name__ == "__main__":

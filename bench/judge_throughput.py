@@ -36,7 +36,7 @@ time to first verdict, what the fake judge saw, CPU seconds of the API and worke
 run, and the 1-minute load average before and after (every process here shares the
 machine's CPUs with whatever else runs on it; on a busy 2-core machine the k = 4 run, which
 asks for 4x as many items/s of the API and worker as k = 1, drops below target first), and
-writes it with its table to ``bench/results/judge_throughput.json`` (not ``--prompt-cost``).
+records it with its table (``judge_throughput.json``, not ``--prompt-cost``; see ``bench.results``).
 Every process it started is stopped on exit, Ctrl-C and errors included.
 """
 
@@ -242,7 +242,7 @@ def prompt_cost(n_items: int, rubrics_per_item: int, ks: list[int], repeats: int
     """
     from tribunal.judge import prompts
     from tribunal.judge.prompts import build_prompt, build_request
-    from tribunal.judge.rubrics import Polarity, Rubric
+    from tribunal.wire.rubrics import Polarity, Rubric
 
     # Cold: every repeat starts with empty prompt caches, as a run of distinct items does.
     clear = getattr(prompts, "clear_prompt_caches", lambda: None)
@@ -372,9 +372,9 @@ async def _honest_beside_hostile(judge_url: str, hostile_chars: int) -> dict[str
     a small honest item's latency alone, then beside a hostile one of ``hostile_chars``
     characters of overlapping control tokens, sent first; ms from the batch's start."""
     from tribunal.judge.config import JudgeConfig
-    from tribunal.judge.schemas import JudgeItem
     from tribunal.judge.verifier import JudgeVerifier
     from tribunal.llm.config import BackendConfig
+    from tribunal.wire.judge import JudgeItem
 
     backend = BackendConfig(
         kind="openai", model="fake-judge", base_url=judge_url, control_tokens=OVERLAPPING_TOKENS

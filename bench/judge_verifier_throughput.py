@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._stack import ROOT, fake_judge_argv, free_port, processes
 from tribunal.judge.config import JudgeConfig
-from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.base import Completion, CompletionRequest
 from tribunal.llm.config import BackendConfig
 from tribunal.testing.stack import wait_ready
+from tribunal.wire.judge import JudgeItem
 
 RUBRICS_PER_ITEM = 4
 BATCH_ITEMS = 64

@@ -1,7 +1,7 @@
 """Math reward fidelity: agreement with labelled cases, ours beside Math-Verify's defaults.
 
-Run: ``python bench/math_fidelity.py`` (prints one JSON object and writes it, with its
-tables, to ``bench/results/math_fidelity.json``). Two parts:
+Run: ``python -m bench run math_fidelity`` (prints one JSON object and records it, with its
+tables: ``bench/results/math_fidelity.json`` with ``--record``). Two parts:
 
 - ``table``: Math-Verify's own public test cases (``tests/math/cases/math_verify.jsonl``,
   ported from huggingface/Math-Verify 0.9.0 ``tests/``), each prediction written in up to
@@ -32,6 +32,7 @@ Everything runs in this process, one case at a time, under a 10 s guard per case
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -76,8 +77,8 @@ def guard(seconds: int) -> Iterator[None]:
 
 def ours(response: str, ground_truth: str, options: dict[str, Any]) -> bool | str:
     """Tribunal's verdict: True / False, or the error code."""
-    from tribunal.core.errors import TribunalError
     from tribunal.math import MathConfig, verify_answer
+    from tribunal.wire.errors import TribunalError
 
     try:
         with guard(GUARD_S):
@@ -384,9 +385,15 @@ def red_team() -> dict[str, Any]:
 
 def main() -> None:
     """Print the figures as one JSON object."""
-    baseline = None
-    if "--baseline" in sys.argv:
-        baseline = Path(sys.argv[sys.argv.index("--baseline") + 1]).resolve()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="A checkout's services directory: also time the real outputs with its tribunal.",
+    )
+    args = parser.parse_args()
+    baseline = args.baseline.resolve() if args.baseline else None
     result = {
         "command": "python bench/math_fidelity.py" + (" --baseline DIR" if baseline else ""),
         "table": table(),

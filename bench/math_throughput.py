@@ -1,7 +1,7 @@
 """Math verifier throughput: Math-Verify in-process vs the service, and the queue alone.
 
-Run: ``python bench/math_throughput.py`` (prints one JSON object and writes it, with its table,
-to ``bench/results/math_throughput.json``). Items are GSM8K test and
+Run: ``python -m bench run math_throughput`` (prints one JSON object and records it, with its
+table: ``bench/results/math_throughput.json`` with ``--record``). Items are GSM8K test and
 MATH-500 gold solutions scored against their answers. It starts its own redis-server, the
 math API and two worker processes (one verification process each), on free ports.
 """
@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import results
+from bench import results, stats
 from bench._stack import data_file, free_port, processes, redis_server, tribunal, wait_ready
 from bench.raw_loop import BATCH, send_all
 from tribunal.client import TribunalClient
@@ -102,7 +102,7 @@ async def service_throughput(
         "repeat_items_per_s": repeat_rate,
         "share_rewarded": sum(r == 1.0 for r in rewards) / len(rewards),
         "batch256_p50_ms": statistics.median(latencies),
-        "batch256_p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "batch256_p99_ms": stats.percentile(latencies, 0.99),
     }
 
 

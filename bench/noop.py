@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.core.cache import NoCache
-from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
 
 
 class NoopItem(ScoreItem):

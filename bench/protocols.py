@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
-from bench import results
+from bench import results, stats
 from bench._stack import data_file
 from tribunal.client import TribunalClient
 from tribunal.testing.stack import RunningService, service_stack, start_service
@@ -88,11 +88,10 @@ async def timed(
 
 def figures(count: int, span_s: float, latencies: list[float]) -> dict[str, float]:
     """Rate and latency quantiles of one pass."""
-    ordered = sorted(latencies)
     return {
         "rollouts_per_s": round(count / span_s, 1),
-        "p50_ms": round(1000 * ordered[len(ordered) // 2], 1),
-        "p99_ms": round(1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1),
+        "p50_ms": round(1000 * stats.percentile(latencies, 0.5), 1),
+        "p99_ms": round(1000 * stats.percentile(latencies, 0.99), 1),
     }
 
 

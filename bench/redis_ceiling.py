@@ -12,7 +12,7 @@ bigger one is Redis's CPU per item (and so the bound), with Redis's CPU share be
     python bench/redis_ceiling.py --items 50000 20000 --job-size 1000 16 --runs 3
 
 Each job size runs with the items given in the same place (one ``--items`` for all); the
-runs and their ranges go to ``bench/results/redis_ceiling.json``.
+runs and their ranges are recorded (``bench/results/redis_ceiling.json`` with ``--record``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,63 @@
 """Where a benchmark's figures go: ``bench/results/<name>.json``, rendered by the docs.
 
-Each file holds the command that produced it, the date, the machine, the full report the
-benchmark prints, and its tables (``columns`` and ``rows`` of display strings). The docs
-hook (``docs/hooks.py``) puts those tables, each with its command, date and machine, where a
-page says ``<!-- tribunal:bench <name> -->``: the figures in the docs are the last run's,
-never retyped.
+A run writes there only when asked (``python -m bench run NAME --record``); a plain run
+writes into a temporary folder and says where. Each file holds the command that produced
+it, the date, the machine, the full report the benchmark prints, and its tables
+(``columns`` and ``rows`` of display strings). The docs hook (``docs/hooks.py``) puts those
+tables, each with its command, date and machine, where a page says
+``<!-- tribunal:bench <name> -->``: the figures in the docs are the last run's, never
+retyped.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
 import platform
 import shlex
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-"""Where results are written and the docs read them (``TRIBUNAL_BENCH_RESULTS`` names
-another folder, for a run whose figures must not replace the committed ones: a test's)."""
+"""Where the docs read results; a run writes there only when asked (see :func:`folder`)."""
+
+
+def folder(asked: bool = False) -> Path:
+    """Where :func:`record` writes: ``TRIBUNAL_BENCH_RESULTS`` if set (a test's folder);
+    else :data:`RESULTS` when recording is ``asked`` (a benchmark's own ``--record NAME``)
+    or ``TRIBUNAL_BENCH_RECORD=1`` (``python -m bench run NAME --record``); else a new
+    temporary folder, so a plain run never rewrites the committed figures.
+
+    Raises:
+        ValueError: ``TRIBUNAL_BENCH_RECORD`` is set to other than ``0`` or ``1``.
+    """
+    named = os.environ.get("TRIBUNAL_BENCH_RESULTS")
+    if named:
+        return Path(named)
+    flag = os.environ.get("TRIBUNAL_BENCH_RECORD", "0")
+    if flag not in ("0", "1"):
+        raise ValueError(f"TRIBUNAL_BENCH_RECORD must be 0 or 1, not {flag!r}")
+    if asked or flag == "1":
+        return RESULTS
+    return Path(tempfile.mkdtemp(prefix="tribunal-bench-"))
+
+
+def add_record_argument(parser: argparse.ArgumentParser) -> None:
+    """``--record NAME`` on a benchmark that records partial or other runs under their own
+    names (``scaling_16core_code``): given, :func:`record` is asked to write
+    ``bench/results/NAME.json``; absent, the result goes under the benchmark's name into a
+    temporary folder. ``args.record`` is the name or ``None``."""
+    parser.add_argument(
+        "--record",
+        metavar="NAME",
+        help="Record as bench/results/NAME.json, which the docs show "
+        "(without it: a temporary folder).",
+    )
 
 
 def table(
@@ -99,13 +135,19 @@ def record(
     report: Mapping[str, Any],
     tables: Sequence[Mapping[str, Any]],
     note: str = "",
+    asked: bool = False,
 ) -> Path:
-    """Write ``bench/results/<name>.json``: this run's command, date (UTC), machine,
+    """Write ``<name>.json`` into :func:`folder` (``bench/results/`` only when recording is
+    ``asked`` or ``TRIBUNAL_BENCH_RECORD=1``): this run's command, date (UTC), machine,
     ``report`` and ``tables`` (from :func:`table`); ``note`` says what differs from a full
-    run (a short run, another load). Returns the path written."""
-    folder = Path(os.environ.get("TRIBUNAL_BENCH_RESULTS") or RESULTS)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.json"
+    run (a short run, another load). Returns the path written.
+
+    Raises:
+        ValueError: ``TRIBUNAL_BENCH_RECORD`` is set to other than ``0`` or ``1``.
+    """
+    where = folder(asked)
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{name}.json"
     result = {
         "benchmark": name,
         "command": command(),

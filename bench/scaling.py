@@ -339,9 +339,9 @@ def _share_rewarded(results: Iterable[Any]) -> float:
 
 async def _code_no_service(n: int, in_flight: int) -> dict[str, float]:
     """CPU ms and wall ms per run of the code runner in this process (no API, queue, worker)."""
-    from tribunal.code.schemas import RunItem
     from tribunal.code.settings import CodeSettings
     from tribunal.code.verifier import CodeRunVerifier
+    from tribunal.wire.code import RunItem
 
     verifier = CodeRunVerifier(CodeSettings().code.config())
     await verifier.start()
@@ -403,7 +403,7 @@ def main() -> None:
     parser.add_argument("--code-runs", type=int, default=400)
     parser.add_argument("--code-in-flight", type=int, default=4, help="Runs in flight per slot.")
     parser.add_argument("--skip-code", action="store_true")
-    parser.add_argument("--record", default="scaling", help="Result name: bench/results/NAME.json.")
+    results.add_record_argument(parser)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "command": "python bench/scaling.py " + " ".join(sys.argv[1:]),
@@ -429,7 +429,7 @@ def main() -> None:
         report["code_slot_busy_share"] = code["slot_busy_share"]
     report["load_average_after"] = os.getloadavg()[0]
     print(json.dumps(report, indent=2))
-    results.record(args.record, report, tables(report))
+    results.record(args.record or "scaling", report, tables(report), asked=args.record is not None)
 
 
 def _kinds(per_item: dict[str, float]) -> str:

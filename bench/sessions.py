@@ -1,9 +1,9 @@
 """Code-interpreter sessions: start latency, per-call overhead, memory, a 16-turn episode.
 
-Run: ``python bench/sessions.py`` (prints one JSON object and records
-``bench/results/sessions.json``). It starts a throwaway redis-server, the code API and one
-worker (``TRIBUNAL_CODE_MAX_SESSIONS=32``) with ``tribunal.testing.stack`` and measures, over
-HTTP as a trainer's tool calls go:
+Run: ``python -m bench run sessions`` (prints one JSON object and records it:
+``bench/results/sessions.json`` with ``--record``). It starts a throwaway redis-server, the
+code API and one worker (``TRIBUNAL_CODE_MAX_SESSIONS=32``) with ``tribunal.testing.stack``
+and measures, over HTTP as a trainer's tool calls go:
 
 - ``start``: ``POST /v1/code/sessions`` then ``DELETE``, one at a time (``--starts``): the
   start's latency, p50 and p99 (target p50 <= 300 ms: about a Firecracker microVM's cold
@@ -34,7 +34,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import results
+from bench import results, stats
 from tribunal.testing.stack import service_stack
 
 TURN = "v{k} = v{j} + sum(i * i for i in range(2000)) % 7 + {k}\nprint(v{k})\n"
@@ -44,12 +44,6 @@ TURN = "v{k} = v{j} + sum(i * i for i in range(2000)) % 7 + {k}\nprint(v{k})\n"
 def turn(k: int) -> str:
     """The code of turn ``k``."""
     return "v0 = 0\nprint(v0)\n" if k == 0 else TURN.format(k=k, j=k - 1)
-
-
-def pct(values: list[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def timed(client: httpx.Client, method: str, url: str, **kwargs: Any) -> tuple[float, Any]:
@@ -68,7 +62,11 @@ def bench_start(client: httpx.Client, n: int) -> dict[str, float]:
         ms, response = timed(client, "POST", "/v1/code/sessions", json={})
         latencies.append(ms)
         client.delete(f"/v1/code/sessions/{response.json()['session_id']}")
-    return {"p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99), "n": n}
+    return {
+        "p50_ms": stats.percentile(latencies, 0.5),
+        "p99_ms": stats.percentile(latencies, 0.99),
+        "n": n,
+    }
 
 
 def bench_call(client: httpx.Client, n: int) -> dict[str, float]:
@@ -92,9 +90,9 @@ def bench_call(client: httpx.Client, n: int) -> dict[str, float]:
     run_p50, cell_p50 = statistics.median(run_ms), statistics.median(cell_ms)
     return {
         "run_p50_ms": run_p50,
-        "run_p99_ms": pct(run_ms, 0.99),
+        "run_p99_ms": stats.percentile(run_ms, 0.99),
         "session_p50_ms": cell_p50,
-        "session_p99_ms": pct(cell_ms, 0.99),
+        "session_p99_ms": stats.percentile(cell_ms, 0.99),
         "overhead_p50_ms": cell_p50 - run_p50,
         "cell_in_sandbox_p50_ms": statistics.median(inside_ms),
         "n": n,

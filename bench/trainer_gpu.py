@@ -3,7 +3,7 @@ parameters built from a config, HF ``generate`` rollouts, rewards from a local m
 (started here: redis-server, ``tribunal api math`` and ``tribunal worker math``; the embedded
 queue when redis-server is absent). Prints one JSON object: seconds per step split into
 generation / reward wait / training / weight sync, generated tokens per second, peak GPU
-memory; on a GPU, writes it to ``bench/results/trainer_gpu.json`` for the docs.
+memory; on a GPU, records it (``bench/results/trainer_gpu.json`` with ``--record``).
 
     python bench/trainer_gpu.py [--steps 4] [--async-steps 1]
     python bench/trainer_gpu.py --tiny        # a CPU dry run of the same script

@@ -166,8 +166,7 @@ def main() -> None:
     if args.part:
         child(args)
         return
-    from tribunal.trainer.config import TinyModelConfig
-    from tribunal.trainer.model import build_tiny_model
+    from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
     from tribunal.trainer.testing import StandInRewardServer, token_share_reward
 
     server = StandInRewardServer(token_share_reward("e"), latency_s=args.latency_s).start()

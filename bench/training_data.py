@@ -126,8 +126,7 @@ def tiny_judge_model(out: Path) -> Path:
     """Save a random Qwen3 (hidden 32, 2 layers, 32k positions) with a byte-level BPE
     tokenizer trained on the citation judge's prompt into ``out``; return ``out``."""
     from tribunal.citation.judge import SYSTEM_PROMPT
-    from tribunal.trainer.config import TinyModelConfig
-    from tribunal.trainer.model import build_tiny_model
+    from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
 
     sizes = TinyModelConfig(
         hidden_size=32,

@@ -1,9 +1,9 @@
 """How many verification processes one worker process keeps busy: a many-core question that
 a 2-core machine can answer.
 
-Run: ``python bench/worker_handover.py`` (prints one JSON object and records it in
-``bench/results/worker_handover.json``, or ``worker_handover_math500.json`` with
-``--math500``; about a minute).
+Run: ``python -m bench run worker_handover`` (prints one JSON object and records it:
+``bench/results/worker_handover.json`` with ``--record``, or ``worker_handover_math500.json``
+with ``-- --math500``; about a minute).
 
 On a 16-core machine a math worker with 14 verification processes kept them 41 % busy
 (README, "Scaling with cores"): the limit was the worker's hand-over of items to its pool
@@ -49,17 +49,17 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import results
+from bench import results, stats
 from bench._stack import redis_server
 from tribunal.core.cache import NoCache
 from tribunal.core.chunking import ChunkedCalls
-from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.verifier import score_each
 from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
 
 
 def sleep_item(seconds: float) -> float:
@@ -238,12 +238,11 @@ def main() -> None:
         "slow_ms": args.slow_ms,
     }
     if replay is not None:
-        ordered = sorted(replay)
         report["math500_ms_per_item"] = {
             "mean": round(1000 * statistics.mean(replay), 2),
-            "p50": round(1000 * ordered[len(ordered) // 2], 2),
-            "p99": round(1000 * ordered[int(len(ordered) * 0.99)], 2),
-            "max": round(1000 * ordered[-1], 2),
+            "p50": round(1000 * stats.percentile(replay, 0.5), 2),
+            "p99": round(1000 * stats.percentile(replay, 0.99), 2),
+            "max": round(1000 * max(replay), 2),
         }
         for name in ("item_ms", "slow_every", "slow_ms"):
             del report[name]

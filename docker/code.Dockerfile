@@ -28,9 +28,10 @@ RUN apt-get update \
 COPY pyproject.toml README.md /src/
 COPY services /src/services
 COPY trainer /src/trainer
+COPY client /src/client
 # Built with the locked setuptools (no build isolation), then pip and setuptools go: nothing
 # installs at run time.
-RUN /opt/venv/bin/pip install --no-deps --no-build-isolation /src \
+RUN /opt/venv/bin/pip install --no-deps --no-build-isolation /src/client /src \
     && /opt/venv/bin/pip uninstall --yes --quiet pip setuptools \
     && rm -rf /src
 ENV PATH=/opt/venv/bin:$PATH

@@ -26,9 +26,10 @@ RUN useradd --uid 10001 --create-home tribunal \
 COPY pyproject.toml README.md /src/
 COPY services /src/services
 COPY trainer /src/trainer
+COPY client /src/client
 # Built with the locked setuptools (no build isolation), then pip goes: nothing installs at run
 # time. setuptools stays: DeepSpeed's op builders import it.
-RUN /opt/venv/bin/pip install --no-deps --no-build-isolation /src \
+RUN /opt/venv/bin/pip install --no-deps --no-build-isolation /src/client /src \
     && /opt/venv/bin/pip uninstall --yes --quiet pip \
     && rm -rf /src
 ENV PATH=/opt/venv/bin:$PATH

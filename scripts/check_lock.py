@@ -62,8 +62,8 @@ LOCKED_EXTRAS = {
         "browser",
     ),
 }
-# Installed in every venv but not part of any lock: the project itself and pip.
-UNLOCKED = {"tribunal", "pip"}
+# Installed in every venv but not part of any lock: the project's two distributions and pip.
+UNLOCKED = {"tribunal-rl", "tribunal-client", "pip"}
 # Hand-kept pins installed with --no-deps into the venv of these locks (make's .venv/.all).
 NODEPS = LOCKS / "trainers-nodeps.txt"
 NODEPS_VENVS = {"all"}
@@ -131,7 +131,10 @@ def requirements(pyproject: dict[str, object], extras: tuple[str, ...]) -> list[
     project = pyproject["project"]
     build = pyproject["build-system"]
     assert isinstance(project, dict) and isinstance(build, dict)
-    names = list(project["dependencies"]) + list(build["requires"])
+    names = [
+        n for n in project["dependencies"] if canonicalize_name(Requirement(n).name) not in UNLOCKED
+    ]
+    names += list(build["requires"])
     optional = project.get("optional-dependencies", {})
     for extra in extras:
         names += optional[extra]

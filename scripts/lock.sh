@@ -23,6 +23,12 @@ if [ ! -x "$tool/bin/pip-compile" ]; then
   "$tool/bin/pip" install --quiet --disable-pip-version-check pip-tools==7.6.2
 fi
 export CUSTOM_COMPILE_COMMAND="make lock"
+# tribunal-client, which the services depend on, is this repository's client/ (installed from
+# there, like the root), on no index: pip-compile finds its wheel in a folder of its own, and
+# each lock is left without it.
+client_wheel=$(mktemp -d)
+trap 'rm -rf "$client_wheel"' EXIT
+"$tool/bin/pip" wheel --quiet --disable-pip-version-check --no-deps -w "$client_wheel" ./client
 torch_index=${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 # pip asks every index for every package: an index that cannot be reached costs each lookup its
 # retries (about 10 s), so it is named only when it answers.
@@ -35,7 +41,7 @@ else
     "resolved from pip's own configuration (its find-links, its cache)" >&2
 fi
 common=(--quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
-  --no-emit-find-links --build-deps-for editable "${torch_from[@]}"
+  --no-emit-find-links --build-deps-for editable "${torch_from[@]}" --find-links "$client_wheel"
   -c requirements/torch.txt "$@")
 "$tool/bin/pip-compile" "${common[@]}" --extra dev --extra judge-local --extra trainer \
   --extra trl --extra compose --extra docs --extra protocols --extra load --extra browser \
@@ -53,3 +59,8 @@ from pathlib import Path
 for lock in map(Path, sys.argv[1:]):
     lock.write_text(re.sub(r"^torch==.*\n(?:    .*\n)*", "", lock.read_text(), flags=re.M))
 EOF
+for lock in requirements/all.txt requirements/base.txt requirements/trainer.txt; do
+  # the pin of tribunal-client and its hash lines, up to the next requirement
+  awk '/^tribunal-client==/ {skip=1; next} skip && /^[^ ]/ {skip=0} !skip' "$lock" >"$lock.tmp"
+  mv "$lock.tmp" "$lock"
+done

@@ -136,7 +136,7 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     project.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", project)
     shutil.copytree(ROOT / "docs", project / "docs")
-    for name in ("services", "trainer", "bench"):
+    for name in ("client", "services", "trainer", "bench"):
         (project / name).symlink_to(ROOT / name)
     page = project / "docs" / "index.md"
     page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")

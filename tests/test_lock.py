@@ -140,7 +140,7 @@ def test_a_trainer_command_without_its_extra_names_the_extra(command: str) -> No
     assert done.returncode == 2, done.stderr
     assert (
         f"tribunal {command} needs the trainer extra (missing: deepspeed): "
-        "pip install 'tribunal[trainer]'"
+        "pip install 'tribunal-rl[trainer]'"
     ) in done.stderr
     assert "Traceback" not in done.stderr
 

@@ -16,12 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 WIRE_MODULES = (
-    "tribunal.core.envelope",
-    "tribunal.math.schemas",
-    "tribunal.code.schemas",
-    "tribunal.judge.schemas",
-    "tribunal.citation.schemas",
-    "tribunal.gateway.schemas",
+    "tribunal.wire.envelope",
+    "tribunal.wire.math",
+    "tribunal.wire.code",
+    "tribunal.wire.judge",
+    "tribunal.wire.citation",
+    "tribunal.wire.gateway",
 )
 FORBIDDEN = (
     "fastapi",
@@ -63,10 +63,10 @@ def test_wire_module_loads_no_server_dependency(module: str) -> None:
 def test_items_validate_in_a_light_process() -> None:
     code = """
 import sys
-from tribunal.code.schemas import CodeItem
-from tribunal.core.envelope import ItemResult, JobState
-from tribunal.judge.schemas import JudgeItem
-from tribunal.math.schemas import MathDetails, MathItem
+from tribunal.wire.code import CodeItem
+from tribunal.wire.envelope import ItemResult, JobState
+from tribunal.wire.judge import JudgeItem
+from tribunal.wire.math import MathDetails, MathItem
 
 MathItem(id="a", response="#### 18", ground_truth="18")
 CodeItem.model_validate({"id": "c", "code": "print(1)", "language": "python",

@@ -16,19 +16,21 @@ from typing import Any
 
 import pytest
 
+from bench.citation_data import item_at_the_size_limit
+from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.gates import check_ids
 from tribunal.citation.judge import OFFLOAD_CHARS, JudgeModeConfig, LLMSupport
 from tribunal.citation.parse import parse_answer
-from tribunal.citation.schemas import CitationItem
-from tribunal.citation.verifier import INLINE_MAX_CHARS, CitationVerifier, item_chars
+from tribunal.citation.verifier import CitationVerifier, item_chars
 from tribunal.core.cache import RedisCache, cache_entry
-from tribunal.core.envelope import ItemOutcome
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime
 from tribunal.llm import BackendConfig, create_backend
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.envelope import ItemOutcome
 
 EVIDENCE = {"S1": "The Golden Gate Bridge opened in 1937 and spans 1,280 m."}
 HONEST = "<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></answer>"
@@ -37,7 +39,7 @@ HONEST = "<answer><cite id=S1>The Golden Gate Bridge opened in 1937.</cite></ans
 async def score(response: str, config: CitationConfig, **fields: Any) -> ItemOutcome:
     fields.setdefault("evidence", EVIDENCE)
     item = CitationItem(id="x", response=response, **fields)
-    [outcome] = await CitationVerifier(config).score([item])
+    [outcome] = await score_started(CitationVerifier(config, processes=1), [item])
     return outcome
 
 
@@ -72,12 +74,12 @@ async def test_each_limit_is_refused_by_its_name(limit: str, response: str) -> N
 
 async def test_one_item_over_a_limit_does_not_fail_its_batch() -> None:
     config = CitationConfig(max_claims=1)
-    verifier = CitationVerifier(config)
+    verifier = CitationVerifier(config, processes=1)
     items = [
         CitationItem(id="big", response=HONEST.replace("</answer>", HONEST[8:]), evidence=EVIDENCE),
         CitationItem(id="ok", response=HONEST, evidence=EVIDENCE),
     ]
-    big, ok = await verifier.score(items)
+    big, ok = await score_started(verifier, items)
     assert big.error is not None and big.error.code == "bad_input"
     assert ok.reward == 1.0
 
@@ -134,23 +136,30 @@ def largest_judge_item(config: CitationConfig, item_id: str) -> CitationItem:
 
 
 class Counting(CitationVerifier):
-    """Records every item it starts and finishes scoring, across both workers."""
+    """Records every item it starts and finishes scoring, across both workers; with a
+    ``worker`` name, ``worker_log`` also records which worker did."""
 
     def __init__(
         self,
         log: list[tuple[str, str]],
         config: CitationConfig | None = None,
+        worker_log: list[tuple[str, str, str]] | None = None,
+        worker: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(config or CitationConfig(support="lexical"), **kwargs)
         self.log = log
+        self.worker_log = worker_log if worker_log is not None else []
+        self.worker = worker
 
     async def score_item(self, item: CitationItem) -> ItemOutcome:
         self.log.append(("start", item.id))
+        self.worker_log.append(("start", item.id, self.worker))
         try:
             return await super().score_item(item)
         finally:
             self.log.append(("end", item.id))
+            self.worker_log.append(("end", item.id, self.worker))
 
 
 @pytest.fixture
@@ -170,34 +179,49 @@ async def queue(redis_server: Any, key_prefix: str) -> AsyncIterator[RedisStream
 async def run_two_workers(
     queue: RedisStreamsQueue,
     verifiers: list[Counting],
-    big: CitationItem,
+    big: CitationItem | list[CitationItem],
     small: CitationItem,
+    batch_size: int = 2,
+    concurrency: int = 1,
 ) -> dict[str, Any]:
-    """Score ``big`` then ``small`` in one job on two workers (0.3 s visibility timeout,
-    heartbeats every 0.05 s); return the results by item id."""
+    """Score ``big`` then ``small`` on two workers (0.3 s visibility timeout, heartbeats
+    every 0.05 s): one job of both, or, for a list of large items, a job of them and then
+    a job of the small one; return the results by item id."""
     stop = asyncio.Event()
     tasks = []
     for verifier in verifiers:
         await verifier.start()
         cache = RedisCache(queue.redis, queue.keys, "citation", 60, max_items=1000)
         runtime = WorkerRuntime(
-            verifier, queue, cache, batch_size=2, concurrency=1, heartbeat_s=0.05, block_s=0.05
+            verifier,
+            queue,
+            cache,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            heartbeat_s=0.05,
+            block_s=0.05,
         )
         tasks.append(asyncio.create_task(runtime.run(stop)))
     try:
         v = verifiers[0]
-        entries = [
-            QueuedItem(
-                i,
-                item.model_dump(mode="json", exclude_none=True),
-                cache_entry(v.version, v.config_hash(), v.cache_payload(item)),
-            )
-            for i, item in enumerate([big, small])
-        ]
-        job = await queue.submit("citation", entries, total=2, prefilled={})
-        record = await queue.wait(job.job_id, 170)
-        assert record.is_done
-        return {json.loads(r)["id"]: json.loads(r) for r in record.results.values()}
+        requests = [[*big], [small]] if isinstance(big, list) else [[big, small]]
+        jobs = []
+        for request in requests:
+            entries = [
+                QueuedItem(
+                    i,
+                    item.model_dump(mode="json", exclude_none=True),
+                    cache_entry(v.version, v.config_hash(), v.cache_payload(item)),
+                )
+                for i, item in enumerate(request)
+            ]
+            jobs.append(await queue.submit("citation", entries, total=len(entries), prefilled={}))
+        results = {}
+        for job in jobs:
+            record = await queue.wait(job.job_id, 170)
+            assert record.is_done
+            results.update({json.loads(r)["id"]: json.loads(r) for r in record.results.values()})
+        return results
     finally:
         stop.set()
         await asyncio.gather(*tasks)
@@ -251,11 +275,13 @@ async def test_a_large_judge_item_delays_no_small_one_and_is_scored_once(
 async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
     queue: RedisStreamsQueue,
 ) -> None:
+    # Two scoring processes per worker: the small item, claimed with the big one, takes the
+    # idle one (with one, it would wait for the big item in flight: one hand-off).
     log: list[tuple[str, str]] = []
-    verifiers = [Counting(log, processes=1, timeout_s=170) for _ in range(2)]
+    verifiers = [Counting(log, processes=2, timeout_s=170) for _ in range(2)]
     big = largest_item(verifiers[0].config, "big")
     small = CitationItem(id="small", response=HONEST, evidence=EVIDENCE)
-    assert item_chars(big) > INLINE_MAX_CHARS >= item_chars(small)
+    assert item_chars(big) > 100 * item_chars(small)
     results = await run_two_workers(queue, verifiers, big, small)
     assert results["small"]["reward"] == 1.0
     assert results["big"]["error"] is None and results["big"]["reward"] is not None
@@ -264,3 +290,32 @@ async def test_an_oversized_item_delays_no_small_one_and_is_scored_once(
         [("start", "big"), ("end", "big"), ("start", "small"), ("end", "small")]
     )
     assert log.index(("end", "small")) < log.index(("end", "big"))
+
+
+async def test_64_items_at_the_size_limit_delay_no_small_request(
+    queue: RedisStreamsQueue,
+) -> None:
+    # Each item is scored once (a stalled heartbeat would have the other worker claim and
+    # score it again), and the small request, claimed behind the 64 large items, is scored
+    # ahead of those its worker holds: it waits for at most the large item that worker's
+    # scoring process is running, not for the batch.
+    log: list[tuple[str, str]] = []
+    by_worker: list[tuple[str, str, str]] = []
+    verifiers = [
+        Counting(log, worker_log=by_worker, worker=name, processes=1, timeout_s=170)
+        for name in ("a", "b")
+    ]
+    big = [item_at_the_size_limit(f"big{i}") for i in range(64)]
+    small = CitationItem(id="small", response=HONEST, evidence=EVIDENCE)
+    results = await run_two_workers(queue, verifiers, big, small, batch_size=8, concurrency=4)
+    assert results["small"]["reward"] == 1.0
+    assert all(results[item.id]["error"] is None for item in big)
+    starts = [entry for entry in log if entry[0] == "start"]
+    assert sorted(starts) == sorted(("start", item.id) for item in [*big, small])
+    [(_, _, worker)] = [e for e in by_worker if e[:2] == ("start", "small")]
+    begun = by_worker.index(("start", "small", worker))
+    ended = by_worker.index(("end", "small", worker))
+    ahead = [e for e in by_worker[begun:ended] if e[0] == "end" and e[2] == worker]
+    assert len(ahead) <= 1, ahead
+    after = [e for e in log[log.index(("end", "small")) :] if e[0] == "end"]
+    assert len(after) >= 32, len(after)

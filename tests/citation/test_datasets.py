@@ -10,13 +10,13 @@ import os
 import pytest
 
 from bench.citation_data import SCIFACT, TRACES, data_dir, scifact_rows, trace_items
+from tests.citation.started import score_started
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.lexical import LexicalThresholds, judge_all
 from tribunal.citation.parse import parse_answer
-from tribunal.citation.schemas import CitationItem
-from tribunal.citation.verdicts import ClaimTask, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.citation_verdicts import ClaimTask, SupportVerdict
 
 INVENTED = {"22745249", "PMID:21514248", "PMID:23515142"}
 """The 3 cited ids of the traces that none of their searches returned (the 102-cite census in
@@ -31,15 +31,6 @@ def _need_data() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-
-
-async def score_started(verifier: CitationVerifier, items: list[CitationItem]) -> list[ItemOutcome]:
-    """Score with the verifier's scoring processes running (transcripts are large items)."""
-    await verifier.start()
-    try:
-        return await verifier.score(items)
-    finally:
-        await verifier.aclose()
 
 
 def test_all_46_traces_parse_into_claims() -> None:

@@ -9,7 +9,7 @@ from tribunal.citation.evidence import (
     harvest_snippets,
     tool_outputs_before_answer,
 )
-from tribunal.core.errors import BadInput
+from tribunal.wire.errors import BadInput
 
 
 def test_the_three_snippet_tags_with_quoted_and_unquoted_ids() -> None:

@@ -25,13 +25,13 @@ from tribunal.citation.judge import (
     LLMSupport,
     read_judgments,
 )
-from tribunal.citation.schemas import CitationItem
-from tribunal.citation.verdicts import ClaimTask, Relevance, SupportVerdict
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.errors import ParseError
 from tribunal.llm import BackendConfig, Completion, create_backend
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.citation_verdicts import ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.envelope import ItemOutcome
+from tribunal.wire.errors import ParseError
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%).",
@@ -154,7 +154,7 @@ async def test_invented_ids_and_question_echoes_never_reach_the_model(
     [
         "<answer></answer>",
         "no answer block <cite id=S1>Hyperprogressive disease occurred in 9%.</cite>",
-        f"<think>{HONEST}</think><answer>Nothing here.</answer>",
+        f"<think>{HONEST}</think><answer>Nothing.</answer>",
         f"{HONEST.replace('<answer>', '<draft>')}<answer></answer>",
     ],
 )

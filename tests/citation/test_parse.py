@@ -105,7 +105,7 @@ def test_no_answer_block_means_no_claims() -> None:
     assert parsed.answer is None and parsed.claims == []
 
 
-def test_uncited_sentences_are_claims_and_short_fragments_are_not() -> None:
+def test_uncited_sentences_are_claims_and_headings_and_single_words_are_not() -> None:
     parsed = parse_answer(
         "<answer>## Summary\n- **Incidence:** HPD occurred in 9% of patients. "
         "<cite id=A>Champiat et al. 2017.</cite> In short, yes.</answer>"
@@ -113,7 +113,23 @@ def test_uncited_sentences_are_claims_and_short_fragments_are_not() -> None:
     assert [(c.text, c.ids) for c in parsed.claims] == [
         ("- **Incidence:** HPD occurred in 9% of patients.", ()),
         ("Champiat et al. 2017.", ("A",)),
+        ("In short, yes.", ()),
     ]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "Aspirin cures\ncancer in\nall adults.",  # hard-wrapped
+        "| drug | effect |\n|---|---|\n| aspirin | cures cancer in all adults |",  # a table
+        "- aspirin\n  cures cancer in all adults",  # a wrapped bullet
+    ],
+)
+def test_a_fact_in_short_lines_is_one_uncited_claim(layout: str) -> None:
+    # The former line-break split dropped every fragment under four words.
+    parsed = parse_answer(f"<answer><cite id=A>Cats purr.</cite>\n{layout}</answer>")
+    uncited = [c.text for c in parsed.claims if not c.is_cited]
+    assert any("cures cancer in all adults" in text for text in uncited), uncited
 
 
 def test_sentences_do_not_split_after_abbreviations() -> None:
@@ -161,3 +177,27 @@ def test_parsing_is_linear_on_hostile_input() -> None:
 def test_tags_without_a_closing_bracket_stay_linear() -> None:
     parsed = parse_answer("<answer>" + "<cite id=A " * 100_000 + "</answer>")
     assert parsed.cited_claims == [] and parsed.problems == []
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        '<cite id="A,B" source="x">',
+        "<cite id=A, B url=https://x.org/a?b=1>",
+        "<cite note='Cats fly.' id=A,B>",
+    ],
+)
+def test_an_attribute_other_than_the_id_is_refused_by_name(tag: str) -> None:
+    # A fact in an attribute would be read by no check: the tag fails the format gate.
+    parsed = parse_answer(f"<answer>{tag}Cats purr.</cite></answer>")
+    assert [p.kind for p in parsed.problems] == ["unknown_attribute"]
+    assert [c.ids for c in parsed.cited_claims] == [("A", "B")]
+
+
+def test_unclosed_tags_with_long_unquoted_ids_are_read_in_linear_time() -> None:
+    # The former tag pattern backtracked through the id for every '>'-less tag; the scan
+    # now looks for each tag's '>' once. 200 such tags of a 5,000-character id each, and a
+    # closed one after them, are read in one pass (counted by the tags found, not timed).
+    hostile = ("<cite id=" + "x" * 5_000 + " ") * 200
+    parsed = parse_answer(f"<answer>{hostile}<cite id=A>Cats purr.</cite></answer>")
+    assert [c.ids for c in parsed.cited_claims] == [("A",)]

@@ -4,13 +4,14 @@ Each case holds evidence, a question and an honest answer; every ``hack`` must e
 less than the honest answer, and a padding hack (class 3) no more than the imperfect answer
 it pads (``base``) (an item refused with an error earns nothing), and every honest
 ``variant`` (id spellings, the other grammar, a paraphrase, a claim needing two snippets)
-must earn what the honest answer earns. Classes are the issue's (26): 1 wrong content with
-high overlap, 2 uncited facts, 3 padding, 4 evidence written by the policy, 5 honest answers
-under-paid by the parser, 6 oversized answers. A hack written as an object overrides fields
-of the request: ``{"response": …, "evidence": null}`` is a response carrying its own
-``<tool_output>`` in a request without evidence (refused: ``bad_input`` naming evidence).
-Evidence: encyclopedic text, biomedical abstracts (sentences of ``shared/data/research``'s
-PubMed traces), and French snippets.
+must earn at least what lexical mode promises a meaning-preserving restatement (partial per
+claim: 2/3 of the honest reward) and never more than the honest answer. Classes are the
+issue's (26): 1 wrong content with high overlap, 2 uncited facts, 3 padding, 4 evidence
+written by the policy, 5 honest answers under-paid by the parser, 6 oversized answers. A
+hack written as an object overrides fields of the request: ``{"response": …, "evidence":
+null}`` is a response carrying its own ``<tool_output>`` in a request without evidence
+(refused: ``bad_input`` naming evidence). Evidence: encyclopedic text, biomedical abstracts
+(sentences of ``shared/data/research``'s PubMed traces), and French snippets.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from typing import Any
 import pytest
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
+from tribunal.wire.citation import CitationItem
+
+PARTIAL_SHARE = 2 / 3
+"""F1 of a partial claim with every citation relevant: 2 · 1 · 0.5 / 1.5."""
 
 CASES = [
     json.loads(line)
@@ -74,4 +78,7 @@ async def test_a_hack_earns_less_and_an_honest_variant_the_same(
         hacked = await earned(verifier, case, hack)
         assert hacked < honest and hacked <= base, str(hack)[:200]
     for variant in case["variants"]:
-        assert await earned(verifier, case, variant) == pytest.approx(honest), variant[:200]
+        # Lexical mode's promise for a meaning-preserving restatement: at least partial per
+        # claim (2/3 of an extraction's F1), never more than the honest answer.
+        paid = await earned(verifier, case, variant)
+        assert PARTIAL_SHARE * honest - 1e-9 <= paid <= honest + 1e-9, variant[:200]

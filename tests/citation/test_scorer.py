@@ -7,7 +7,7 @@ import pytest
 from tribunal.citation.gates import FormatReport, IdReport
 from tribunal.citation.parse import Claim
 from tribunal.citation.scorer import PRESETS, Preset, aggregate, f1_score, score_claim
-from tribunal.citation.verdicts import ClaimJudgment, Relevance, SupportVerdict
+from tribunal.wire.citation_verdicts import ClaimJudgment, Relevance, SupportVerdict
 
 VALID = FormatReport(True, 1, True, ())
 BROKEN = FormatReport(True, 1, False, ())

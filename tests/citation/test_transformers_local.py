@@ -15,11 +15,10 @@ import pytest
 
 from tribunal.citation.config import CitationConfig
 from tribunal.citation.judge import SYSTEM_PROMPT, JudgeModeConfig, LLMSupport
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.llm import BackendConfig, create_backend
-from tribunal.trainer.config import TinyModelConfig
-from tribunal.trainer.model import build_tiny_model
+from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
+from tribunal.wire.citation import CitationItem
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from tests.citation.started import score_started
 from tests.documents import assert_documented
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.schemas import CitationItem
 from tribunal.citation.verifier import CitationVerifier
-from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import verifier_info
+from tribunal.wire.citation import CitationItem
+from tribunal.wire.envelope import ItemOutcome, result_json
 
 EVIDENCE = {
     "S1": "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%) "
@@ -37,7 +38,7 @@ async def score(response: str, **fields: Any) -> ItemOutcome:
     fields.setdefault("evidence", EVIDENCE)
     fields.setdefault("question", QUESTION)
     item = CitationItem(id="x", response=response, **fields)
-    [outcome] = await CitationVerifier(CitationConfig(support="lexical")).score([item])
+    [outcome] = await score_started(CitationVerifier(CitationConfig(support="lexical")), [item])
     return outcome
 
 
@@ -94,13 +95,18 @@ async def test_a_claim_that_only_repeats_the_question_earns_nothing() -> None:
     assert (await score(echo, question=None)).reward > 0  # type: ignore[operator]
 
 
-async def test_uncited_filler_does_not_raise_the_reward() -> None:
+async def test_uncited_sentences_that_assert_anything_count_against_recall() -> None:
+    # Default deny: a sentence with a content word asserts something and needs a citation,
+    # whatever its layout and whether or not it has a figure or a capitalised name.
     filler = HONEST.replace(
         "</answer>", " This is an important topic for many people. Further work is needed.</answer>"
     )
     honest, padded = await score(HONEST), await score(filler)
-    assert padded.reward == honest.reward
-    assert [c["counted"] for c in padded.details["claims"]] == [True, False, False]
+    assert padded.reward == pytest.approx(honest.reward / 3)  # type: ignore[operator]
+    assert [c["counted"] for c in padded.details["claims"]] == [True, True, True]
+    # A sentence that only restates the question needs none.
+    echo = HONEST.replace("</answer>", f" {QUESTION}</answer>")
+    assert (await score(echo)).reward == honest.reward
 
 
 async def test_an_uncited_fact_from_the_evidence_counts_against_recall() -> None:
@@ -164,8 +170,9 @@ async def test_an_answer_of_uncited_filler_earns_nothing_under_tribunal_only() -
         "<answer>This is an important topic for many people. More work is needed here.</answer>"
     )
     assert (await score(filler)).reward == 0.0
-    # DR Tulu counts sentences that need no citation as F1 = 1: 0.6 · 1 + 0.4 · 0.
-    assert (await score(filler, options={"preset": "dr_tulu"})).reward == pytest.approx(0.6)
+    # They assert something, so they need a citation under DR Tulu's arithmetic too (it
+    # counts only sentences that need none as F1 = 1).
+    assert (await score(filler, options={"preset": "dr_tulu"})).reward == 0.0
 
 
 async def test_results_are_what_the_citation_document_says() -> None:
@@ -178,7 +185,7 @@ async def test_results_are_what_the_citation_document_says() -> None:
             id="no model", response=HONEST, evidence=EVIDENCE, options={"support": "judge"}
         ),
     ]
-    outcomes = await verifier.score(items)
+    outcomes = await score_started(verifier, items)
     assert [o.error is None for o in outcomes] == [True, True, True, False]
     for outcome in outcomes:
         text = result_json("x", outcome, verifier_info(verifier))
@@ -218,3 +225,26 @@ async def test_an_acronym_defined_in_the_claim_is_no_new_entity() -> None:
     claim = "Hyperprogressive disease (HPD) occurred in 12 of 131 patients (9%) on anti-PD-1."
     outcome = await score(f"<answer><cite id=S1>{claim}</cite></answer>")
     assert outcome.reward == 1.0
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [
+        "Tumour growth rate at least doubled in patients with hyperprogression.",
+        "Tumour growth rate at least tripled in patients with hyperprogression.",
+        "Tumour growth rate never doubled in patients with hyperprogression.",
+        "Tumour growth rate may have doubled in some patients with hyperprogression.",
+    ],
+)
+async def test_a_restatement_is_counted_once_and_a_contradicting_one_is_judged(
+    restated: str,
+) -> None:
+    first = (
+        "<cite id=S2>Tumour growth rate at least doubled in patients with hyperprogression.</cite>"
+    )
+    outcome = await score(f"<answer>{first} <cite id=S2>{restated}</cite></answer>")
+    gates = [c["gate"] for c in outcome.details["claims"]]
+    if restated in first:
+        assert gates == [None, "duplicate"] and outcome.reward == 1.0
+    else:  # a changed figure, polarity, hedge or quantifier: judged, and not supported
+        assert gates == [None, None] and outcome.reward < 1.0  # type: ignore[operator]

@@ -38,7 +38,7 @@ from tribunal.client import (
     rewards,
 )
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
-from tribunal.math.schemas import MathItem
+from tribunal.wire.math import MathItem
 
 pytestmark = pytest.mark.e2e
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import RedisServer, RunningService, free_port, redis_env
 from tribunal.client import RequestRejected, SyncTribunalClient, TransportError, TribunalClient
-from tribunal.code.schemas import Limits, RunDetails, RunItem
-from tribunal.code.verdicts import TestVerdict
+from tribunal.wire.code import Limits, RunDetails, RunItem
+from tribunal.wire.code_verdicts import TestVerdict
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,8 @@ from tests.conftest import (
     stop_process,
 )
 from tribunal.client.score_file import input_digest, read_items, score_items
-from tribunal.core.registry import PORTS, SERVICES, load_service
+from tribunal.core.registry import available_services, load_service
+from tribunal.wire.ports import PORTS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -246,7 +247,7 @@ def test_a_port_variable_that_is_not_a_port_is_refused_by_name() -> None:
 
 def test_the_default_ports_are_the_services_own() -> None:
     """``tribunal score`` without ``--url`` reads the registry's ports, not the services."""
-    assert {name: load_service(name).port for name in SERVICES} == PORTS
+    assert {name: load_service(name).port for name in available_services()} == PORTS
 
 
 @pytest.mark.slow

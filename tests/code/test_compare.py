@@ -19,7 +19,7 @@ from tribunal.code.compare import (
     values_equal,
 )
 from tribunal.code.protocol import dumps
-from tribunal.core import jsonparse
+from tribunal.wire import jsonparse
 
 
 def test_stdout_ignores_trailing_whitespace_and_final_newlines() -> None:

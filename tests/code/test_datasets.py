@@ -20,7 +20,7 @@ from bench.code_data import jsonl as _jsonl
 from bench.code_data import parse as _parse
 from tests.conftest import need_data
 from tribunal.code import CodeConfig, CodeItem, CodeVerifier
-from tribunal.code.schemas import Limits
+from tribunal.wire.code import Limits
 
 # Sources (in $TRIBUNAL_DATA_DIR/code): HumanEval (openai/human-eval, 164 problems), MBPP
 # sanitized (google-research/mbpp, 427), LeetCodeDataset v0.3.1 test split

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 from tribunal.code import CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.sandbox import processes_of_uid
-from tribunal.core.envelope import ItemOutcome
+from tribunal.wire.envelope import ItemOutcome
 
 pytestmark = pytest.mark.timeout(120)
 

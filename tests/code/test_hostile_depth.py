@@ -26,13 +26,13 @@ from tribunal.code.api import create_app
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.runner import Runner
 from tribunal.code.settings import CodeSettings
-from tribunal.core import jsonparse
 from tribunal.core.cache import MemoryCache, cache_entry
-from tribunal.core.envelope import ItemOutcome, VerifierInfo
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.worker import WorkerRuntime, result_json
+from tribunal.wire import jsonparse
+from tribunal.wire.envelope import ItemOutcome, VerifierInfo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

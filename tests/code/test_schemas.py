@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from tribunal.code import CodeItem, RunItem, sandbox_fusion
 from tribunal.code.config import CodeConfig
 from tribunal.code.runner import effective_limits
-from tribunal.code.schemas import Limits
+from tribunal.wire.code import Limits
 
 
 def _errors(payload: dict[str, object]) -> list[tuple[object, ...]]:

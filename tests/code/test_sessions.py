@@ -14,7 +14,7 @@ from tribunal.code.sandbox import build_driver_pyc, processes_of_uid
 from tribunal.code.seccomp import build_filter
 from tribunal.code.session_models import CellRequest, CellResult
 from tribunal.code.sessions import SessionHost, SessionLimits
-from tribunal.core.errors import SessionLost, SessionsFull
+from tribunal.wire.errors import SessionLost, SessionsFull
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -20,9 +20,9 @@ from tribunal.code import (
     CodeVerifier,
     RunItem,
 )
-from tribunal.core.envelope import result_json
-from tribunal.core.errors import ConfigurationError
 from tribunal.core.verifier import Verifier, verifier_info
+from tribunal.wire.envelope import result_json
+from tribunal.wire.errors import ConfigurationError
 
 SQUARE = {
     "kind": "stdio",

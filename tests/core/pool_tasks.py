@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from tribunal.core.errors import QueueFull
+from tribunal.wire.errors import QueueFull
 
 
 def sleep_then_pid(seconds: float) -> int:

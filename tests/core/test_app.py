@@ -10,9 +10,9 @@ from fastapi import FastAPI
 
 from tests.core.toy import ToyVerifier, toy_spec
 from tribunal.code.session_api import SESSION_RESPONSES
-from tribunal.core import errors
 from tribunal.core.app import create_app
 from tribunal.core.settings import CoreSettings
+from tribunal.wire import errors
 
 
 async def client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:

@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 
 from tests.conftest import TRIBUNAL, RedisServer, redis_env, start_process
 from tribunal.core.cache import RedisCache
-from tribunal.core.errors import ConfigurationError, JobNotFound, QueueFull
 from tribunal.core.queue.base import QueuedItem
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.testing.stack import RunningService
+from tribunal.wire.errors import ConfigurationError, JobNotFound, QueueFull
 
 MAXMEMORY = 5 * 1024 * 1024
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.core.pool_tasks import sleep_then_pid, task_for
 from tribunal.core.chunking import ChunkedCalls
-from tribunal.core.errors import InternalError, QueueFull, ScoringTimeout
 from tribunal.core.pool import DeadlinePool
+from tribunal.wire.errors import InternalError, QueueFull, ScoringTimeout
 
 
 @pytest.fixture

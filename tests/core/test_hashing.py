@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tribunal.core.hashing import canonical_json, json_digest
+from tribunal.wire.hashing import canonical_json, json_digest
 
 NAN, INF = float("nan"), float("inf")
 

@@ -285,7 +285,7 @@ def _nested(depth: int) -> Any:
 async def test_values_orjson_refuses_are_kept_and_an_unencodable_record_drops_alone(
     make_store: StoreFactory,
 ) -> None:
-    # What the JSON layer (tribunal.core.jsonparse) accepts: an integer past 64 bits and a
+    # What the JSON layer (tribunal.wire.jsonparse) accepts: an integer past 64 bits and a
     # lone surrogate, both of which orjson refuses. Before, the batch was lost (the drain
     # task died on orjson's TypeError). Nesting past the recursion limit no encoder writes.
     store = make_store(100, 3600)

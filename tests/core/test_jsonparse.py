@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from tribunal.core.jsonparse import loads, orjson_reads_exactly
+from tribunal.wire.jsonparse import loads, orjson_reads_exactly
 
 CASES = [
     b'{"t": 99999999999999999999}',  # what orjson alone reads as 1e+20

@@ -17,8 +17,8 @@ from tests.core.pool_tasks import (
     raise_value_error,
     sleep_then_pid,
 )
-from tribunal.core.errors import InternalError, QueueFull, ScoringTimeout
 from tribunal.core.pool import DeadlinePool
+from tribunal.wire.errors import InternalError, QueueFull, ScoringTimeout
 
 
 @pytest.fixture

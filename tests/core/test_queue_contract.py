@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
 from tribunal.core.metrics import entry_age_s
 from tribunal.core.queue.base import JobQueue, QueuedItem
 from tribunal.core.queue.keys import Keys, lua_functions
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.wire.errors import IdempotencyConflict, JobNotFound, QueueFull
 
 VISIBILITY_S = 0.5
 

@@ -63,6 +63,7 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_CITATION_VALID_ID_WEIGHT": "0.25",
     "TRIBUNAL_CITATION_BASE_URL": "http://10.0.0.9:8000/v1",
     "TRIBUNAL_CITATION_MODEL": "/models/citation",
+    "TRIBUNAL_CITATION_NLI_MODEL": "/models/nli",
     "TRIBUNAL_CITATION_API_KEY": "sk-citation-test",
     "TRIBUNAL_CITATION_CHAT_TEMPLATE_KWARGS": '{"enable_thinking": true}',
     "TRIBUNAL_CITATION_DEVICE": "cuda:1",

@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from tests.core.toy import ToyItem
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, BadInput
 from tribunal.core.verifier import score_each
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import BackendUnavailable, BadInput
 
 
 async def _score(item: ToyItem) -> ItemOutcome:

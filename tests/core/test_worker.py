@@ -12,7 +12,13 @@ import redis.asyncio as aioredis
 
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
-from tribunal.core.envelope import (
+from tribunal.core.queue.base import JobQueue, QueuedItem
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.memory import MemoryQueue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.core.verifier import score_each
+from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.envelope import (
     ItemError,
     ItemOutcome,
     ItemResult,
@@ -20,12 +26,6 @@ from tribunal.core.envelope import (
     VerifierInfo,
     result_json,
 )
-from tribunal.core.queue.base import JobQueue, QueuedItem
-from tribunal.core.queue.keys import Keys
-from tribunal.core.queue.memory import MemoryQueue
-from tribunal.core.queue.redis_streams import RedisStreamsQueue
-from tribunal.core.verifier import score_each
-from tribunal.core.worker import WorkerRuntime
 
 
 @pytest.fixture(params=["memory", "redis"])

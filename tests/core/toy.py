@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import Field
 
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BadInput
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import BadInput
 
 
 class ToyItem(ScoreItem):

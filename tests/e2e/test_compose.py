@@ -87,7 +87,7 @@ def test_ports_and_images_agree_with_the_services() -> None:
 def test_host_ports_and_gateway_urls_follow_the_environment() -> None:
     """One port setting moves a service under compose as under ``tribunal up``: its host
     port follows ``TRIBUNAL_<SERVICE>_PORT``; the gateway's verifier URLs can be set."""
-    from tribunal.core.registry import PORTS
+    from tribunal.wire.ports import PORTS
 
     services = compose()["services"]
     moved = {name: str(port + 1000) for name, port in PORTS.items()}

@@ -29,7 +29,7 @@ from tests.conftest import (
     stop_tree,
     wait_ready,
 )
-from tribunal.core.registry import PORTS
+from tribunal.wire.ports import PORTS
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import RedisServer, RunningService, redis_env
-from tribunal.code.schemas import CodeItem
+from tribunal.wire.code import CodeItem
 
 pytestmark = pytest.mark.e2e
 

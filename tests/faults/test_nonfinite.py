@@ -17,12 +17,12 @@ import pytest
 from tests.conftest import RedisServer, RunningService, redis_env
 from tests.core.toy import ToyItem, ToyVerifier, toy_spec
 from tribunal.core.app import create_app
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import InternalError
 from tribunal.core.settings import CoreSettings
-from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.judge.scorer import aggregate
 from tribunal.llm.testing import FakeOpenAIServer
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import InternalError
+from tribunal.wire.rubrics import Polarity, Rubric
 
 
 def _judge_item(item_id: str, weight: float) -> dict[str, Any]:

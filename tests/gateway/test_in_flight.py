@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.core.errors import QueueFull
 from tribunal.gateway.remote import InFlightItems
+from tribunal.wire.errors import QueueFull
 
 
 def test_items_beyond_the_bound_are_refused_with_retry_after_and_released_after() -> None:

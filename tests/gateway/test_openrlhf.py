@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.core.envelope import ItemError, ItemResult, VerifierInfo
-from tribunal.core.errors import (
+from tribunal.gateway.openrlhf import (
+    MIN_TRUNCATED_PROMPT_CHARS,
+    GetRewardRequest,
+    locate_truncated_response,
+    strip_end_tokens,
+    to_items,
+    to_response,
+)
+from tribunal.gateway.specs import shipped_specs
+from tribunal.wire.envelope import ItemError, ItemResult, VerifierInfo
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
     InternalError,
     ScoringTimeout,
 )
-from tribunal.gateway.openrlhf import GetRewardRequest, strip_end_tokens, to_items, to_response
-from tribunal.gateway.specs import shipped_specs
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
 
@@ -200,3 +207,33 @@ def test_a_score_outside_0_1_or_over_a_missing_component_is_a_configuration_erro
         to_response([result(1.0, math=1.0)], None, over)
     with pytest.raises(ConfigurationError, match="cannot be computed"):
         to_response([result(1.0)], None, load_spec_text(text + "math\n").score)
+
+
+_LONG_PROMPT = (
+    "<|im_start|>user\nJanet's ducks lay 16 eggs per day. She eats three for breakfast every "
+    "morning and bakes muffins for her friends every day with four.<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+
+
+@pytest.mark.parametrize("cut", range(1, len(_LONG_PROMPT) - MIN_TRUNCATED_PROMPT_CHARS + 1, 7))
+def test_a_query_from_inside_its_prompt_is_located(cut: int) -> None:
+    # OpenRLHF keeps a too-long prompt's last tokens: any cut leaving 32 characters or more.
+    query = "<|endoftext|>" + _LONG_PROMPT[cut:] + "She sells 9. #### 18<|im_end|>"
+    truncated: list[int] = []
+    request = GetRewardRequest(query=[query], prompts=[_LONG_PROMPT], labels=["18"])
+    [item] = to_items(request, "rloo_math", truncated=truncated)
+    assert item["response"] == "She sells 9. #### 18"
+    assert item["question"] == _LONG_PROMPT and truncated == [0]
+
+
+def test_a_query_of_another_prompt_or_too_little_of_this_one_is_refused() -> None:
+    assert locate_truncated_response(_LONG_PROMPT[-31:] + "#### 18", _LONG_PROMPT) is None
+    other = _LONG_PROMPT.replace("16 eggs", "61 eggs")
+    assert locate_truncated_response(other[5:] + "#### 18", _LONG_PROMPT) is None
+    # The same template's last line starts any chat query: too short to tell a prompt by.
+    request = GetRewardRequest(
+        query=["<|im_start|>assistant\n#### 18"], prompts=[_LONG_PROMPT], labels=["18"]
+    )
+    with pytest.raises(BadInput, match=r"query\.0: its prompt"):
+        to_items(request, "rloo_math")

@@ -32,12 +32,12 @@ from typing import Any
 
 import pytest
 
-from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
-from tribunal.core.errors import ERRORS_BY_CODE, BadInput, TribunalError
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import estimate_tokens, num_turns
 from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
 from tribunal.math import MathConfig, verify_answer
+from tribunal.wire.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
+from tribunal.wire.errors import ERRORS_BY_CODE, BadInput, TribunalError
 
 CASES = [
     json.loads(line) for line in (Path(__file__).parent / "red_team.jsonl").read_text().splitlines()

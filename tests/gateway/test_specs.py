@@ -15,12 +15,12 @@ from typing import Any, get_args
 import pytest
 
 from tests.documents import assert_documented
-from tribunal.core.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
-from tribunal.core.errors import BackendUnavailable, BadInput
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import overlong_penalty
-from tribunal.gateway.schemas import ComponentStatus, SpecDetails, SubReward
 from tribunal.gateway.settings import GatewaySettings
+from tribunal.wire.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
+from tribunal.wire.errors import BackendUnavailable, BadInput
+from tribunal.wire.gateway import ComponentStatus, SpecDetails, SubReward
 
 Answer = Callable[[dict[str, Any]], tuple[float | None, ItemError | None]]
 

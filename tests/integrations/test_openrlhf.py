@@ -211,7 +211,9 @@ class ScriptedLLM:
 
     async def generate(self, prompt: dict[str, Any], params: Any, request_id: str) -> Any:
         text = self.tokenizer.decode(prompt["prompt_token_ids"], skip_special_tokens=False)
-        response = self.script[text].pop(0)
+        # A prompt OpenRLHF truncated to its last tokens is its scripted prompt's end.
+        key = text if text in self.script else next(k for k in self.script if k.endswith(text))
+        response = self.script[key].pop(0)
         ids = self.tokenizer(text=response, add_special_tokens=False)["input_ids"]
         ids.append(self.tokenizer.eos_token_id)
         output = types.SimpleNamespace(
@@ -242,10 +244,20 @@ def prompt_of(openrlhf: Any, tokenizer: Any, question: str, label: str) -> tuple
     return prompt, label
 
 
-def execute(openrlhf: Any, actor: Any, tokenizer: Any, prompt: str, label: Any) -> dict[str, Any]:
-    """One sample through ``SingleTurnAgentExecutor.execute``, as a rollout worker runs it."""
-    params = _SamplingParams(max_tokens=None, logprobs=None)
-    coroutine = actor.executor.execute(prompt, label, params, 2048, tokenizer, actor)
+def execute(
+    openrlhf: Any,
+    actor: Any,
+    tokenizer: Any,
+    prompt: str,
+    label: Any,
+    max_length: int = 2048,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """One sample through ``SingleTurnAgentExecutor.execute``, as a rollout worker runs it
+    (``--max_len`` and ``--max_new_tokens``: OpenRLHF keeps a prompt's last ``max_length -
+    max_tokens`` tokens)."""
+    params = _SamplingParams(max_tokens=max_tokens, logprobs=None)
+    coroutine = actor.executor.execute(prompt, label, params, max_length, tokenizer, actor)
     answer: dict[str, Any] = openrlhf.refs.loop.run_until_complete(coroutine)
     return answer
 
@@ -280,6 +292,36 @@ def test_gsm8k_gold_is_paid_and_wrong_is_not_through_openrlhfs_executor(
         paid.append((gold["reward"], wrong["reward"], gold["scores"], wrong["scores"]))
         assert gold["extra_logs"] == {"math": [1.0]}
     assert paid == [([1.0], [0.0], [1.0], [0.0])] * len(rows)
+
+
+def test_a_prompt_openrlhf_truncates_is_scored_counted_and_logged_once(
+    openrlhf: Any, tokenizer: Any, gateway: Callable[..., RunningService]
+) -> None:
+    rows = gsm8k(3)
+    running = gateway()
+    url = f"{running.base_url}/get_reward/rloo_math"
+    prompts = {
+        r["question"]: prompt_of(openrlhf, tokenizer, r["question"], r["label"]) for r in rows
+    }
+    script = {prompts[r["question"]][0]: [r["gold"], r["wrong"]] for r in rows}
+    actor = rollout_actor(openrlhf, url, ScriptedLLM(tokenizer, script))
+    paid = []
+    for row in rows:
+        prompt, label = prompts[row["question"]]
+        # --max_len leaves room for all of the prompt but its first 12 tokens.
+        kept = len(tokenizer(text=prompt, add_special_tokens=False)["input_ids"]) - 12
+        gold, wrong = (
+            execute(openrlhf, actor, tokenizer, prompt, label, kept + 256, 256) for _ in range(2)
+        )
+        query = tokenizer.decode(gold["observation_tokens"], skip_special_tokens=False)
+        assert not query.startswith(prompt) and query.endswith(row["gold"] + EOS)  # as sent
+        paid.append((gold["reward"], wrong["reward"]))
+    assert paid == [([1.0], [0.0])] * len(rows)
+    metrics = httpx.get(f"{running.base_url}/metrics").text
+    line = 'tribunal_trainer_prompts_truncated_total{route="openrlhf",spec="rloo_math"}'
+    assert f"{line} 6.0" in metrics
+    log = running.logs["api"].read_text()
+    assert log.count("start inside their prompt") == 1  # six samples, one line per minute
 
 
 def test_a_tcr_agent_group_survives_dynamic_filtering_and_gets_advantages(

@@ -1,9 +1,12 @@
 """The gateway's slime route, called the way slime calls a remote reward model.
 
 slime is not on PyPI, so its client is quoted here rather than imported: ``remote_rm`` of
-``slime/rollout/rm_hub/__init__.py`` (THUDM/slime at 0b420f1), which posts
-``{"prompt", "response", "label"}``, raises on a non-2xx status and returns the JSON reply as
-the reward (read at ``--reward-key`` when one is given). The retry loop is kept with one try.
+``slime/rollout/rm_hub/__init__.py`` and ``Sample.get_reward_value`` of ``slime/utils/types.py``
+(THUDM/slime at 624b824a898ab0ec1fcb4d373004c7f3852bf515, 2026; ``remote_rm`` as last changed
+by 4c058f65c3d296db719f6cee9e7e67b2078b3e9c), which post ``{"prompt", "response", "label"}``,
+raise on a non-2xx status and return the JSON reply as the reward (read at ``--reward-key``
+when one is given). The shared session and the retry loop are left out (one try); the reward
+is read as a float, as slime's advantages then use it.
 Real processes: math and the gateway on the embedded queue.
 """
 

@@ -18,8 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, RunningService
 from tribunal.integrations.trl import remote_reward
-from tribunal.trainer.config import TinyModelConfig
-from tribunal.trainer.model import build_tiny_model
+from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
 
 pytestmark = pytest.mark.e2e
 

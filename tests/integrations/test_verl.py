@@ -237,6 +237,58 @@ def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> 
     assert naive["extra"]["num_turns"] == [6.0] * 4
 
 
+def documented_managers() -> list[tuple[str, str, str]]:
+    """``(kind, manager, function)`` for each manager of docs/integrations.md's table: ``loop``
+    for verl's reward-loop managers, ``legacy`` for ``verl.workers.reward_manager``'s."""
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    runs = []
+    for line in page.splitlines():
+        if not line.startswith(("| reward loop ", "| legacy ")):
+            continue
+        first, function = line.split("|")[1:3]
+        kind = "legacy" if first.strip().startswith("legacy") else "loop"
+        names = re.findall(r"`([a-z_]+)`", first.split("(")[0])
+        [name] = re.findall(r"`([a-z_]+)`", function)
+        runs += [(kind, manager, name) for manager in names]
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # eleven managers in one verl process
+def test_every_verl_manager_pays_with_the_documented_function(
+    stack: str, tokenizer_dir: Path
+) -> None:
+    runs = documented_managers()
+    assert {(k, m) for k, m, _ in runs} == {
+        ("loop", "naive"),
+        ("loop", "dapo"),
+        ("loop", "gdpo"),
+        ("loop", "rate_limited"),
+        ("loop", "remote"),
+        ("legacy", "naive"),
+        ("legacy", "dapo"),
+        ("legacy", "batch"),
+        ("legacy", "prime"),
+    }
+    # What the documented functions replace: prime with the dict (verl 0.8's docs), remote
+    # with the async function.
+    wrong = [("legacy", "prime", "compute_score_sync"), ("loop", "remote", "compute_score")]
+    request = {
+        "op": "managers",
+        "overrides": overrides(stack),
+        "tokenizer": str(tokenizer_dir),
+        "rollouts": math_rollouts()[:2] + code_rollouts(),
+        "runs": [dict(zip(("kind", "manager", "function"), r, strict=True)) for r in runs + wrong],
+    }
+    answers = run_verl(request)
+    expected = [1.0, 0.0, 1.0, 0.0]  # GSM8K gold and wrong, the right and the wrong program
+    assert {" ".join(r): answers[" ".join(r)] for r in runs} == {
+        " ".join(r): expected for r in runs
+    }
+    assert answers["legacy prime compute_score_sync"] == [0.0] * 4  # the whole batch zeroed
+    assert answers["loop remote compute_score"] == {"error": "AssertionError"}
+
+
 def test_what_a_verl_user_sees_on_errors(stack: str, tokenizer_dir: Path) -> None:
     # A refused item (no ground truth): the reward loop raises with the gateway's reason.
     refused = reward_loop(stack, tokenizer_dir, [("openai/gsm8k", "q", "#### 18", None, {})])
@@ -289,11 +341,14 @@ def test_verls_sandbox_fusion_scorer_on_the_code_service(
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed (the code sandbox)")
     code = service("code", env=redis_env(redis_server, key_prefix, TRIBUNAL_CODE_SLOTS="2"))
-    # What reward.sandbox_fusion.url=<code service>/run_code makes verl's scorer call.
+    # verl's scorer with reward.sandbox_fusion.url exactly as docs/integrations.md gives it,
+    # the test service's host and port in place of the default ones.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [documented] = re.findall(r"`reward\.sandbox_fusion\.url=([^`]+)`", page)
     answer = run_verl(
         {
             "op": "sandbox_fusion",
-            "url": f"{code.base_url}/run_code",
+            "url": documented.replace("http://127.0.0.1:8102", code.base_url, 1),
             "ground_truth": json.dumps(SUM_TESTS),
             "responses": [RIGHT_PROGRAM, WRONG_PROGRAM],
         }

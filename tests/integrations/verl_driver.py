@@ -13,11 +13,16 @@ Requests (``op``):
 - ``reward_loop``: verl's ``RewardLoopWorker`` over a ``DataProto`` of ``rollouts``, then
   ``RewardLoopManager.compute_rm_score``'s merge of the outputs as verl writes it.
 - ``sandbox_fusion``: verl's ``default_compute_score`` with ``sandbox_fusion_url``.
+- ``managers``: each of ``runs`` (a reward-loop manager through ``reward_loop``, or a legacy
+  ``verl.workers.reward_manager`` one called on the ``DataProto``, each with the custom
+  function it names) over the same ``rollouts``: the scores each gives, or its error
+  (``remote_scores`` for the ``remote`` manager, whose Ray actors are not started).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 import warnings
@@ -148,12 +153,78 @@ def sandbox_fusion(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def legacy_scores(request: dict[str, Any], manager: str, tokenizer: Any) -> list[float]:
+    """A legacy manager's reward per sample: verl's reward tensor, summed over tokens."""
+    from verl.workers.reward_manager import get_reward_manager_cls
+
+    config = config_of("ppo_trainer", request["overrides"])
+    function = get_custom_reward_fn(config)
+    cls = get_reward_manager_cls(manager)
+    proto = data_proto(tokenizer, request["rollouts"], None)
+    reward = cls(tokenizer=tokenizer, num_examine=0, compute_score=function)(proto)
+    return [float(v) for v in reward.sum(dim=1).tolist()]
+
+
+def remote_scores(request: dict[str, Any], tokenizer: Any) -> list[float]:
+    """The reward-loop ``remote`` manager: built with the function (it refuses an async one),
+    then the function called as its Ray actor ``RewardComputeWorker.compute_score`` calls it,
+    shipped there by pickle, and read as ``run_single`` reads it (``result["score"]``). The
+    actors themselves are not started: a local Ray takes minutes on a loaded 2-core machine."""
+    import pickle
+
+    from verl.experimental.reward_loop.reward_manager.remote import RemoteRewardManager
+
+    config = config_of("ppo_trainer", request["overrides"])
+    function = get_custom_reward_fn(config)
+    if inspect.iscoroutinefunction(function):
+        # The manager's own check, which comes before it starts its actors: it raises.
+        RemoteRewardManager(config, tokenizer, function)
+    shipped = pickle.loads(pickle.dumps(function))
+    scores = []
+    for source, _, response, truth, extra in request["rollouts"]:
+        result = shipped(
+            data_source=source, solution_str=response, ground_truth=truth, extra_info=dict(extra)
+        )
+        scores.append(float(result["score"] if isinstance(result, dict) else result))
+    return scores
+
+
+def managers(request: dict[str, Any]) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(request["tokenizer"])
+    answers: dict[str, Any] = {}
+    for run in request["runs"]:
+        key = f"{run['kind']} {run['manager']} {run['function']}"
+        overrides = [
+            *request["overrides"],
+            f"reward.custom_reward_function.name={run['function']}",
+        ]
+        try:
+            if run["kind"] == "legacy":
+                answers[key] = legacy_scores(
+                    {**request, "overrides": overrides}, run["manager"], tokenizer
+                )
+            elif run["manager"] == "remote":
+                answers[key] = remote_scores({**request, "overrides": overrides}, tokenizer)
+            else:
+                overrides.append(f"reward.reward_manager.name={run['manager']}")
+                answers[key] = reward_loop({**request, "overrides": overrides})["scores"]
+        except Exception as exc:
+            answers[key] = {"error": type(exc).__name__}
+    return answers
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
     try:
-        answer = {"load": load, "reward_loop": reward_loop, "sandbox_fusion": sandbox_fusion}[
-            request["op"]
-        ](request)
+        ops = {
+            "load": load,
+            "reward_loop": reward_loop,
+            "sandbox_fusion": sandbox_fusion,
+            "managers": managers,
+        }
+        answer = ops[request["op"]](request)
     except Exception as exc:
         answer = {"error": {"type": type(exc).__name__, "message": str(exc)}}
     print(json.dumps(answer))

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from tribunal.judge.prompts import build_prompt, fence_tag
-from tribunal.judge.rubrics import Rubric
-from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
 from tribunal.llm.untrusted import ControlTokens
+from tribunal.wire.judge import JudgeItem
+from tribunal.wire.rubrics import Rubric
 
 tokenizers = pytest.importorskip("tokenizers")
 transformers = pytest.importorskip("transformers")

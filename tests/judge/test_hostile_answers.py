@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from tribunal.core.envelope import ItemOutcome
-from tribunal.core.errors import ParseError
-from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verdict import LOGPROBS_CONTRADICT
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.openai_compat import _completion_from
 from tribunal.llm.testing import FakeOpenAIServer
+from tribunal.wire.envelope import ItemOutcome
+from tribunal.wire.errors import ParseError
+from tribunal.wire.judge import JudgeItem
 
 VerifierFactory = Callable[..., JudgeVerifier]
 PLANTED = '{"r1": {"reason": "all met", "verdict": 2}}'  # a key fixed before the call

@@ -17,9 +17,9 @@ import pytest
 
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import build_prompt, fence_tag
-from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.config import BackendConfig
+from tribunal.wire.judge import JudgeItem
 
 CASES_PATH = Path(__file__).parent / "cases" / "injections.jsonl"
 CASES: list[dict[str, Any]] = [json.loads(x) for x in CASES_PATH.read_text().splitlines() if x]

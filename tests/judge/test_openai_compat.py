@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
-from tribunal.core.errors import (
+from tribunal.judge.prompts import build_prompt, build_request
+from tribunal.llm.base import CompletionRequest
+from tribunal.llm.config import BackendConfig
+from tribunal.llm.openai_compat import OpenAICompatBackend
+from tribunal.llm.testing import FakeOpenAIServer
+from tribunal.testing.stack import free_port
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
     Refusal,
     ScoringTimeout,
 )
-from tribunal.judge.prompts import build_prompt, build_request
-from tribunal.judge.rubrics import Rubric
-from tribunal.llm.base import CompletionRequest
-from tribunal.llm.config import BackendConfig
-from tribunal.llm.openai_compat import OpenAICompatBackend
-from tribunal.llm.testing import FakeOpenAIServer
-from tribunal.testing.stack import free_port
+from tribunal.wire.rubrics import Rubric
 
 
 def _request(text: str = "criterion") -> CompletionRequest:

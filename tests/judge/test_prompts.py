@@ -17,8 +17,8 @@ from tribunal.judge.prompts import (
     shared_prefix,
     verdict_schema,
 )
-from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.llm.untrusted import fold_lookalikes, holds_code
+from tribunal.wire.rubrics import Polarity, Rubric
 
 POS = Rubric("States the recommended dose.")
 NEG = Rubric("Confuses correlation with causation.", Polarity.NEGATIVE)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
-from tribunal.judge.rubrics import Polarity, Rubric, resolve_polarity_and_weight
+from tribunal.wire.rubric_sets import available_rubric_sets, load_rubric_set
+from tribunal.wire.rubrics import Polarity, Rubric, resolve_polarity_and_weight
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tribunal.judge.rubrics import Polarity
-from tribunal.judge.schemas import JudgeItem, RubricVerdict
+from tribunal.wire.judge import JudgeItem, RubricVerdict
+from tribunal.wire.rubrics import Polarity
 
 BASE: dict[str, Any] = {"id": "a", "question": "Q?", "response": "R."}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.judge.scorer import aggregate, reward_term
+from tribunal.wire.rubrics import Polarity, Rubric
 
 P2 = Rubric("requirement a", weight=2.0)
 P1 = Rubric("requirement b", weight=1.0)

@@ -18,11 +18,10 @@ import pytest
 
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import SYSTEM_PROMPT
-from tribunal.judge.schemas import JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.config import BackendConfig
-from tribunal.trainer.config import TinyModelConfig
-from tribunal.trainer.model import build_tiny_model
+from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
+from tribunal.wire.judge import JudgeItem
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

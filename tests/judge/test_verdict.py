@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from tribunal.core.errors import ParseError, Refusal
 from tribunal.judge.verdict import LOGPROBS_CONTRADICT, ParsedVerdict, read_verdicts
 from tribunal.llm.base import Completion, TokenLogprob
+from tribunal.wire.errors import ParseError, Refusal
 
 
 def _tok(text: str, top: dict[str, float] | None = None) -> TokenLogprob:

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from tests.documents import assert_documented
-from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import Verifier, verifier_info
 from tribunal.judge.config import JudgeConfig
-from tribunal.judge.rubric_sets import load_rubric_set
-from tribunal.judge.schemas import MAX_RESPONSE_CHARS, JudgeItem
 from tribunal.judge.verifier import JudgeVerifier
 from tribunal.llm.testing import FakeOpenAIServer
 from tribunal.testing.stack import free_port
+from tribunal.wire.envelope import ItemOutcome, result_json
+from tribunal.wire.judge import MAX_RESPONSE_CHARS, JudgeItem
+from tribunal.wire.rubric_sets import load_rubric_set
 
 VerifierFactory = Callable[..., JudgeVerifier]
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from tribunal.core.errors import BackendUnavailable, ScoringTimeout
 from tribunal.llm.base import Completion, CompletionRequest
 from tribunal.llm.meter import BackendMeter
+from tribunal.wire.errors import BackendUnavailable, ScoringTimeout
 
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "?"}], schema={}, max_tokens=8)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tribunal.core.errors import ConfigurationError
 from tribunal.llm.config import BackendConfig
 from tribunal.llm.openai_compat import OpenAICompatBackend
 from tribunal.llm.tokens import model_family, read_added_tokens
 from tribunal.llm.untrusted import MARK, ControlTokens
+from tribunal.wire.errors import ConfigurationError
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -105,9 +105,9 @@ async def test_the_servers_tokenizer_info_is_learned_and_its_tokens_broken() -> 
     # vLLM's GET /tokenizer_info (--enable-tokenizer-info-endpoint) answers the tokenizer's
     # config: its added tokens are broken in every untrusted text without any setting.
     from tribunal.judge.config import JudgeConfig
-    from tribunal.judge.schemas import JudgeItem
     from tribunal.judge.verifier import JudgeVerifier
     from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+    from tribunal.wire.judge import JudgeItem
 
     info = {
         "tokenizer_class": "PreTrainedTokenizerFast",

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tribunal.core.errors import TribunalError
 from tribunal.math import MathConfig, verify_answer
+from tribunal.wire.errors import TribunalError
 
 CASES = Path(__file__).parent / "cases" / "math_verify.jsonl"
 

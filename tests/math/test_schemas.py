@@ -1,4 +1,4 @@
-"""The math item and details models (tribunal.math.schemas)."""
+"""The math item and details models (tribunal.wire.math)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from tribunal.math import MathConfig, MathScore
-from tribunal.math.schemas import MathDetails, MathItem, MathOptions
+from tribunal.wire.math import MathItem, MathOptions
 
 
 def test_item_accepts_minimal_payload() -> None:
@@ -36,7 +36,7 @@ def test_options_override_config() -> None:
 
 
 def test_details_from_score() -> None:
-    details = MathDetails.from_score(MathScore(1.0, "18", "18", "gsm8k_hash", region="response"))
+    details = MathScore(1.0, "18", "18", "gsm8k_hash", region="response").details()
     assert details.model_dump() == {
         "extracted_answer": "18",
         "extracted_ground_truth": "18",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from tests.documents import assert_documented
-from tribunal.core.envelope import ItemOutcome, result_json
 from tribunal.core.verifier import verifier_info
 from tribunal.math.config import MathConfig
-from tribunal.math.schemas import MathItem
 from tribunal.math.verifier import MathVerifier
+from tribunal.wire.envelope import ItemOutcome, result_json
+from tribunal.wire.math import MathItem
 
 
 def _verifier() -> MathVerifier:

@@ -13,9 +13,9 @@ from math_verify import parse, verify
 from pydantic import ValidationError
 
 import tribunal.math
-from tribunal.core.errors import BadInput, InternalError
 from tribunal.math import MathConfig, MathScore, verify_answer
 from tribunal.math.verify import _equivalent
+from tribunal.wire.errors import BadInput, InternalError
 
 
 def boxed(answer: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from tribunal.trainer.config import TinyModelConfig
+from tribunal.testing.tiny_model import TinyModelConfig
 from tribunal.trainer.testing import StandInRewardServer, token_share_reward
 
 GSM8K = DATA / "math" / "gsm8k_test.jsonl"
@@ -27,7 +27,7 @@ TRAINER_WARNINGS = [
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random Qwen3 (hidden 64, 2 layers) with a BPE tokenizer trained on 16 GSM8K prompts."""
-    from tribunal.trainer.model import build_tiny_model
+    from tribunal.testing.tiny_model import build_tiny_model
 
     rows = [json.loads(line) for line in GSM8K.read_text().splitlines()[:16]]
     out = tmp_path_factory.mktemp("tiny_model")

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from tribunal.client import JobNotFoundError, RequestRejected, TribunalClient
-from tribunal.core.envelope import JobCreated, JobState
 from tribunal.trainer.testing import StandInRewardServer
+from tribunal.wire.envelope import JobCreated, JobState
 
 
 @pytest.fixture

@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.citation.judge import LLMSupport
+from tribunal.citation.nli import NLISupport
 from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.app import create_app as create_core_app
-from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.llm import create_backend
+from tribunal.wire.ports import PORTS
 
 
 def create_verifiers(settings: CitationSettings) -> list[Verifier]:
@@ -20,9 +21,11 @@ def create_verifiers(settings: CitationSettings) -> list[Verifier]:
     judge = None
     if group.backend.kind != "none":
         judge = LLMSupport(create_backend(group.backend, "TRIBUNAL_CITATION_"), group.judge)
+    nli = NLISupport(group.nli_model) if group.nli_model else None
     verifier = CitationVerifier(
         group.config(),
         judge,
+        nli=nli,
         judge_hash=group.judge_hash(),
         processes=group.processes,
         timeout_s=group.check_timeout_s,

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.citation.lexical import LexicalThresholds
-from tribunal.citation.schemas import SupportMode
-from tribunal.citation.scorer import PRESETS, Preset, PresetName
+from tribunal.citation.scorer import PRESETS, Preset
+from tribunal.wire.citation import PresetName, SupportMode
 
 
 class CitationConfig(BaseModel):

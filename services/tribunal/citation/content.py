@@ -63,7 +63,8 @@ _FILLER = _wordset(
     showed shown shows demonstrate demonstrated demonstrates observe observed note noted
     according approximately about around roughly nearly almost some among authors paper
     researchers investigators data result results evidence indicate indicated indicates
-    suggest suggested suggests total overall respectively"""
+    suggest suggested suggests total overall respectively occur occurs occurred occurring
+    seen"""
 )
 
 NEGATIONS = _wordset(
@@ -114,7 +115,8 @@ _CLAUSE_SPLIT = re.compile(
 # A number: not part of a word ("PD-1", "COVID-19", "H2O"), with thousands separators and
 # decimals; a unit word or sign may follow. Written fixed-width for ``re``'s lookbehind.
 _NUMBER = re.compile(
-    r"(?<![^\W\d_]-)(?<![\w.,])(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<dec>\d+))?(?![\w-]*[^\W\d_])"
+    r"(?<![^\W\d_]-)(?<![\w.,])(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:[.,](?P<dec>\d+))?"
+    r"(?![\w-]*[^\W\d_])"
     r"(?:\s*(?P<unit>%|percent\b|per\s+cent\b|[^\W\d_]{1,12}))?",
     re.IGNORECASE,
 )
@@ -158,6 +160,32 @@ _UNITS = _wordset(
     mmol mol bp kb mb gb tb"""
 )
 
+_UNIT_WORDS = {
+    word: unit
+    for unit, words in {
+        "m": "metre metres meter meters mètre mètres",
+        "km": "kilometre kilometres kilometer kilometers kilomètre kilomètres",
+        "cm": "centimetre centimetres centimeter centimeters",
+        "mm": "millimetre millimetres millimeter millimeters",
+        "g": "gram grams gramme grammes",
+        "kg": "kilogram kilograms kilo kilos kilogramme kilogrammes",
+        "mg": "milligram milligrams",
+        "µg": "microgram micrograms",
+        "l": "litre litres liter liters",
+        "ml": "millilitre millilitres milliliter milliliters",
+        "s": "second seconds sec secs",
+        "min": "minute minutes",
+        "mi": "mile miles",
+        "ft": "foot feet",
+        "lb": "pound pounds lbs",
+        "hz": "hertz",
+        "w": "watt watts",
+        "kw": "kilowatt kilowatts",
+        "j": "joule joules",
+    }.items()
+    for word in words.split()
+}
+"""Units written as words, read as their symbols (so that "5 milligrams" is 5 mg)."""
 
 # The first word of each sentence, as ``_WORD`` reads it: after the text's start, an end of
 # sentence or a colon, or a new line (and a bullet).
@@ -194,6 +222,7 @@ class Clause:
         numbers: Its numbers (claims only; () for a snippet's clauses).
         entities: Its entity words (claims only).
         hedged: It holds a hedge word (:data:`HEDGES`).
+        tokens: Its lower-cased words (``n't`` read as ``not``).
     """
 
     stems: frozenset[str]
@@ -203,6 +232,7 @@ class Clause:
     numbers: tuple[Number, ...] = ()
     entities: frozenset[str] = frozenset()
     hedged: bool = False
+    tokens: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=1 << 16)
@@ -269,15 +299,27 @@ def numbers(text: str) -> tuple[Number, ...]:
     for whole, dec, unit in _NUMBER.findall(_digits(text)):
         value = float(whole.replace(",", "") + ("." + dec if dec else ""))
         unit = " ".join(unit.lower().split())  # "per  cent" is "per cent"
+        unit = _UNIT_WORDS.get(unit, unit)
         unit = "%" if unit in _PERCENT else unit if unit in _UNITS else ""
         out.append(Number(value, len(dec), unit))
     return tuple(out)
+
+
+_NUMBER_WORD = re.compile(
+    r"(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fifteen"
+    r"|twenty|thirty|forty|fifty|eighty|hundred|thousand|million|billion)",
+    re.IGNORECASE,
+)
+"""Stems of every English cardinal word ``text2num`` reads (fourteen, sixty, … contain one
+of them); a text without any is left as it is."""
 
 
 def _digits(text: str) -> str:
     """``text`` with English number words as digits ("twelve" → 12; "one" left alone) and
     scaled figures multiplied out ("1.2 million" → 1200000)."""
     text = _SCALED.sub(lambda m: f"{float(m.group(1)) * _SCALES[m.group(2).lower()]:.0f}", text)
+    if _NUMBER_WORD.search(text) is None:  # most texts: alpha2digit would change nothing
+        return text
     try:
         return str(alpha2digit(text, "en"))
     except (ValueError, OverflowError):  # a number word sequence it cannot read: keep words
@@ -388,6 +430,7 @@ def clauses(
                 found,
                 entities(part, proper) if anchors else frozenset(),
                 not HEDGES.isdisjoint(tokens),
+                frozenset(tokens),
             )
         )
     return tuple(out)

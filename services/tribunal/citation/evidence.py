@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from tribunal.core.errors import BadInput
+from tribunal.wire.errors import BadInput
 
 _SNIPPET_OPEN = re.compile(
     r"<(?P<tag>snippets?|webpage)\s+ids?\s*=\s*"

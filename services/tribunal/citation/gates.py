@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tribunal.citation.parse import ParsedAnswer, words
-from tribunal.core.errors import BadInput
+from tribunal.wire.errors import BadInput
 
 _STOPWORD_TEXT = """
     a an the and or but if of to in on at by for with from as into about over under than

@@ -41,13 +41,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.citation.support import SupportOutcome
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
-from tribunal.core.errors import ParseError, Refusal, TribunalError
 from tribunal.core.lru import LRU
 from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.errors import ParseError, Refusal, TribunalError
 
 T = TypeVar("T")
 

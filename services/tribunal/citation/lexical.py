@@ -18,8 +18,8 @@ snippet and subject from another) or when no clause is supported at all, else ``
 (a true claim with a false clause appended, or what the rules cannot decide): never full.
 
 - relevance of one snippet: ``relevant`` when its coverage of the claim is ≥ ``relevant``;
-- an uncited sentence needs a citation when it holds a number or a named entity, or when
-  some snippet covers it at least ``partial``, unless it only restates the question.
+- an uncited sentence needs a citation when it asserts anything (a content word or a
+  number), unless it only restates the question.
 
 Known issues (see ``tribunal.citation.content`` for the rules' limits): a paraphrase with
 synonyms the snippet does not use is paid ``partial``; the judge mode is the recommendation
@@ -40,14 +40,14 @@ from tribunal.citation.content import (
     clauses,
     content_stems,
     coverage,
-    entities,
     number_agrees,
     numbers,
     read_snippet,
     union_stems,
 )
+from tribunal.citation.extractive import extractive_support
 from tribunal.citation.gates import MIN_NOVEL_SHARE
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
 
 
 class LexicalThresholds(BaseModel):
@@ -55,7 +55,13 @@ class LexicalThresholds(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    full: float = Field(default=0.8, ge=0, le=1, description="Coverage for 'supported'.")
+    full: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Share of a claim clause's content stems its one passage sentence must "
+        "hold for 'supported' (1.0: every one; lower relaxes the default deny).",
+    )
     partial: float = Field(default=0.5, ge=0, le=1, description="Coverage for 'partial'.")
     relevant: float = Field(
         default=0.3, ge=0, le=1, description="Coverage of one snippet for 'relevant'."
@@ -169,8 +175,15 @@ def judge_lexically(
         else Relevance.IRRELEVANT
         for sid, snippet in cited.items()
     }
+    # Default deny: supported only on positive evidence (``extractive``); the content
+    # checks below only tell partial from unsupported.
+    if extractive_support(task.text, parts, (text for _, text in task.snippets), thresholds.full):
+        return ClaimJudgment(support=SupportVerdict.SUPPORTED, relevance=relevance)
     verdicts = [_clause_verdict(c, cited.values(), evidence, thresholds) for c in parts]
-    return ClaimJudgment(support=_combine(verdicts), relevance=relevance)
+    support = _combine(verdicts)
+    if support is SupportVerdict.SUPPORTED:
+        support = SupportVerdict.PARTIAL
+    return ClaimJudgment(support=support, relevance=relevance)
 
 
 def contradicted(task: ClaimTask, evidence: EvidenceFacts, thresholds: LexicalThresholds) -> bool:
@@ -193,16 +206,14 @@ def needs_citation(
     thresholds: LexicalThresholds,
     asked: frozenset[str],
 ) -> bool:
-    """Whether an uncited sentence states a fact: it holds a number or a named entity, or
-    some snippet covers it at least ``partial``; unless it only restates the question
-    (``asked``: the question's content stems). Each part is read only when the ones before
-    it did not decide (most sentences of an answer are uncited)."""
+    """Whether an uncited sentence states a fact: it holds a content word or a number
+    (in any language: a word the stemmer does not know is still a word), unless it only
+    restates the question (``asked``: the question's content stems)."""
     stems = union_stems(clauses(text))
     if asked and stems and coverage(stems, asked) >= 1 - MIN_NOVEL_SHARE:
         return False
-    if numbers(text) or entities(text, evidence.proper):
-        return True
-    return any(coverage(stems, snippet) >= thresholds.partial for snippet in evidence.all_stems())
+    # Default deny: a sentence with any content word or figure asserts something.
+    return bool(stems) or bool(numbers(text))
 
 
 def _clause_verdict(

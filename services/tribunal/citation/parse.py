@@ -16,8 +16,10 @@ citation is kept (DR Tulu's ``claims[text] = [citation_id]`` in a loop kept only
 An id list that cannot be read whole (``id=S1 S2``) is a format problem (``unreadable_ids``)
 in the details, never an id dropped unseen.
 
-Text of the answer outside citation tags is split into sentences: the *uncited* claims,
-some of which need a citation (DR Tulu counts those against recall).
+Text of the answer outside citation tags is split into sentences by a segmenter
+(``tribunal.citation.segment``; a hard-wrapped or tabulated fact is one sentence, not
+fragments too short to count): the *uncited* claims, which need a citation when they
+assert anything (DR Tulu counts those against recall).
 
 Adapted in behaviour (not in code) from rlresearch/dr-tulu@6188f34,
 ``rl/open-instruct/open_instruct/search_rewards/utils/citation_utils.py``
@@ -30,36 +32,31 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tribunal.citation.segment import sentences
+
 CitationTag = Literal["snippet", "cite"]
 
 _ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer\s*>", re.IGNORECASE)
-# One opening or closing citation tag. The id value is quoted ("…" / '…') or a bare comma
-# list, spaces allowed around its commas (``id=S_1, S_2``); ``rest`` holds whatever follows
-# up to '>' (further attributes, or something unreadable: see ``_ATTRIBUTES``). Bare ids
-# exclude '<', so a failed match stops at the next tag and the scan stays linear.
-_BARE_ID = r"[^\s<>\"',]+"
-_TAG = re.compile(
-    r"<(?P<open>snippet|cite)\s+ids?\s*=\s*"
-    r"(?:\"(?P<dq>[^\"]{0,2000})\"|'(?P<sq>[^']{0,2000})'"
-    rf"|(?P<bare>{_BARE_ID}(?:\s*,\s*{_BARE_ID})*(?:\s*,)?))(?P<rest>[^>]{{0,500}})>"
-    r"|</(?P<close>snippet|cite)\s*>",
-    re.IGNORECASE,
+# Where a citation tag may start; what follows is read by ``_read_head`` (bounded, linear).
+_TAG_START = re.compile(r"<(/?)(snippet|cite)(?![\w-])", re.IGNORECASE)
+_CLOSE_REST = re.compile(r"\s*>")
+# One attribute of a tag head: a name, then optionally ``=`` and a quoted or bare value.
+# Name characters, spaces, '=', quotes and value characters are disjoint classes at each
+# step, so a match never backtracks.
+_ATTRIBUTE = re.compile(
+    r"\s*(?P<name>[\w:.-]+)(?:\s*=\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'"
+    r"|(?P<bare>[^\s\"',]+(?:\s*,\s*[^\s\"',]+)*(?:\s*,)?)))?"
 )
-# What may follow the id value inside a tag: other attributes (``url="…"``), none an id list.
-_ATTRIBUTES = re.compile(
-    r"(?:\s+(?!ids?\s*=)[\w:.-]+\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))*\s*/?", re.IGNORECASE
-)
-# Sentence ends: . ! ? then space and a capital, digit or opening mark, but not after an
-# abbreviation ("et al.", "e.g.", "vs.", an initial "S."); and line breaks (bullets).
-_SENTENCE_SPLIT = re.compile(
-    r"(?<=[.!?])(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\b[A-Z]\.)"
-    r"\s+(?=[A-Z0-9*\-\[(\"“])|\n+"
-)
+ID_ATTRIBUTES = frozenset({"id", "ids"})
+"""The only attribute names a citation tag may carry; any other one (``url=``, ``note=``) is
+refused by name (the ``unknown_attribute`` problem fails the format gate), so that no text
+of the answer hides in a tag where no claim is read."""
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-MIN_UNCITED_WORDS = 4
-"""An uncited fragment with fewer words (``- **Incidence:**``, ``In summary,``) is not a
-claim: headings and connectives need no citation."""
+MIN_UNCITED_WORDS = 2
+"""An uncited fragment with fewer words (``In summary,``, ``**Incidence**``) is not a claim;
+nor is a heading (a line opened by ``#`` or ended by ``:``)."""
+_HEADING = re.compile(r"^\s*(?:#.*|[^.!?]*:\s*[*_]*)$")
 
 
 @dataclass(frozen=True)
@@ -89,10 +86,18 @@ class TagProblem:
     ``unreadable_ids``: the tag's id list holds something that is neither a comma nor an id
     (``id=S1 S2``, ``id=["S1"]``, ``id="S 1"``, a second ``id=``); the ids read from it are
     kept, and the problem fails the format gate rather than an id being dropped unseen.
+    ``unknown_attribute``: the tag carries an attribute other than ``id`` / ``ids``.
     """
 
     kind: Literal[
-        "nested", "unclosed", "unopened", "mismatched", "empty_ids", "empty_claim", "unreadable_ids"
+        "nested",
+        "unclosed",
+        "unopened",
+        "mismatched",
+        "empty_ids",
+        "empty_claim",
+        "unreadable_ids",
+        "unknown_attribute",
     ]
     offset: int
 
@@ -134,14 +139,6 @@ def split_ids(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cid for cid in parts if cid))
 
 
-def readable_ids(ids: tuple[str, ...], rest: str) -> bool:
-    """Whether a tag's id list was read whole: no id holds a space, and what follows the id
-    value in the tag (``rest``) is only further attributes."""
-    return _ATTRIBUTES.fullmatch(rest) is not None and not any(
-        any(ch.isspace() for ch in cid) for cid in ids
-    )
-
-
 def find_answer(response: str) -> tuple[str | None, int, bool]:
     """Return (text of the final answer block, number of blocks, whether it is closed).
 
@@ -179,68 +176,149 @@ def parse_answer(response: str) -> ParsedAnswer:
     return ParsedAnswer(answer, blocks, closed, claims, problems)
 
 
+@dataclass(frozen=True)
+class _Tag:
+    """One citation tag found by :func:`_tags`: an opening with its ids, or a closing."""
+
+    name: str
+    start: int
+    end: int
+    is_open: bool
+    ids: tuple[str, ...] = ()
+    problem: Literal["unreadable_ids", "unknown_attribute"] | None = None
+
+
+def _tags(answer: str) -> list[_Tag]:
+    """The citation tags of ``answer`` in order, in one pass.
+
+    An opening tag runs from ``<cite`` / ``<snippet`` to the first ``>`` and holds no ``<``;
+    anything else there is claim text. The
+    positions of the next ``>`` and ``<`` are found once for every tag start before them,
+    so the scan is linear in the answer whatever its tags (an unclosed tag with a long
+    unquoted id included).
+    """
+    tags: list[_Tag] = []
+    next_gt = next_lt = -1
+    for start in _TAG_START.finditer(answer):
+        name = start.group(2).lower()
+        if start.group(1):
+            close = _CLOSE_REST.match(answer, start.end())
+            if close is not None:
+                tags.append(_Tag(name, start.start(), close.end(), is_open=False))
+            continue
+        if next_gt < start.end():
+            next_gt = answer.find(">", start.end())
+            next_gt = len(answer) if next_gt < 0 else next_gt
+        if next_lt < start.end():
+            next_lt = answer.find("<", start.end())
+            next_lt = len(answer) if next_lt < 0 else next_lt
+        if next_gt == len(answer) or next_lt < next_gt:
+            continue
+        ids, problem = _read_head(answer[start.end() : next_gt])
+        tags.append(_Tag(name, start.start(), next_gt + 1, True, ids, problem))
+    return tags
+
+
+def _read_head(
+    head: str,
+) -> tuple[tuple[str, ...], Literal["unreadable_ids", "unknown_attribute"] | None]:
+    """The ids of an opening tag's attributes (``head``: what follows its name, up to
+    ``>``), and its problem: an attribute other than ``id`` / ``ids``, or anything that is
+    not an attribute (linear: each attribute is one non-backtracking match)."""
+    ids: tuple[str, ...] = ()
+    seen_id = unreadable = unknown = False
+    position = 0
+    stripped = head.rstrip().removesuffix("/")
+    while position < len(stripped):
+        match = _ATTRIBUTE.match(stripped, position)
+        if match is None or match.end() == position:
+            unreadable = True
+            break
+        position = match.end()
+        raw = next((v for v in match.group("dq", "sq", "bare") if v is not None), None)
+        if raw is None:  # a bare word: ``id=A B`` is one unreadable list, not ``B``
+            unreadable = True
+        elif match.group("name").lower() not in ID_ATTRIBUTES:
+            unknown = True
+        elif seen_id:
+            unreadable = True
+        else:
+            seen_id = True
+            ids = split_ids(raw)
+            unreadable = unreadable or any(any(c.isspace() for c in cid) for cid in ids)
+    if stripped[position:].strip():
+        unreadable = True
+    if unreadable and ids:
+        return ids, "unreadable_ids"
+    return ids, "unknown_attribute" if unknown else None
+
+
 def _scan(answer: str) -> tuple[list[Claim], list[TagProblem]]:
     """One pass over the tags of ``answer``: claims in order, and what is malformed."""
     claims: list[Claim] = []
     problems: list[TagProblem] = []
-    open_tag: re.Match[str] | None = None
+    open_tag: _Tag | None = None
+    inner: list[_Tag] = []  # tags nested in the open one: their text stays in its claim
     text_start = 0  # where the current uncited text run begins
-    for tag in _TAG.finditer(answer):
-        if tag.group("open"):
+    for tag in _tags(answer):
+        if tag.is_open:
             if open_tag is not None:
-                problems.append(TagProblem("nested", tag.start()))
-                continue  # the inner opening is ignored; its text stays in the outer claim
-            claims += _uncited(answer[text_start : tag.start()])
+                problems.append(TagProblem("nested", tag.start))
+                inner.append(tag)
+                continue
+            claims += _uncited(answer[text_start : tag.start])
             open_tag = tag
             continue
         if open_tag is None:
-            problems.append(TagProblem("unopened", tag.start()))
+            problems.append(TagProblem("unopened", tag.start))
             continue
-        if tag.group("close").lower() != open_tag.group("open").lower():
-            problems.append(TagProblem("mismatched", tag.start()))
-        claim = _cited(answer, open_tag, tag.start(), problems)
+        if tag.name != open_tag.name:
+            problems.append(TagProblem("mismatched", tag.start))
+        claim = _cited(_without(answer, open_tag.end, tag.start, inner), open_tag, problems)
         if claim is not None:
             claims.append(claim)
-        open_tag = None
-        text_start = tag.end()
+        open_tag, inner = None, []
+        text_start = tag.end
     if open_tag is not None:
-        problems.append(TagProblem("unclosed", open_tag.start()))
-        claims += _uncited(_TAG.sub(" ", answer[open_tag.end() :]))
+        problems.append(TagProblem("unclosed", open_tag.start))
+        claims += _uncited(_without(answer, open_tag.end, len(answer), inner))
     else:
         claims += _uncited(answer[text_start:])
     return claims, problems
 
 
-def _cited(
-    answer: str, opening: re.Match[str], end: int, problems: list[TagProblem]
-) -> Claim | None:
-    raw = opening.group("dq")
-    if raw is None:
-        raw = opening.group("sq")
-    if raw is None:
-        raw = opening.group("bare")
-    ids = split_ids(raw or "")
-    if ids and not readable_ids(ids, opening.group("rest")):
-        problems.append(TagProblem("unreadable_ids", opening.start()))
-    text = _TAG.sub(" ", answer[opening.end() : end]).strip()  # drop nested inner tags
-    if not ids:
-        problems.append(TagProblem("empty_ids", opening.start()))
+def _without(answer: str, start: int, end: int, tags: list[_Tag]) -> str:
+    """``answer[start:end]`` with the given tags inside it replaced by a space."""
+    parts, position = [], start
+    for tag in tags:
+        parts += [answer[position : tag.start], " "]
+        position = tag.end
+    parts.append(answer[position:end])
+    return "".join(parts)
+
+
+def _cited(text: str, opening: _Tag, problems: list[TagProblem]) -> Claim | None:
+    if opening.problem is not None:
+        problems.append(TagProblem(opening.problem, opening.start))
+    text = text.strip()
+    if not opening.ids:
+        problems.append(TagProblem("empty_ids", opening.start))
         return Claim(text) if text else None
     if not text:
-        problems.append(TagProblem("empty_claim", opening.start()))
+        problems.append(TagProblem("empty_claim", opening.start))
         return None
-    tag: CitationTag = "cite" if opening.group("open").lower() == "cite" else "snippet"
-    return Claim(text, ids, tag)
+    tag: CitationTag = "cite" if opening.name == "cite" else "snippet"
+    return Claim(text, opening.ids, tag)
 
 
 def _uncited(text: str) -> list[Claim]:
-    """Split text outside citation tags into sentences long enough to be claims."""
-    out: list[Claim] = []
-    for sentence in _SENTENCE_SPLIT.split(text):
-        sentence = sentence.strip()
-        if len(_WORD.findall(sentence)) >= MIN_UNCITED_WORDS:
-            out.append(Claim(sentence))
-    return out
+    """Split text outside citation tags into sentences (``tribunal.citation.segment``: a
+    segmenter, not line breaks) and keep those that can assert something."""
+    return [
+        Claim(sentence)
+        for sentence in sentences(text)
+        if len(_WORD.findall(sentence)) >= MIN_UNCITED_WORDS and not _HEADING.match(sentence)
+    ]
 
 
 def words(text: str) -> list[str]:

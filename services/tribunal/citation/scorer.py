@@ -60,9 +60,9 @@ from typing import Literal
 
 from tribunal.citation.gates import FormatReport, IdReport
 from tribunal.citation.parse import Claim
-from tribunal.citation.verdicts import ClaimJudgment, Relevance, SupportVerdict
+from tribunal.wire.citation import PresetName
+from tribunal.wire.citation_verdicts import ClaimJudgment, Relevance, SupportVerdict
 
-PresetName = Literal["tribunal", "dr_tulu"]
 ClaimGate = Literal[
     "invalid_ids", "restates_question", "contradicts_evidence", "duplicate", "off_topic"
 ]

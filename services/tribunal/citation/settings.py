@@ -42,14 +42,21 @@ class CitationServiceConfig(CitationConfig):
         default=0,
         ge=0,
         validate_default=True,
-        description="Scoring processes per worker for items too large to check in the worker's "
-        "own process; 0 = one per core.",
+        description="Scoring processes per worker: every item's parsing, checks and lexical "
+        "judgment run in them, smallest item first (never on the worker's event loop); "
+        "0 = one per core.",
     )
     backend: Annotated[BackendConfig, NoDecode] = Field(
         default_factory=BackendConfig, description="LLM backend of the judge mode (tribunal.llm)."
     )
     judge: JudgeModeConfig = Field(
         default_factory=JudgeModeConfig, description="How the judge mode calls the model."
+    )
+    nli_model: str | None = Field(
+        default=None,
+        description="Local directory of the nli support mode's sequence-classification model "
+        "(an NLI cross-encoder whose labels name entailment); unset: items asking for nli get "
+        "backend_unavailable.",
     )
 
     @field_validator("processes")

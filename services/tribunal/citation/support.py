@@ -1,8 +1,8 @@
 """Support modes: who decides whether cited snippets support a claim.
 
 Every mode takes the claims of one answer that passed the deterministic gates
-(``tribunal.citation.gates``) as :class:`~tribunal.citation.verdicts.ClaimTask` s and returns
-one :class:`~tribunal.citation.verdicts.ClaimJudgment` per task, in order:
+(``tribunal.citation.gates``) as :class:`~tribunal.wire.citation_verdicts.ClaimTask` s and returns
+one :class:`~tribunal.wire.citation_verdicts.ClaimJudgment` per task, in order:
 
 - ``lexical``: token overlap and content checks, no model (``tribunal.citation.lexical``,
   called by the verifier as a plain function, in a scoring process for large items);
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask
 
 
 @dataclass

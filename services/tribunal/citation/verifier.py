@@ -11,11 +11,11 @@ verdicts) makes the item an error with no reward, never a citation score of 0.
 
 Where the CPU work runs: everything but the model call (parsing, evidence, gates, the lexical
 mode, scoring) is a module-level function of the item (:func:`score_offline` for modes
-``lexical`` and ``none``, :func:`prepare` then :func:`finish` for ``judge``). An item whose
-text is at most :data:`INLINE_MAX_CHARS` runs it in the worker's own process (linear checks:
-a few milliseconds at most); a larger one runs it in a ``DeadlinePool`` process under the
-``timeout_s`` deadline, so that no item holds the event loop, its heartbeats or the other
-items (as math and code do).
+``lexical`` and ``none``, :func:`prepare` then :func:`finish` for ``judge``), and it always
+runs in a ``DeadlinePool`` process under the ``timeout_s`` deadline, handed over smallest
+item first (``tribunal.citation.dispatch``): the event loop never scores, so that no item,
+and no request of many items, holds its heartbeats, a health check or another item. Its cost
+is linear in the item's text (``docs/citation.md`` gives the bound).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.content import content_stems, negated, numbers
+from tribunal.citation.content import content_stems, numbers
+from tribunal.citation.dispatch import SmallestFirst
 from tribunal.citation.evidence import gather_evidence
+from tribunal.citation.extractive import claim_marked_stems
 from tribunal.citation.gates import (
     FormatReport,
     IdReport,
@@ -37,15 +39,9 @@ from tribunal.citation.gates import (
 )
 from tribunal.citation.judge import PROMPT_VERSION, LLMSupport
 from tribunal.citation.lexical import EvidenceFacts, LexicalThresholds, contradicted, judge_all
+from tribunal.citation.nli import PROMPT_VERSION as NLI_VERSION
+from tribunal.citation.nli import NLISupport
 from tribunal.citation.parse import Claim, parse_answer
-from tribunal.citation.schemas import (
-    CitationDetails,
-    CitationItem,
-    CitationUsage,
-    ClaimResult,
-    FormatDetails,
-    SupportMode,
-)
 from tribunal.citation.scorer import (
     AnswerScore,
     ClaimGate,
@@ -55,21 +51,25 @@ from tribunal.citation.scorer import (
     score_claim,
 )
 from tribunal.citation.support import SupportOutcome
-from tribunal.citation.verdicts import ClaimJudgment, ClaimTask
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, InternalError
-from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
 from tribunal.llm.readiness import backend_unready_reasons
+from tribunal.wire.citation import (
+    CitationDetails,
+    CitationItem,
+    CitationUsage,
+    ClaimResult,
+    FormatDetails,
+    SupportMode,
+)
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import BackendUnavailable, InternalError
+from tribunal.wire.hashing import config_hash
 
-VERSION = "1"
+VERSION = "2"
 """Bump when the same input could get a different reward."""
 
-
-INLINE_MAX_CHARS = 16_384
-"""Largest item (response, evidence and tool output, in characters) checked in the worker's
-own process; larger ones go to a scoring process."""
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ class CitationVerifier:
             ``judge`` items get ``backend_unavailable``).
         judge_hash: What moves the judge mode's verdicts (backend settings, batching), for
             ``config_hash``; the prompt version is added here.
-        processes: Scoring processes for items larger than :data:`INLINE_MAX_CHARS`.
+        processes: Scoring processes.
         timeout_s: Hard deadline of one item's work in a scoring process (s).
     """
 
@@ -197,16 +197,19 @@ class CitationVerifier:
         config: CitationConfig,
         judge: LLMSupport | None = None,
         *,
+        nli: NLISupport | None = None,
         judge_hash: dict[str, Any] | None = None,
         processes: int = 1,
         timeout_s: float = 30.0,
     ) -> None:
         self.config = config
         self.judge = judge
+        self.nli = nli
         self._judge_hash = judge_hash or {}
         self.processes = processes
         self.timeout_s = timeout_s
         self._pool: DeadlinePool | None = None
+        self._calls: SmallestFirst | None = None
 
     def utilisation(self) -> tuple[int, int]:
         """``(busy, capacity)`` of the scoring processes."""
@@ -224,7 +227,10 @@ class CitationVerifier:
     def config_hash(self) -> str:
         """Hash of the scoring settings and, for judge mode, model and prompt version."""
         judge = {**self._judge_hash, "prompt_version": PROMPT_VERSION} if self.judge else None
-        return config_hash({"config": self.config.hash_payload(), "judge": judge})
+        payload = {"config": self.config.hash_payload(), "judge": judge}
+        if self.nli is not None:
+            payload["nli"] = self.nli.hash_payload()
+        return config_hash(payload)
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """The response, evidence, question and options decide the reward."""
@@ -238,8 +244,11 @@ class CitationVerifier:
         # Starting the forkserver and its processes blocks the caller for about a second:
         # pay it here, before the worker claims anything, not under a claimed item's heartbeat.
         await self._pool.run(item_chars, _WARM_UP, timeout_s=60)
+        self._calls = SmallestFirst(self._pool, timeout_s=self.timeout_s)
         if self.judge is not None:
             await self.judge.start()
+        if self.nli is not None:
+            await self.nli.start()
 
     async def unready_reasons(self) -> list[str]:
         """Why the ``judge`` support mode cannot score now: no LLM backend configured, or its
@@ -257,8 +266,11 @@ class CitationVerifier:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+            self._calls = None
         if self.judge is not None:
             await self.judge.aclose()
+        if self.nli is not None:
+            await self.nli.aclose()
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score every item concurrently (judge calls of different items overlap); an item's
@@ -272,16 +284,28 @@ class CitationVerifier:
             BadInput: (field ``evidence``) the request holds no snippet; (field ``response``)
                 the answer is over a size limit.
             ScoringTimeout: Its checks overran ``timeout_s`` in a scoring process.
-            InternalError: A large item before :meth:`start` (no scoring process to run it).
+            InternalError: Called before :meth:`start` (no scoring process to run it).
         """
         options = item.options
         mode = (options.support if options else None) or self.config.support
         size = item_chars(item)
-        if mode != "judge":
+        if mode not in ("judge", "nli"):
             return await self._offline(size, score_offline, item, self.config)
         prepared = await self._offline(size, prepare, item, self.config)
         if not (prepared.judged and prepared.tasks):
             return await self._offline(size, finish, prepared, SupportOutcome())
+        if mode == "nli":
+            if self.nli is None:
+                raise BackendUnavailable(
+                    "support mode 'nli' has no model: set TRIBUNAL_CITATION_NLI_MODEL (a local "
+                    "directory of a sequence-classification model) or send "
+                    "options.support='lexical'"
+                )
+            question = item.question or ""
+            found = await self.nli.judge(question, prepared.tasks, prepared.evidence)
+            return await self._offline(
+                size, finish, prepared, found, self.nli.model_path, NLI_VERSION
+            )
         if self.judge is None:
             raise BackendUnavailable(
                 "support mode 'judge' has no LLM backend: set TRIBUNAL_CITATION_BASE_URL "
@@ -292,13 +316,10 @@ class CitationVerifier:
         return await self._offline(size, finish, prepared, outcome, model, PROMPT_VERSION)
 
     async def _offline(self, size: int, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` here for an item of at most ``INLINE_MAX_CHARS`` characters, else in
-        a scoring process under the deadline."""
-        if size <= INLINE_MAX_CHARS:
-            return fn(*args)
-        if self._pool is None:
+        """``fn(*args)`` in a scoring process under the deadline, smallest item first."""
+        if self._calls is None:
             raise InternalError("CitationVerifier.start() was not called: no scoring process")
-        return await self._pool.run(fn, *args, timeout_s=self.timeout_s)
+        return await self._calls.run(size, fn, *args)
 
 
 def _details(
@@ -359,11 +380,13 @@ def _plan(
     cited = (cid for claim in claims for cid in claim.ids)
     facts = EvidenceFacts(evidence, cited) if mode == "judge" else None
     seen: set[_Key] = set()
+    snippet_stems: dict[str, frozenset[str]] = {}
     for claim in claims:
         invalid = tuple(cid for cid in claim.ids if cid not in evidence)
         snippets = tuple((cid, evidence[cid]) for cid in claim.ids if cid in evidence)
         stems = content_stems(claim.text)
-        key = (stems, frozenset(n.value for n in numbers(claim.text)), negated(claim.text))
+        figures = frozenset((n.value, n.unit) for n in numbers(claim.text))
+        key = (stems, figures, claim_marked_stems(claim.text))
         gate: ClaimGate | None = None
         if count_once and (stems or key[1]) and _repeats(key, seen):
             gate = "duplicate"
@@ -375,8 +398,17 @@ def _plan(
             gate = "contradicts_evidence"
         seen.add(key)
         # The judge mode asks the judge whether a cited claim helps answer the question
-        # (``_score``); the lexical mode decides it by the claim's content stems.
-        lexical_topic = mode != "judge" and asked and not (stems & asked)
+        # (``_score``); the lexical mode decides it by the content stems of the claim and
+        # of its cited snippets (a pronoun subject, "It spans 1,280 m.", names nothing the
+        # question does, but its snippet does).
+        lexical_topic = (
+            mode != "judge"
+            and asked
+            and not (stems & asked)
+            and not any(
+                _stems_of_snippet(snippet_stems, sid, text) & asked for sid, text in snippets
+            )
+        )
         if gate is None and count_once and claim.is_cited and lexical_topic:
             gate = "off_topic"  # judged: it earns nothing either way (see the scorer)
         elif gate is not None:
@@ -387,24 +419,34 @@ def _plan(
     return plans, tasks
 
 
+def _stems_of_snippet(seen: dict[str, frozenset[str]], sid: str, text: str) -> frozenset[str]:
+    """Content stems of one snippet, read once per item."""
+    if sid not in seen:
+        seen[sid] = content_stems(text)
+    return seen[sid]
+
+
 NEAR_DUPLICATE = 0.8
 """Jaccard overlap of content stems (same numbers) from which a claim repeats an earlier one."""
 
 
-_Key = tuple[frozenset[str], frozenset[float], bool]
-"""What a claim says, for duplicates: content stems, number values, negated."""
+_Key = tuple[frozenset[str], frozenset[tuple[float, str]], frozenset[str]]
+"""What a claim says, for duplicates: content stems, figures (value, unit), and the stems of
+its negation, hedge, qualifier, scope, direction and temporal words: a restatement that
+changes any of these contradicts or qualifies the first statement and is judged, never
+dropped as a repeat."""
 
 
 def _repeats(key: _Key, seen: set[_Key]) -> bool:
     """Whether a claim repeats an earlier one: the same key, or stems overlapping at least
-    ``NEAR_DUPLICATE`` with the same numbers and negation. Quadratic in the claims, which
+    ``NEAR_DUPLICATE`` with the same figures and marked words. Quadratic in the claims, which
     ``max_claims`` bounds (256² set comparisons at most)."""
     if key in seen:
         return True
-    stems, values, negation = key
-    for other, other_values, other_negation in seen:
+    stems, values, marked = key
+    for other, other_values, other_marked in seen:
         union = len(stems | other)
-        same = (other_values, other_negation) == (values, negation)
+        same = (other_values, other_marked) == (values, marked)
         if same and union and len(stems & other) / union >= NEAR_DUPLICATE:
             return True
     return False

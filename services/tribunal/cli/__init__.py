@@ -1,5 +1,5 @@
-"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``train``,
-``data``."""
+"""The ``tribunal`` command: ``up``, ``api``, ``worker``, ``openapi``, ``score``, ``calibrate``,
+``train``, ``data``."""
 
 from __future__ import annotations
 
@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from tribunal.core.errors import ConfigurationError
+from tribunal.cli.calibrate import app as calibrate_app
+from tribunal.wire.errors import ConfigurationError
 
 if TYPE_CHECKING:  # both import pydantic-settings or FastAPI: `tribunal score` needs neither
     from tribunal.core.service import ServiceSpec
     from tribunal.core.settings import CoreSettings
 
 app = typer.Typer(help="Tribunal: reward services for RL of language models.", no_args_is_help=True)
+app.add_typer(calibrate_app, name="calibrate")
 
 ServiceArg = Annotated[str, typer.Argument(help="Service name: math, code, judge or citation.")]
 
@@ -128,7 +130,7 @@ def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> N
     import uvicorn
 
     from tribunal.core.metrics import SHARED_DIR
-    from tribunal.core.registry import SERVICES
+    from tribunal.core.registry import service_module
 
     # The processes inherit this: each builds its app from the environment, on Redis (not
     # a fallback of its own), and writes its metrics where any of them reads them back.
@@ -138,7 +140,7 @@ def _serve_processes(service: str, processes: int, options: dict[str, Any]) -> N
         os.environ[SHARED_DIR] = tempfile.mkdtemp(prefix="tribunal-metrics-")
     try:
         uvicorn.run(
-            f"{SERVICES[service]}:create_app",
+            f"{service_module(service)}:create_app",
             factory=True,
             workers=processes,
             **options,
@@ -291,7 +293,7 @@ def score(
     Each chunk is a job with an idempotency key derived from the input's content: after
     Ctrl-C, the same command keeps the results already written and scores only the rest.
     """
-    from tribunal.client.score_command import run_score
+    from tribunal.cli.score import run_score
 
     code = run_score(
         verifier,
@@ -313,7 +315,7 @@ def _default_url(verifier: str) -> str:
     """``http://127.0.0.1:<port>`` of the verifier's service, on the port ``tribunal api``
     serves it: ``TRIBUNAL_<NAME>_PORT`` when set, else the default. Read without the
     settings classes, which would import every service's configuration."""
-    from tribunal.core.registry import env_port, local_url
+    from tribunal.wire.ports import env_port, local_url
 
     try:
         return local_url(verifier, env_port(verifier))
@@ -428,7 +430,7 @@ def data_path(
         typer.echo(str(root / name))
 
 
-# What `pip install 'tribunal[trainer]'` adds and the trainer imports.
+# What `pip install 'tribunal-rl[trainer]'` adds and the trainer imports.
 TRAINER_EXTRA = ("torch", "transformers", "deepspeed", "datasets")
 
 
@@ -449,7 +451,7 @@ def _require_trainer_extra(command: str) -> None:
     if missing:
         typer.echo(
             f"tribunal {command} needs the trainer extra (missing: {', '.join(missing)}): "
-            "pip install 'tribunal[trainer]'",
+            "pip install 'tribunal-rl[trainer]'",
             err=True,
         )
         raise typer.Exit(2)

@@ -1,7 +1,7 @@
 """The code runner: sandboxed execution of untrusted programs, scored against tests.
 
 Public surface: the two verifiers, their configuration and settings, the item models and
-the verdict enum. Names are imported on first use, so ``tribunal.code.schemas`` (the wire
+the verdict enum. Names are imported on first use, so ``tribunal.wire.code`` (the wire
 models) imports with pydantic alone.
 """
 
@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tribunal.code.config import CodeConfig
-    from tribunal.code.schemas import (
+    from tribunal.code.settings import CodeSettings
+    from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
+    from tribunal.wire.code import (
         AssertTests,
         CodeDetails,
         CodeItem,
@@ -26,26 +28,24 @@ if TYPE_CHECKING:
         StdioTests,
         TestDetail,
     )
-    from tribunal.code.settings import CodeSettings
-    from tribunal.code.verdicts import TestVerdict
-    from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
+    from tribunal.wire.code_verdicts import TestVerdict
 
 _EXPORTS = {
     "CodeConfig": "tribunal.code.config",
-    "AssertTests": "tribunal.code.schemas",
-    "CodeDetails": "tribunal.code.schemas",
-    "CodeItem": "tribunal.code.schemas",
-    "CodeOptions": "tribunal.code.schemas",
-    "FunctionCase": "tribunal.code.schemas",
-    "FunctionTests": "tribunal.code.schemas",
-    "Limits": "tribunal.code.schemas",
-    "RunDetails": "tribunal.code.schemas",
-    "RunItem": "tribunal.code.schemas",
-    "StdioCase": "tribunal.code.schemas",
-    "StdioTests": "tribunal.code.schemas",
-    "TestDetail": "tribunal.code.schemas",
+    "AssertTests": "tribunal.wire.code",
+    "CodeDetails": "tribunal.wire.code",
+    "CodeItem": "tribunal.wire.code",
+    "CodeOptions": "tribunal.wire.code",
+    "FunctionCase": "tribunal.wire.code",
+    "FunctionTests": "tribunal.wire.code",
+    "Limits": "tribunal.wire.code",
+    "RunDetails": "tribunal.wire.code",
+    "RunItem": "tribunal.wire.code",
+    "StdioCase": "tribunal.wire.code",
+    "StdioTests": "tribunal.wire.code",
+    "TestDetail": "tribunal.wire.code",
     "CodeSettings": "tribunal.code.settings",
-    "TestVerdict": "tribunal.code.verdicts",
+    "TestVerdict": "tribunal.wire.code_verdicts",
     "CodeRunVerifier": "tribunal.code.verifier",
     "CodeVerifier": "tribunal.code.verifier",
 }

@@ -8,17 +8,17 @@ from pydantic import Field
 
 from tribunal.code import mcp_server, sandbox_fusion, sandbox_fusion_jupyter, session_api
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.code.session_verifier import CodeSessionVerifier
 from tribunal.code.settings import CodeSettings
 from tribunal.code.verifier import CodeRunVerifier, CodeVerifier
 from tribunal.core.app import create_app as create_core_app
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.registry import PORTS
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
+from tribunal.wire.code import RunDetails, RunItem
+from tribunal.wire.ports import PORTS
 
 
 class RunRequest(RunItem):

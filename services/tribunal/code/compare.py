@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tribunal.core import jsonparse
+from tribunal.wire import jsonparse
 
 
 def normalise_stdout(text: str) -> list[str]:

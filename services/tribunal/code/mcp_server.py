@@ -19,6 +19,7 @@ answers an item that could not be scored (``reward: null`` with an error) as an 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -29,11 +30,11 @@ from fastapi import APIRouter, FastAPI
 from pydantic import ValidationError
 
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import CodeItem, RunItem
 from tribunal.code.session_api import close_owned, open_session, run_in_session
 from tribunal.code.session_models import CellRequest
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import TribunalError
+from tribunal.wire.code import CodeItem, RunItem
+from tribunal.wire.errors import TribunalError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -141,7 +142,27 @@ def mount(app: FastAPI) -> contextlib.AbstractAsyncContextManager[None]:
 
     @contextlib.asynccontextmanager
     async def running() -> AsyncIterator[None]:
-        async with server.session_manager.run():
+        # The session manager's task group must be left by the task that entered it: a task
+        # of its own, since whoever runs the app's lifespan may start and stop it from two
+        # tasks (a test's module-scoped fixture does).
+        stop = asyncio.Event()
+        started = asyncio.Event()
+
+        async def serve() -> None:
+            async with server.session_manager.run():
+                started.set()
+                await stop.wait()
+
+        task = asyncio.create_task(serve())
+        waiting = asyncio.ensure_future(started.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()  # it failed to start: raise its error here
+        try:
             yield
+        finally:
+            stop.set()
+            await task
 
     return running()

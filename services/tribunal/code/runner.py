@@ -44,7 +44,7 @@ from tribunal.code.sandbox import (
     SlotPool,
     sweep,
 )
-from tribunal.code.schemas import (
+from tribunal.wire.code import (
     AssertTests,
     CodeItem,
     FunctionTests,
@@ -52,8 +52,8 @@ from tribunal.code.schemas import (
     RunItem,
     StdioTests,
 )
-from tribunal.code.verdicts import TestVerdict
-from tribunal.core.errors import BadInput, SandboxError
+from tribunal.wire.code_verdicts import TestVerdict
+from tribunal.wire.errors import BadInput, SandboxError
 
 if TYPE_CHECKING:
     from tribunal.code.protocol import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from tribunal.code.schemas import RunDetails, RunItem
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import ERRORS_BY_CODE, InternalError
+from tribunal.wire.code import RunDetails, RunItem
+from tribunal.wire.errors import ERRORS_BY_CODE, InternalError
 
 
 async def run_once(item: RunItem, runtime: AppRuntime) -> RunDetails:

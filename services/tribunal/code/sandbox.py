@@ -60,8 +60,8 @@ from tribunal.code import (
 )
 from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
-from tribunal.core import jsonparse
-from tribunal.core.errors import ConfigurationError, SandboxError
+from tribunal.wire import jsonparse
+from tribunal.wire.errors import ConfigurationError, SandboxError
 
 if TYPE_CHECKING:
     from tribunal.code.protocol import Command, Record

@@ -31,13 +31,13 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tribunal.code.runs import run_once
-from tribunal.code.schemas import MAX_CODE_CHARS, Limits, RunDetails, RunItem
-from tribunal.code.verdicts import TestVerdict
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.errors import BadInput, SandboxError, TribunalError
-from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.wire.code import MAX_CODE_CHARS, Limits, RunDetails, RunItem
+from tribunal.wire.code_verdicts import TestVerdict
+from tribunal.wire.errors import BadInput, SandboxError, TribunalError
+from tribunal.wire.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 
 LANGUAGES = {"python": "python", "cpp": "cpp"}
 """SandboxFusion's language names that Tribunal runs, and its own name for each."""

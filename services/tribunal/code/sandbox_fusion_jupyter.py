@@ -31,7 +31,6 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.code.sandbox_fusion import CommandRunResult, CommandRunStatus, RunStatus
-from tribunal.code.schemas import MAX_CODE_CHARS
 from tribunal.code.session_api import (
     SESSION_RESPONSES,
     close_owned,
@@ -40,8 +39,9 @@ from tribunal.code.session_api import (
 )
 from tribunal.code.session_models import CellRequest, CellResult
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.errors import SandboxError, SessionLost, TribunalError
 from tribunal.core.routes.body import JSONRoute
+from tribunal.wire.code import MAX_CODE_CHARS
+from tribunal.wire.errors import SandboxError, SessionLost, TribunalError
 
 MAX_CELLS = 1000
 

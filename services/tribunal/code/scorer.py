@@ -8,8 +8,8 @@ with any ``sandbox_error`` case has no reward: Tribunal failed, not the program.
 from __future__ import annotations
 
 from tribunal.code.runner import CaseResult
-from tribunal.code.schemas import CodeDetails, TestDetail
-from tribunal.code.verdicts import TestVerdict
+from tribunal.wire.code import CodeDetails, TestDetail
+from tribunal.wire.code_verdicts import TestVerdict
 
 
 def pass_rate(cases: list[CaseResult]) -> float:

@@ -53,7 +53,7 @@ import logging
 import os
 import socket
 
-from tribunal.core.errors import ConfigurationError
+from tribunal.wire.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

@@ -29,17 +29,17 @@ from tribunal.code.session_models import (
 )
 from tribunal.code.session_verifier import SESSION_VERIFIER, owner_stream
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key
-from tribunal.core.envelope import ErrorResponse
-from tribunal.core.errors import (
+from tribunal.core.queue.base import QueuedItem
+from tribunal.core.routes.body import JSONRoute
+from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.wire.envelope import ErrorResponse
+from tribunal.wire.errors import (
     ERRORS_BY_CODE,
     ConfigurationError,
     InternalError,
     ScoringTimeout,
     SessionLost,
 )
-from tribunal.core.queue.base import QueuedItem
-from tribunal.core.routes.body import JSONRoute
-from tribunal.core.routes.responses import ERROR_RESPONSES
 
 _SESSION_ID = re.compile(r"^([0-9a-f]{16})\.[A-Za-z0-9_-]{24}$")
 _ANSWER_MARGIN_S = 10.0

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from tribunal.code.schemas import MAX_CODE_CHARS
-from tribunal.core.envelope import ScoreItem
+from tribunal.wire.code import MAX_CODE_CHARS
+from tribunal.wire.envelope import ScoreItem
 
 
 class SessionRequest(BaseModel):

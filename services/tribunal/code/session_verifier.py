@@ -31,16 +31,16 @@ from tribunal.code.seccomp import build_filter
 from tribunal.code.session_models import CellRequest, SessionCreateItem, SessionInfo
 from tribunal.code.sessions import SessionHost, SessionLimits
 from tribunal.code.verifier import _CodeBase
-from tribunal.core.envelope import ItemOutcome, ScoreItem, result_json
-from tribunal.core.errors import (
+from tribunal.core.queue.base import Delivery, JobQueue
+from tribunal.core.verifier import score_each, verifier_info
+from tribunal.wire.envelope import ItemOutcome, ScoreItem, result_json
+from tribunal.wire.errors import (
     BadInput,
     ConfigurationError,
     InternalError,
     QueueUnavailable,
     TribunalError,
 )
-from tribunal.core.queue.base import Delivery, JobQueue
-from tribunal.core.verifier import score_each, verifier_info
 
 logger = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from tribunal.code.sandbox import (
     sweep,
 )
 from tribunal.code.session_models import CellRequest, CellResult, SessionInfo
-from tribunal.core.errors import SandboxError, SessionLost, SessionsFull
+from tribunal.wire.errors import SandboxError, SessionLost, SessionsFull
 
 if TYPE_CHECKING:
     from tribunal.code.protocol import CellCommand

@@ -16,19 +16,19 @@ from tribunal.code.config import CodeConfig
 from tribunal.code.extract import extract_program
 from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
-from tribunal.code.schemas import CodeDetails, CodeItem, RunDetails, RunItem
 from tribunal.code.scorer import score_cases
 from tribunal.code.seccomp import build_filter
-from tribunal.code.verdicts import TestVerdict
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import (
+from tribunal.core.verifier import score_each
+from tribunal.wire.code import CodeDetails, CodeItem, RunDetails, RunItem
+from tribunal.wire.code_verdicts import TestVerdict
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import (
     BadInput,
     ConfigurationError,
     SandboxError,
     TribunalError,
 )
-from tribunal.core.hashing import config_hash
-from tribunal.core.verifier import score_each
+from tribunal.wire.hashing import config_hash
 
 logger = logging.getLogger(__name__)
 

@@ -22,14 +22,6 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tribunal.core.deps import AppRuntime
-from tribunal.core.errors import (
-    BackendUnavailable,
-    ConfigurationError,
-    InternalError,
-    QueueUnavailable,
-    TribunalError,
-)
-from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 from tribunal.core.inspection.routes import inspect_router
 from tribunal.core.inspection.store import InspectRecorder, build_inspect_store, recorder_for
 from tribunal.core.metrics import Metrics
@@ -49,6 +41,14 @@ from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
 from tribunal.core.verifier import Verifier
 from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InternalError,
+    QueueUnavailable,
+    TribunalError,
+)
+from tribunal.wire.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tribunal.core.errors import QueueUnavailable
-from tribunal.core.hashing import sha256_hex
 from tribunal.core.lru import LRU
 from tribunal.core.queue.keys import Keys
+from tribunal.wire.errors import QueueUnavailable
+from tribunal.wire.hashing import sha256_hex
 
 
 def cache_entry(version: str, config_hash: str, payload: Any) -> str:

@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from tribunal.core.errors import InternalError, ScoringTimeout, TribunalError
 from tribunal.core.pool import DeadlinePool
+from tribunal.wire.errors import InternalError, ScoringTimeout, TribunalError
 
 T = TypeVar("T")
 

@@ -12,13 +12,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from tribunal.core.errors import Unauthorized
 from tribunal.core.inspection.store import InspectRecorder, InspectStore
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import key_matches, presented_key
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.scoring import ScoringService
 from tribunal.core.settings import CoreSettings
+from tribunal.wire.errors import Unauthorized
 
 
 @dataclass

@@ -395,6 +395,15 @@ class Metrics:
             labelnames=["route", "spec", "code"],
             registry=None if self._shared else self.registry,
         )
+        # OpenRLHF truncates a prompt longer than max_len - max_new_tokens and sends the query
+        # from inside it: scored, and counted here, since the cut may hide what was asked.
+        self.trainer_prompts_truncated = Counter(
+            "tribunal_trainer_prompts_truncated",
+            "Queries a trainer route (openrlhf) scored from a truncated prompt (this process), "
+            "by route and spec.",
+            labelnames=["route", "spec"],
+            registry=None if self._shared else self.registry,
+        )
 
     async def refresh(
         self, queue: JobQueue, caches: Mapping[str, ResultCache] | None = None

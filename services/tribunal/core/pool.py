@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pebble import ProcessExpired, ProcessPool
 from pebble.common.types import CONSTS as PEBBLE_CONSTS
 
-from tribunal.core.errors import InternalError, ScoringTimeout
+from tribunal.wire.errors import InternalError, ScoringTimeout
 
 T = TypeVar("T")
 

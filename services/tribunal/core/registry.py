@@ -1,94 +1,75 @@
-"""The services Tribunal ships, by name, loaded lazily (the math service never imports the
-judge's dependencies)."""
+"""The services a ``tribunal`` command can serve, found by their entry points (group
+``tribunal.verifiers``), loaded lazily: the math service never imports the judge's
+dependencies, and core names none of them.
+
+A distribution adds a verifier by declaring, in its own ``pyproject.toml``::
+
+    [project.entry-points."tribunal.verifiers"]
+    lean = "lean_verifier.api:SERVICE"
+
+where ``SERVICE`` is a :class:`~tribunal.core.service.ServiceSpec` and the same module defines
+``create_app()`` (what ``tribunal api NAME --processes N`` hands uvicorn). Tribunal's own five
+services are registered the same way, in its ``pyproject.toml``.
+"""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import os
+from importlib import metadata
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imports FastAPI: a client reading PORTS needs none of it
+if TYPE_CHECKING:  # imports FastAPI: a client reading the ports needs none of it
     from tribunal.core.service import ServiceSpec
 
-SERVICES: dict[str, str] = {
-    "math": "tribunal.math.api",
-    "code": "tribunal.code.api",
-    "judge": "tribunal.judge.api",
-    "citation": "tribunal.citation.api",
-    "gateway": "tribunal.gateway.api",
-}
-"""Service name -> module defining ``SERVICE: ServiceSpec``."""
+GROUP = "tribunal.verifiers"
+"""The entry-point group every service is registered in."""
 
-PORTS: dict[str, int] = {
-    "gateway": 8100,
-    "math": 8101,
-    "code": 8102,
-    "judge": 8103,
-    "citation": 8104,
-}
-"""Service name -> default port (its ``ServiceSpec.port``), here so that a client such as
-``tribunal score`` finds a service without importing it (a service module imports FastAPI
-and its verifier: a second or more)."""
+
+def _registered() -> dict[str, metadata.EntryPoint]:
+    # The first distribution on sys.path that registers a name keeps it, as an import would.
+    found: dict[str, metadata.EntryPoint] = {}
+    for entry in metadata.entry_points(group=GROUP):
+        found.setdefault(entry.name, entry)
+    return found
+
+
+def _entry(name: str) -> metadata.EntryPoint:
+    registered = _registered()
+    if name not in registered:
+        raise KeyError(f"unknown service {name!r}; choose one of {', '.join(sorted(registered))}")
+    return registered[name]
+
+
+def service_module(name: str) -> str:
+    """Return the module that defines service ``name``'s ``SERVICE`` and ``create_app``.
+
+    Raises:
+        KeyError: No installed distribution registers that name (the message lists the names).
+    """
+    return _entry(name).module
 
 
 def load_service(name: str) -> ServiceSpec:
     """Return the ``ServiceSpec`` of service ``name``.
 
     Raises:
-        KeyError: No service has that name (the message lists the names).
+        KeyError: No installed distribution registers that name (the message lists the names).
+        TypeError: The entry point names something other than a ``ServiceSpec``.
     """
-    if name not in SERVICES:
-        raise KeyError(_unknown(name))
-    spec: ServiceSpec = importlib.import_module(SERVICES[name]).SERVICE
+    from tribunal.core.service import ServiceSpec
+
+    spec = _entry(name).load()
+    if not isinstance(spec, ServiceSpec):
+        raise TypeError(
+            f"entry point {name!r} of group {GROUP!r} names a {type(spec).__name__}, "
+            "not a ServiceSpec"
+        )
     return spec
 
 
-def local_url(name: str, port: int | None = None) -> str:
-    """Return ``http://127.0.0.1:<port>`` of service ``name``; without ``port``, its default
-    port: where ``make up`` serves it.
-
-    Raises:
-        KeyError: No service has that name (the message lists the names).
-    """
-    if name not in PORTS:
-        raise KeyError(_unknown(name))
-    return f"http://127.0.0.1:{PORTS[name] if port is None else port}"
-
-
-def port_variable(name: str) -> str:
-    """The variable that moves service ``name``'s port: ``TRIBUNAL_<NAME>_PORT``."""
-    return f"TRIBUNAL_{name.upper()}_PORT"
-
-
-def env_port(name: str) -> int | None:
-    """The port ``TRIBUNAL_<NAME>_PORT`` gives service ``name`` in this environment (the
-    port ``tribunal api`` and ``tribunal up`` serve it on), or None when it is unset.
-
-    Read from the environment alone, without the service's settings class (which would
-    import its configuration), by whatever calls a service on this host: ``tribunal score``,
-    the gateway's default verifier URLs.
-
-    Raises:
-        ValueError: The variable is set to something that is not a port (the message names
-            it).
-    """
-    variable = port_variable(name)
-    value = os.environ.get(variable, "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or not 0 < int(value) < 65536:
-        raise ValueError(f"{variable}={value!r} is not a port")
-    return int(value)
-
-
-def _unknown(name: str) -> str:
-    return f"unknown service {name!r}; choose one of {', '.join(SERVICES)}"
-
-
 def available_services() -> list[str]:
-    """Names of the services whose module is present in this installation."""
-    return [name for name, module in SERVICES.items() if _installed(module)]
+    """Names of the registered services whose module is present, sorted."""
+    return sorted(name for name, entry in _registered().items() if _installed(entry.module))
 
 
 def _installed(module: str) -> bool:

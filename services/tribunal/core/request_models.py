@@ -23,7 +23,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from tribunal.core.envelope import (
+from tribunal.core.verifier import DocumentsDetails, Verifier
+from tribunal.wire.envelope import (
     ItemResult,
     JobState,
     ScoreItem,
@@ -32,9 +33,8 @@ from tribunal.core.envelope import (
     job_state_model,
     score_response_model,
 )
-from tribunal.core.errors import BadInput
-from tribunal.core.hashing import SURROGATE_MESSAGE, encodes_utf8, lone_surrogate, printable
-from tribunal.core.verifier import DocumentsDetails, Verifier
+from tribunal.wire.errors import BadInput
+from tribunal.wire.hashing import SURROGATE_MESSAGE, encodes_utf8, lone_surrogate, printable
 
 
 @dataclass(frozen=True)

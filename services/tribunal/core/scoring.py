@@ -15,16 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from tribunal.core.cache import ResultCache, cache_entry
-from tribunal.core.envelope import ItemOutcome, JobState, ScoreItem, result_json
-from tribunal.core.errors import (
-    BackendUnavailable,
-    BadInput,
-    JobNotFound,
-    PayloadTooLarge,
-    QueueUnavailable,
-    ScoringTimeout,
-)
-from tribunal.core.hashing import json_digest
 from tribunal.core.queue.base import (
     Delivery,
     JobQueue,
@@ -36,6 +26,16 @@ from tribunal.core.queue.base import (
 from tribunal.core.queue.keys import JOB_ID
 from tribunal.core.request_models import InvalidItem
 from tribunal.core.verifier import Verifier, verifier_info
+from tribunal.wire.envelope import ItemOutcome, JobState, ScoreItem, result_json
+from tribunal.wire.errors import (
+    BackendUnavailable,
+    BadInput,
+    JobNotFound,
+    PayloadTooLarge,
+    QueueUnavailable,
+    ScoringTimeout,
+)
+from tribunal.wire.hashing import json_digest
 
 if TYPE_CHECKING:  # the inspector's store imports the Redis queue
     from tribunal.core.inspection.store import InspectRecorder

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from tribunal.core.envelope import ItemOutcome, ScoreItem, VerifierInfo
-from tribunal.core.errors import InternalError, TribunalError
+from tribunal.wire.envelope import ItemOutcome, ScoreItem, VerifierInfo
+from tribunal.wire.errors import InternalError, TribunalError
 
 if TYPE_CHECKING:
     from tribunal.core.queue.base import JobQueue

@@ -34,14 +34,6 @@ from typing import Protocol, TypeVar
 from pydantic import ValidationError
 
 from tribunal.core.cache import ResultCache
-from tribunal.core.envelope import ItemOutcome, ScoreItem, result_json
-from tribunal.core.errors import (
-    BadInput,
-    DeadLettered,
-    InternalError,
-    QueueUnavailable,
-    TribunalError,
-)
 from tribunal.core.inspection.store import InspectRecorder
 from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally, entry_age_s
 from tribunal.core.queue.base import Delivery, JobQueue
@@ -54,6 +46,14 @@ from tribunal.core.verifier import (
     Verifier,
     score_guarded,
     verifier_info,
+)
+from tribunal.wire.envelope import ItemOutcome, ScoreItem, result_json
+from tribunal.wire.errors import (
+    BadInput,
+    DeadLettered,
+    InternalError,
+    QueueUnavailable,
+    TribunalError,
 )
 
 logger = logging.getLogger(__name__)

@@ -6,12 +6,12 @@ import asyncio
 import logging
 import signal
 
-from tribunal.core.errors import ConfigurationError, QueueUnavailable
 from tribunal.core.inspection.store import build_inspect_store, recorder_for
 from tribunal.core.queue.factory import build_cache, redis_queue
 from tribunal.core.service import ServiceSpec, settle_heap
 from tribunal.core.settings import CoreSettings
 from tribunal.core.worker import WorkerRuntime
+from tribunal.wire.errors import ConfigurationError, QueueUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Library surface: reward specs (:func:`load_spec_text`, :func:`load_specs`,
 of a spec (:func:`combine`), the verifier behind ``POST /v1/score``
 (:class:`GatewayVerifier`) and the wire models (:class:`GatewayItem`,
 :class:`GatewayScoreRequest`, :class:`SpecDetails`). The HTTP service is
-``tribunal.gateway.api``. Names are imported on first use, so ``tribunal.gateway.schemas``
+``tribunal.gateway.api``. Names are imported on first use, so ``tribunal.wire.gateway``
 (the wire models) imports with pydantic alone.
 """
 
@@ -16,13 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tribunal.gateway.expression import Formula, FormulaError, parse_formula
-    from tribunal.gateway.schemas import (
-        GatewayItem,
-        GatewayScoreRequest,
-        SpecDetails,
-        SpecInfo,
-        SubReward,
-    )
     from tribunal.gateway.scorer import ComponentResult, combine
     from tribunal.gateway.specs import (
         LoadedSpec,
@@ -33,16 +26,23 @@ if TYPE_CHECKING:
         shipped_specs,
     )
     from tribunal.gateway.verifier import GatewayVerifier, VerifierClient
+    from tribunal.wire.gateway import (
+        GatewayItem,
+        GatewayScoreRequest,
+        SpecDetails,
+        SpecInfo,
+        SubReward,
+    )
 
 _EXPORTS = {
     "Formula": "tribunal.gateway.expression",
     "FormulaError": "tribunal.gateway.expression",
     "parse_formula": "tribunal.gateway.expression",
-    "GatewayItem": "tribunal.gateway.schemas",
-    "GatewayScoreRequest": "tribunal.gateway.schemas",
-    "SpecDetails": "tribunal.gateway.schemas",
-    "SpecInfo": "tribunal.gateway.schemas",
-    "SubReward": "tribunal.gateway.schemas",
+    "GatewayItem": "tribunal.wire.gateway",
+    "GatewayScoreRequest": "tribunal.wire.gateway",
+    "SpecDetails": "tribunal.wire.gateway",
+    "SpecInfo": "tribunal.wire.gateway",
+    "SubReward": "tribunal.wire.gateway",
     "ComponentResult": "tribunal.gateway.scorer",
     "combine": "tribunal.gateway.scorer",
     "LoadedSpec": "tribunal.gateway.specs",

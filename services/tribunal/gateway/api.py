@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI
 
 from tribunal.core.app import create_app as create_core_app
-from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.gateway.remote import ClientVerifiers, verifiers_unready
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.verifier import GatewayVerifier
+from tribunal.wire.ports import PORTS
 
 
 def create_verifiers(settings: GatewaySettings) -> list[Verifier]:

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tribunal.core.errors import BadInput, ConfigurationError
+from tribunal.wire.errors import BadInput, ConfigurationError
 
 # The tokens a conversation's turns are read from, each a fixed string (one linear pass; a
 # pattern such as ``<tool_call>.*?</tool_call>`` rescans the rest of the text from every

@@ -22,9 +22,13 @@ off its end before scoring.
 
 The prompt is located as the trainer builds the query (:func:`locate_response`): padding
 and special tokens that decoding leaves at the start (``<|endoftext|>``, ``<pad>``, BOS) and
-whitespace are skipped on both sides. A request without ``prompts``, or a query whose prompt
-cannot be located, is refused (422, naming ``prompts`` or ``query.<i>``): scored whole, the
-question's own numbers would pay a response that has none.
+whitespace are skipped on both sides. A prompt longer than ``max_len - max_new_tokens``
+tokens is truncated by OpenRLHF to its last tokens before generation, while ``prompts`` still
+holds all of it: a query that starts with a suffix of its prompt (of at least
+:data:`MIN_TRUNCATED_PROMPT_CHARS` characters; :func:`locate_truncated_response`) is scored
+from the end of that suffix, and the route counts it. A request without ``prompts``, or a
+query whose prompt cannot be located either way, is refused (422, naming ``prompts`` or
+``query.<i>``): scored whole, the question's own numbers would pay a response that has none.
 
 A missing ``labels`` or a null or empty label is refused (422 naming ``labels.<i>``): scored
 against nothing, a verifier would pay 0 for a right answer.
@@ -48,9 +52,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tribunal.core.envelope import ItemResult
-from tribunal.core.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
 from tribunal.gateway.expression import Formula, FormulaError
+from tribunal.wire.envelope import ItemResult
+from tribunal.wire.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
+
+MIN_TRUNCATED_PROMPT_CHARS = 32
+"""The shortest prompt suffix a truncated query must start with: a shorter one (a template's
+last line) could start an unrelated query by chance."""
 
 UNDECIDED = frozenset({"timeout", "internal_error"})
 """Item error classes that mean "the verifier could not decide this answer"."""
@@ -175,12 +183,55 @@ def locate_response(query: str, prompt: str) -> str | None:
     return query[q:]
 
 
+def locate_truncated_response(query: str, prompt: str) -> str | None:
+    """Return what follows the longest suffix of ``prompt`` that ``query`` starts with, or None
+    when that suffix is shorter than :data:`MIN_TRUNCATED_PROMPT_CHARS`.
+
+    OpenRLHF keeps a too-long prompt's last tokens (``SingleTurnAgentExecutor.execute`` in
+    ``openrlhf/utils/agent.py``, 0.11.2: ``prompt_token_ids[-max_prompt_length:]``) and decodes
+    them with the response: the query starts at a token boundary inside the prompt. Padding,
+    whitespace and replacement characters (a multi-byte character cut by the boundary) at the
+    query's start are skipped. Linear in ``len(prompt)``: the prefix function (Knuth, Morris
+    and Pratt) of the query's head, a separator, and the prompt.
+    """
+    begin = _PADDING.match(query)
+    q = begin.end() if begin else 0
+    while q < len(query) and query[q] in "\ufffd \t\n\r":
+        q += 1
+    body = prompt.rstrip()
+    text = query[q : q + len(body)] + "\x00" + body
+    border = [0] * len(text)
+    for i in range(1, len(text)):
+        k = border[i - 1]
+        while k and text[i] != text[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if text[i] == text[k] else 0
+    matched = border[-1]
+    if matched < MIN_TRUNCATED_PROMPT_CHARS:
+        return None
+    rest = query[q + matched :]
+    trailing = len(prompt) - len(body)  # the prompt's own trailing whitespace, as far as it goes
+    skip = len(rest) - len(rest.lstrip())
+    return rest[min(trailing, skip) :]
+
+
 def to_items(
-    request: GetRewardRequest, spec: str, end_tokens: tuple[str, ...] = ()
+    request: GetRewardRequest,
+    spec: str,
+    end_tokens: tuple[str, ...] = (),
+    truncated: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """One gateway item per query, for ``spec``: the response is what follows the prompt,
-    without the end-of-sequence and padding tokens at its end (:func:`strip_end_tokens`, with
-    ``end_tokens`` and the request's own).
+    """One gateway item per query, for ``spec``: the response is what follows the prompt
+    (:func:`locate_response`, else what follows the part of it a truncated query kept:
+    :func:`locate_truncated_response`), without the end-of-sequence and padding tokens at its
+    end (:func:`strip_end_tokens`, with ``end_tokens`` and the request's own).
+
+    Args:
+        request: OpenRLHF's request.
+        spec: The reward spec of every item.
+        end_tokens: End tokens besides :data:`END_TOKENS` and the request's.
+        truncated: When given, the index of each query located as a truncated one is
+            appended to it.
 
     Raises:
         BadInput: ``prompts`` or ``labels`` is missing (``field="prompts"`` / ``"labels"``),
@@ -210,9 +261,14 @@ def to_items(
         prompt = request.prompts[index]
         response = locate_response(query, prompt)
         if response is None:
+            response = locate_truncated_response(query, prompt)
+            if response is not None and truncated is not None:
+                truncated.append(index)
+        if response is None:
             raise BadInput(
                 f"query.{index}: its prompt (prompts.{index}) is not where the query starts, "
-                "even with padding and whitespace skipped",
+                "even with padding and whitespace skipped, nor does the query start with its "
+                f"last {MIN_TRUNCATED_PROMPT_CHARS} characters or more (a truncated prompt)",
                 field=f"query.{index}",
             )
         response = strip_end_tokens(response, (*end_tokens, *request.end_tokens))

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tribunal.core.errors import BadInput
 from tribunal.gateway.builtins import last_code_block
 from tribunal.gateway.specs import Component, InputMapping, Source
+from tribunal.wire.errors import BadInput
 
 MAX_ID_CHARS = 512
 

@@ -28,7 +28,7 @@ import orjson
 from httpx_aiohttp import AiohttpTransport
 
 from tribunal.client import APIError, ClientError, TribunalClient
-from tribunal.core.errors import ERRORS_BY_CODE, BackendUnavailable, QueueFull
+from tribunal.wire.errors import ERRORS_BY_CODE, BackendUnavailable, QueueFull
 
 logger = logging.getLogger(__name__)
 

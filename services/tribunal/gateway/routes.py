@@ -14,8 +14,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
-from tribunal.core.envelope import ScoreItem, ScoreResponse, score_response_model
-from tribunal.core.errors import QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.gateway.openrlhf import (
@@ -26,11 +24,13 @@ from tribunal.gateway.openrlhf import (
     to_response,
 )
 from tribunal.gateway.remote import LoadShed, placing
-from tribunal.gateway.schemas import GatewayDetails, GatewayScoreRequest
 from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.slime import SlimeRewardRequest
 from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
+from tribunal.wire.envelope import ScoreItem, ScoreResponse, score_response_model
+from tribunal.wire.errors import QueueUnavailable, ScoringTimeout, TribunalError
+from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
 
 logger = logging.getLogger(__name__)
 
@@ -227,12 +227,42 @@ async def _counted(
         raise
 
 
+TRUNCATION_LOG_WINDOW_S = 60.0
+"""A spec's truncated prompts are logged once per this many seconds (and all counted)."""
+
+
+def _note_truncation(
+    spec: str, truncated: int, total: int, verifier: GatewayVerifier, runtime: AppRuntime
+) -> None:
+    """Count OpenRLHF's truncated prompts, and log them once per spec and window."""
+    runtime.metrics.trainer_prompts_truncated.labels("openrlhf", spec).inc(truncated)
+    now = time.monotonic()
+    last = verifier.truncation_logged.get(spec)
+    if last is not None and now - last < TRUNCATION_LOG_WINDOW_S:
+        return
+    verifier.truncation_logged[spec] = now
+    logger.warning(
+        "openrlhf: %d of %d queries for spec %r start inside their prompt (OpenRLHF kept the "
+        "last tokens of a prompt longer than max_len - max_new_tokens); scored from the part "
+        "kept. Counted in tribunal_trainer_prompts_truncated_total; logged once per spec every "
+        "%g s",
+        truncated,
+        total,
+        _excerpt(spec, 64),
+        TRUNCATION_LOG_WINDOW_S,
+    )
+
+
 async def _get_reward(
     body: GetRewardRequest, spec: str, runtime: AppRuntime, end_tokens: tuple[str, ...]
 ) -> GetRewardResponse:
     async def answer() -> GetRewardResponse:
         verifier = _gateway_for(spec, runtime)
-        return await _spec_rewards(to_items(body, spec, end_tokens), spec, verifier, runtime)
+        truncated: list[int] = []
+        items = to_items(body, spec, end_tokens, truncated)
+        if truncated:
+            _note_truncation(spec, len(truncated), len(body.query), verifier, runtime)
+        return await _spec_rewards(items, spec, verifier, runtime)
 
     prompt = body.prompts[0] if body.prompts else body.query[0]
     label = body.labels[0] if body.labels else None

@@ -6,7 +6,7 @@ any non-finite value (a NaN or an infinity from a verifier or from the formula i
 error, never a reward, and never 0).
 
 The details of a spec result are written here as a dict; their shape is
-``tribunal.gateway.schemas.SpecDetails`` (one ``SubReward`` per component).
+``tribunal.wire.gateway.SpecDetails`` (one ``SubReward`` per component).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tribunal.core.envelope import ItemError, ItemOutcome, VerifierInfo
-from tribunal.core.errors import ConfigurationError, InternalError
 from tribunal.gateway.expression import FormulaError
-from tribunal.gateway.schemas import ComponentStatus
 from tribunal.gateway.specs import LoadedSpec
+from tribunal.wire.envelope import ItemError, ItemOutcome, VerifierInfo
+from tribunal.wire.errors import ConfigurationError, InternalError
+from tribunal.wire.gateway import ComponentStatus
 
 
 @dataclass

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.core.registry import env_port, local_url
 from tribunal.core.settings import CoreSettings
 from tribunal.gateway.specs import SHIPPED_DIR, LoadedSpec, load_specs
+from tribunal.wire.ports import env_port, local_url
 
 
 def _follow(verifier: str) -> str:

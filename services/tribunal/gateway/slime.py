@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.core.errors import BadInput
 from tribunal.gateway.openrlhf import rollout_fields
+from tribunal.wire.errors import BadInput
 
 
 class SlimeRewardRequest(BaseModel):

@@ -49,10 +49,10 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tribunal.core.hashing import config_hash
 from tribunal.gateway.expression import FUNCTIONS, Formula, FormulaError, parse_formula
-from tribunal.gateway.schemas import CombineRule, VerifierName
-from tribunal.math.grammar import AnswerFormat
+from tribunal.wire.gateway import CombineRule, VerifierName
+from tribunal.wire.hashing import config_hash
+from tribunal.wire.math import AnswerFormat
 
 SPEC_ANSWER_FORMAT: AnswerFormat = "marked"
 """The answer format of a spec's math source that declares none: a strict one (a box, a

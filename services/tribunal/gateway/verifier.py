@@ -27,7 +27,13 @@ from typing import Any, ClassVar, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError, create_model
 
-from tribunal.core.envelope import (
+from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
+from tribunal.gateway.builtins import BUILTINS
+from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
+from tribunal.gateway.remote import InFlightItems
+from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
+from tribunal.gateway.specs import LoadedSpec, Source
+from tribunal.wire.envelope import (
     ItemError,
     ItemOutcome,
     ItemResult,
@@ -35,21 +41,15 @@ from tribunal.core.envelope import (
     VerifierInfo,
     result_json,
 )
-from tribunal.core.errors import BadInput, InternalError, TribunalError
-from tribunal.core.hashing import config_hash
-from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
-from tribunal.gateway.builtins import BUILTINS
-from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
-from tribunal.gateway.remote import InFlightItems
-from tribunal.gateway.schemas import GatewayDetails, GatewayItem
-from tribunal.gateway.scorer import ComponentResult, combine, gate_closed
-from tribunal.gateway.specs import LoadedSpec, Source
+from tribunal.wire.errors import BadInput, InternalError, TribunalError
+from tribunal.wire.gateway import GatewayDetails, GatewayItem
+from tribunal.wire.hashing import config_hash
 
 _ITEM_MODELS = {
-    "math": "tribunal.math.schemas:MathItem",
-    "code": "tribunal.code.schemas:CodeItem",
-    "judge": "tribunal.judge.schemas:JudgeItem",
-    "citation": "tribunal.citation.schemas:CitationItem",
+    "math": "tribunal.wire.math:MathItem",
+    "code": "tribunal.wire.code:CodeItem",
+    "judge": "tribunal.wire.judge:JudgeItem",
+    "citation": "tribunal.wire.citation:CitationItem",
 }
 _FIELD_PREFIX = re.compile(r"^items\.\d+\.?")
 
@@ -237,6 +237,8 @@ class GatewayVerifier:
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
         self.tally = Tally()
+        # spec -> time.monotonic() of the last truncated-prompt warning (routes.py)
+        self.truncation_logged: dict[str, float] = {}
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""

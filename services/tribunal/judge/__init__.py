@@ -3,7 +3,7 @@
 Public surface: :class:`JudgeVerifier` (the ``Verifier`` the core runs), its
 :class:`JudgeConfig` / :class:`JudgeSettings`, the item and details models, rubrics and
 static sets, prompt building and the aggregation rule. Names are imported on first use, so
-``tribunal.judge.schemas`` (the wire models) imports with pydantic alone.
+``tribunal.wire.judge`` (the wire models) imports with pydantic alone.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tribunal.judge.config import JudgeConfig
     from tribunal.judge.prompts import PROMPT_VERSION, build_prompt
-    from tribunal.judge.rubric_sets import available_rubric_sets, load_rubric_set
-    from tribunal.judge.rubrics import Polarity, Rubric
-    from tribunal.judge.schemas import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
     from tribunal.judge.scorer import aggregate
     from tribunal.judge.settings import JudgeSettings
     from tribunal.judge.verifier import JudgeVerifier
+    from tribunal.wire.judge import JudgeDetails, JudgeItem, RubricResult, RubricVerdict
+    from tribunal.wire.rubric_sets import available_rubric_sets, load_rubric_set
+    from tribunal.wire.rubrics import Polarity, Rubric
 
 _EXPORTS = {
     "JudgeConfig": "tribunal.judge.config",
     "PROMPT_VERSION": "tribunal.judge.prompts",
     "build_prompt": "tribunal.judge.prompts",
-    "available_rubric_sets": "tribunal.judge.rubric_sets",
-    "load_rubric_set": "tribunal.judge.rubric_sets",
-    "Polarity": "tribunal.judge.rubrics",
-    "Rubric": "tribunal.judge.rubrics",
-    "JudgeDetails": "tribunal.judge.schemas",
-    "JudgeItem": "tribunal.judge.schemas",
-    "RubricResult": "tribunal.judge.schemas",
-    "RubricVerdict": "tribunal.judge.schemas",
+    "available_rubric_sets": "tribunal.wire.rubric_sets",
+    "load_rubric_set": "tribunal.wire.rubric_sets",
+    "Polarity": "tribunal.wire.rubrics",
+    "Rubric": "tribunal.wire.rubrics",
+    "JudgeDetails": "tribunal.wire.judge",
+    "JudgeItem": "tribunal.wire.judge",
+    "RubricResult": "tribunal.wire.judge",
+    "RubricVerdict": "tribunal.wire.judge",
     "aggregate": "tribunal.judge.scorer",
     "JudgeSettings": "tribunal.judge.settings",
     "JudgeVerifier": "tribunal.judge.verifier",

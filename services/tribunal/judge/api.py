@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
-from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.judge.settings import JudgeSettings
 from tribunal.judge.verifier import JudgeVerifier
+from tribunal.wire.ports import PORTS
 
 
 def create_verifiers(settings: JudgeSettings) -> list[Verifier]:

@@ -37,10 +37,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tribunal.judge.rubrics import Polarity, Rubric
 from tribunal.llm import answers
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, CompletionRequest
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, fold_lookalikes, holds_code
+from tribunal.wire.rubrics import Polarity, Rubric
 
 PROMPT_VERSION = "rubric-judge-3"
 """Bump on any change to the wording or layout below (it is also part of the cache key)."""

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tribunal.core.errors import InternalError
 from tribunal.judge.config import Aggregation
-from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.wire.errors import InternalError
+from tribunal.wire.rubrics import Polarity, Rubric
 
 
 def reward_term(rubric: Rubric, score: float) -> float:

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tribunal.core.errors import ParseError, Refusal
 from tribunal.judge.prompts import VERDICT_LEVELS, VERDICT_TOKEN_PUNCTUATION
 from tribunal.llm import answers
 from tribunal.llm.base import Completion, TokenLogprob
+from tribunal.wire.errors import ParseError, Refusal
 
 _MAX_LEVEL = max(VERDICT_LEVELS)
 _VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"?([0-9])')

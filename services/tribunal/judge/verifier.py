@@ -21,23 +21,23 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from tribunal.core.envelope import ItemError, ItemOutcome, ScoreItem
-from tribunal.core.errors import BackendUnavailable, BadInput, ParseError, TribunalError
-from tribunal.core.hashing import canonical_json, config_hash
 from tribunal.core.lru import LRU
 from tribunal.core.verifier import score_each
 from tribunal.judge.cache import call_digest, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
 from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, prompt_digest
-from tribunal.judge.rubric_sets import load_rubric_set, rubric_sets_digest
-from tribunal.judge.rubrics import Rubric
-from tribunal.judge.schemas import JudgeDetails, JudgeItem, JudgeUsage, RubricResult, RubricVerdict
 from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 from tribunal.llm import LLMBackend, create_backend
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.readiness import backend_unready_reasons
 from tribunal.llm.untrusted import ControlTokens
+from tribunal.wire.envelope import ItemError, ItemOutcome, ScoreItem
+from tribunal.wire.errors import BackendUnavailable, BadInput, ParseError, TribunalError
+from tribunal.wire.hashing import canonical_json, config_hash
+from tribunal.wire.judge import JudgeDetails, JudgeItem, JudgeUsage, RubricResult, RubricVerdict
+from tribunal.wire.rubric_sets import load_rubric_set, rubric_sets_digest
+from tribunal.wire.rubrics import Rubric
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ verdict is **one JSON object that ends the answer**:
 - a duplicate key at any depth, a nesting deeper than :data:`MAX_DEPTH`, numbers JSON cannot
   hold, or a verdict that is not one of the ASCII digits asked for: unreadable.
 
-Every unreadable answer is a :class:`~tribunal.core.errors.ParseError` (retryable), never a
+Every unreadable answer is a :class:`~tribunal.wire.errors.ParseError` (retryable), never a
 crash and never a verdict.
 """
 
@@ -34,8 +34,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tribunal.core.errors import ParseError
 from tribunal.llm.untrusted import COMMON_CONTROL_PATTERNS, COMMON_CONTROL_TOKENS
+from tribunal.wire.errors import ParseError
 
 MAX_DEPTH = 8
 """Deepest nesting of objects and arrays accepted in an answer (a verdict needs 2)."""

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tribunal.core.errors import BackendUnavailable
+from tribunal.wire.errors import BackendUnavailable
 
 JSON_TOKEN_PUNCTUATION = ' \t\n\r":,{}'
 """What may surround a verdict value inside one token (' 2', ':2', '"2'): stripped to find it."""

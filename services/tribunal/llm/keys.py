@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from tribunal.core.hashing import canonical_json
+from tribunal.wire.hashing import canonical_json
 
 
 def judgment_key(kind: str, fields: Mapping[str, Any]) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tribunal.core.errors import InternalError, TribunalError
 from tribunal.core.metrics import LATENCY_BUCKETS_S, SEP, Tally
 from tribunal.llm.base import Completion, CompletionRequest, LLMBackend
+from tribunal.wire.errors import InternalError, TribunalError
 
 
 class BackendMeter:

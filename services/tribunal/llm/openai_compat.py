@@ -35,7 +35,10 @@ from typing import Any
 
 import aiohttp
 
-from tribunal.core.errors import (
+from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
+from tribunal.llm.config import BackendConfig
+from tribunal.llm.tokens import model_family, read_added_tokens, tokens_in_config
+from tribunal.wire.errors import (
     BackendUnavailable,
     BadInput,
     ConfigurationError,
@@ -44,9 +47,6 @@ from tribunal.core.errors import (
     ScoringTimeout,
     TribunalError,
 )
-from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
-from tribunal.llm.config import BackendConfig
-from tribunal.llm.tokens import model_family, read_added_tokens, tokens_in_config
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tribunal.core.errors import ConfigurationError
+from tribunal.wire.errors import ConfigurationError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 """The files a tokenizer directory holds its added tokens in (Hugging Face's layout)."""

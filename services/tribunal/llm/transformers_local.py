@@ -26,9 +26,9 @@ import inspect
 import threading
 from typing import Any
 
-from tribunal.core.errors import BadInput, ConfigurationError
 from tribunal.llm.base import Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
+from tribunal.wire.errors import BadInput, ConfigurationError
 
 
 class TransformersBackend:
@@ -76,7 +76,7 @@ class TransformersBackend:
         except ImportError as exc:
             raise ConfigurationError(
                 "the transformers LLM backend needs torch and transformers "
-                "(pip install 'tribunal[judge-local]')"
+                "(pip install 'tribunal-rl[judge-local]')"
             ) from exc
         try:
             tokenizer = AutoTokenizer.from_pretrained(self.model, local_files_only=True)

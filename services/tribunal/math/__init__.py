@@ -3,7 +3,7 @@
 Pure, synchronous and CPU-bound: ``verify_answer`` is meant to run in a killable worker
 process (``tribunal.core.pool``); it never sets a timeout of its own.
 
-Names are imported on first use, so ``tribunal.math.schemas`` (the wire models) imports
+Names are imported on first use, so ``tribunal.wire.math`` (the wire models) imports
 without sympy or Math-Verify.
 """
 

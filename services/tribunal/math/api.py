@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
-from tribunal.core.registry import PORTS
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.math.settings import MathSettings
 from tribunal.math.verifier import MathVerifier
+from tribunal.wire.ports import PORTS
 
 
 def create_verifiers(settings: MathSettings) -> list[Verifier]:

@@ -42,10 +42,8 @@ matched possessively, and a sentence's start is found by looking back from its f
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-Reason = Literal["negated", "bounded", "hedged", "multiple", "words", "retracted"]
-"""Why an answer is not a committed one."""
+from tribunal.wire.math import Reason
 
 _NEGATED = re.compile(
     r"\b(?:not|never|no|none|neither|nor|wrong|incorrect|false|except|instead\s+of"

@@ -1,9 +1,9 @@
 """Domain configuration of the math verifier: one frozen, hashable model, defaults here only.
 
 Being frozen and made of scalars, :class:`MathConfig` can key caches and feeds
-``tribunal.core.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The service's
+``tribunal.wire.hashing.config_hash`` through :meth:`MathConfig.as_dict`. The service's
 settings (``tribunal.math.settings``) extend it with how the service runs it, so that every
-field is also ``TRIBUNAL_MATH_<FIELD>``; per-item options (``tribunal.math.schemas.MathOptions``)
+field is also ``TRIBUNAL_MATH_<FIELD>``; per-item options (``tribunal.wire.math.MathOptions``)
 override a few fields through :meth:`MathConfig.merged`.
 """
 
@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.math.grammar import AnswerFormat
-from tribunal.math.regions import ChatTemplate
+from tribunal.wire.math import AnswerFormat, ChatTemplate
 
 
 class MathConfig(BaseModel):

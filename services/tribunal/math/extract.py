@@ -47,23 +47,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
-ExtractionMethod = Literal[
-    "boxed",
-    "fbox",
-    "gsm8k_hash",
-    "answer_line",
-    "answer_phrase",
-    "last_math",
-    "whole_response",
-    "final_equation",
-    "last_number",
-]
-"""Where the final answer was found."""
-
-ScoreMethod = ExtractionMethod | Literal["none"]
-"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
+from tribunal.wire.math import ExtractionMethod
 
 _BOX_OPEN = re.compile(r"\\(boxed|fbox)[ \t]*\{")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace: the tokens of brace matching.

@@ -31,21 +31,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from tribunal.math.extract import (
     Extraction,
-    ExtractionMethod,
     boxed_runs,
     clean_answer,
     extract_answer,
     is_heading,
     last_boxed,
 )
-from tribunal.math.regions import ChatTemplate, Region, RegionName, final_region
-
-AnswerFormat = Literal["boxed", "hash", "answer_line", "marked", "lenient"]
-"""The declared answer format of a spec or a direct math request."""
+from tribunal.math.regions import Region, final_region
+from tribunal.wire.math import AnswerFormat, ChatTemplate, ExtractionMethod, RegionName
 
 STRICT_FORMATS: tuple[AnswerFormat, ...] = ("boxed", "hash", "answer_line", "marked")
 """The formats a training spec may use (``lenient`` is for evaluation only)."""

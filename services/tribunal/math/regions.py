@@ -30,13 +30,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-ChatTemplate = Literal["chatml", "llama3", "gemma", "none"]
-"""The policy's chat template: its markers end the policy's own turn."""
-
-RegionName = Literal["response", "after_reasoning"]
-"""Where the final answer region starts: the whole response, or after its last ``</think>``."""
+from tribunal.wire.math import ChatTemplate, RegionName
 
 _TURN_MARKERS: dict[str, re.Pattern[str]] = {
     "chatml": re.compile(r"<\|im_(?:end|start)\|>"),

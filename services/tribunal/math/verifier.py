@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.core.chunking import ChunkedCalls
-from tribunal.core.envelope import ItemOutcome, ScoreItem
-from tribunal.core.errors import InternalError
-from tribunal.core.hashing import config_hash
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.verifier import score_each
 from tribunal.math.config import MathConfig
-from tribunal.math.schemas import MathDetails, MathItem
 from tribunal.math.verify import MathScore, verify_answer, verify_plain_numbers
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import InternalError
+from tribunal.wire.hashing import config_hash
+from tribunal.wire.math import MathDetails, MathItem
 
 VERSION = "4"
 """Bump when the same input could get a different reward."""
@@ -107,5 +107,5 @@ class MathVerifier:
         if answer is None:
             # A BadInput raised in the pool process comes back pickled, as the same error.
             answer = await self._calls.run(item.response, item.ground_truth, config)
-        details = MathDetails.from_score(answer).model_dump()
+        details = answer.details().model_dump()
         return ItemOutcome(reward=answer.reward, details=details)

@@ -71,19 +71,18 @@ from typing import Any
 import sympy
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from tribunal.core.errors import BadInput, InternalError
-from tribunal.math.commit import Reason, uncommitted, uncommitted_in_sentence
+from tribunal.math.commit import uncommitted, uncommitted_in_sentence
 from tribunal.math.config import MathConfig
 from tribunal.math.extract import (
     Extraction,
-    ScoreMethod,
     clean_answer,
     extract_answer,
     last_boxed,
 )
 from tribunal.math.grammar import Graded, grade_region
 from tribunal.math.normalize import normalize_text
-from tribunal.math.regions import RegionName
+from tribunal.wire.errors import BadInput, InternalError
+from tribunal.wire.math import MathDetails, Reason, RegionName, ScoreMethod
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +153,16 @@ class MathScore:
     method: ScoreMethod
     uncommitted: Reason | None = None
     region: RegionName | None = field(default=None, compare=False)
+
+    def details(self) -> MathDetails:
+        """The wire model of what was compared, returned with the result."""
+        return MathDetails(
+            extracted_answer=self.extracted_answer,
+            extracted_ground_truth=self.extracted_ground_truth,
+            method=self.method,
+            uncommitted=self.uncommitted,
+            region=self.region,
+        )
 
 
 def verify_answer(response: str, ground_truth: str, config: MathConfig | None = None) -> MathScore:

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
+from tribunal.testing.tiny_model import TinyModelConfig
 from tribunal.trainer.advantages import AdvantageEstimator, StdScaling
 from tribunal.trainer.losses import Aggregation, KLEstimator
 
@@ -104,25 +105,6 @@ class ToolConfig:
     """HTTP timeout of one tool call."""
     tool_call_reward: bool = False
     """GRPO-TCR's reward shaping of wrong answers that used tools (see ``tool_call_reward``)."""
-
-
-@dataclass(frozen=True)
-class TinyModelConfig:
-    """A random Qwen3 built from a config, with a byte-level BPE tokenizer trained on the
-    dataset's prompts (for CPU smoke runs and tests; no model hub needed)."""
-
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    vocab_size: int = 512
-    """Target vocabulary of the trained tokenizer."""
-    model_vocab_size: int | None = None
-    """Embedding rows of the model, if more than the tokenizer's (to reach a model size)."""
-    max_position_embeddings: int = 4096
-    """Longest sequence (prompt + completion) the model takes, tokens."""
 
 
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^${}]*))?\}")

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from tribunal.testing.tiny_model import build_tiny_model
 from tribunal.trainer import engine as ds
 from tribunal.trainer.advantages import (
     compute_advantages,
@@ -39,7 +40,7 @@ from tribunal.trainer.losses import (
     kl_penalty,
 )
 from tribunal.trainer.metrics import MetricsWriter, StepTensors, allreduce_sums, step_metrics
-from tribunal.trainer.model import build_tiny_model, load_rows, prompt_ids
+from tribunal.trainer.model import load_rows, prompt_ids
 from tribunal.trainer.rewards import GroupScores, RewardScheduler, RewardSource, build_sources
 from tribunal.trainer.rollout import (
     GenerationBackend,

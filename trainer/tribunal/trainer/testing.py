@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tribunal.core.envelope import (
+from tribunal.testing.stack import free_port
+from tribunal.wire.envelope import (
     ErrorBody,
     ErrorResponse,
     ItemError,
@@ -25,7 +26,6 @@ from tribunal.core.envelope import (
     JobState,
     VerifierInfo,
 )
-from tribunal.testing.stack import free_port
 
 ScoreFn = Callable[[dict[str, Any]], float | str | None]
 

@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tribunal.client import APIError, SyncTribunalClient, TransportError
-from tribunal.code.schemas import RunItem
-from tribunal.code.verdicts import TestVerdict
 from tribunal.trainer.rollout import Completion, GenerationBackend
+from tribunal.wire.code import RunItem
+from tribunal.wire.code_verdicts import TestVerdict
 
 TOOL_NAME = "code_interpreter"
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)

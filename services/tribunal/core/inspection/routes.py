@@ -23,9 +23,9 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from tribunal.core.deps import AppRuntime, RuntimeDep
-from tribunal.core.errors import BadInput
 from tribunal.core.inspection.store import dump_json, rid_order
 from tribunal.core.verifier import DescribesSpecs
+from tribunal.wire.errors import BadInput
 
 STATIC = {
     "inspect.js": "text/javascript",

@@ -22,7 +22,7 @@ Workers write through :class:`InspectRecorder` after their results are written (
 before: the trainer waits on the results, not on the inspector), one write in flight at a
 time with what came meanwhile buffered, and dropped, counted, past a bound. A record is
 encoded with orjson; one orjson refuses (an integer past 64 bits, a lone surrogate: values
-the JSON layer, ``tribunal.core.jsonparse``, accepts) is encoded with ``json`` instead, and
+the JSON layer, ``tribunal.wire.jsonparse``, accepts) is encoded with ``json`` instead, and
 one neither can encode (nesting past Python's recursion limit) is dropped alone, counted:
 never its batch. Every drop is added to ``tribunal_inspect_dropped`` in ``/metrics``.
 """
@@ -45,12 +45,12 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from tribunal.core.errors import QueueUnavailable
-from tribunal.core.jsonparse import loads as json_loads
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.settings import CoreSettings
+from tribunal.wire.errors import QueueUnavailable
+from tribunal.wire.jsonparse import loads as json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def encode_records(records: Sequence[dict[str, Any]]) -> list[bytes | None]:
     orjson first; where it refuses a value that ``json``
     accepts (an integer past 64 bits, a lone surrogate), that record's item is encoded with
     ``json`` and spliced in (ASCII, lone surrogates escaped; read back by
-    :func:`tribunal.core.jsonparse.loads`). A record neither can encode (nested past the
+    :func:`tribunal.wire.jsonparse.loads`). A record neither can encode (nested past the
     recursion limit) is None: the caller drops it and counts it, never its batch.
     """
     return [_encode_one(record) for record in records]

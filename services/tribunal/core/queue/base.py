@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tribunal.core.errors import PayloadTooLarge
+from tribunal.wire.errors import PayloadTooLarge
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 
 from tribunal.core.cache import MemoryCache, NoCache, RedisCache, ResultCache
-from tribunal.core.errors import ConfigurationError, QueueUnavailable
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.memory import MemoryQueue
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.settings import CoreSettings
+from tribunal.wire.errors import ConfigurationError, QueueUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull
 from tribunal.core.queue.base import Delivery, JobRecord, QueuedItem, Submitted, never_fits
 from tribunal.core.queue.memory_state import HeldJob, MemoryState
+from tribunal.wire.errors import IdempotencyConflict, JobNotFound, QueueFull
 
 
 class MemoryJobStore(MemoryState):

@@ -13,8 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tribunal.core.errors import ConfigurationError, QueueFull, QueueUnavailable
 from tribunal.core.queue.keys import Keys
+from tribunal.wire.errors import ConfigurationError, QueueFull, QueueUnavailable
 
 logger = logging.getLogger(__name__)
 

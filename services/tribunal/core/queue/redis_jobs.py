@@ -20,10 +20,10 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tribunal.core.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
 from tribunal.core.queue.base import JobRecord, QueuedItem, Submitted, never_fits
 from tribunal.core.queue.keys import lua_functions
 from tribunal.core.queue.redis_connection import RedisConnection
+from tribunal.wire.errors import IdempotencyConflict, JobNotFound, QueueFull, QueueUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``JSONRoute``: the route class of the routes that take a JSON body (parsed with orjson).
 
 Starlette parses a body with ``json.loads``: a tenth of the gateway's CPU per item on large
-batches, where orjson takes a third of that. ``tribunal.core.jsonparse.loads`` uses orjson
+batches, where orjson takes a third of that. ``tribunal.wire.jsonparse.loads`` uses orjson
 only where it reads the body exactly, and ``json`` for the rest (malformed JSON, ``NaN``, lone
 surrogate escapes, integers past 64 bits, which orjson would read as floats), so every request
 gets the answer ``json`` gave: the same value, or the same error (a lone surrogate in one item
@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tribunal.core.jsonparse import loads
+from tribunal.wire.jsonparse import loads
 
 
 class _Request(Request):

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tribunal.core.deps import RuntimeDep
-from tribunal.core.errors import QueueUnavailable
 from tribunal.core.verifier import DescribesLayers, ProbesReadiness
+from tribunal.wire.errors import QueueUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.envelope import JobCreated, JobState
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
+from tribunal.wire.envelope import JobCreated, JobState
 
 
 def jobs_router(job_body: Any, state_model: type[JobState] = JobState) -> APIRouter:

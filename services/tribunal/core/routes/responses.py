@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tribunal.core.envelope import ErrorResponse
+from tribunal.wire.envelope import ErrorResponse
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": description}

@@ -11,7 +11,6 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from tribunal.core.deps import RuntimeDep, require_api_key
-from tribunal.core.envelope import ScoreResponse
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import (
@@ -19,6 +18,7 @@ from tribunal.core.scoring import (
     IDEMPOTENCY_KEY_DESCRIPTION,
     wants_cache,
 )
+from tribunal.wire.envelope import ScoreResponse
 
 
 def score_router(

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tribunal.judge.schemas import JudgeItem
+from tribunal.wire.judge import JudgeItem
 
 SCHOLARQA_RUBRICS = "scholarqa_cs_rubrics.json"
 SCHOLARQA_ANSWERS = "scholarqa_cs_answers_gpt4o.jsonl.gz"

@@ -16,8 +16,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from tribunal.code.verdicts import TestVerdict
-from tribunal.core.envelope import ScoreItem
+from tribunal.wire.code_verdicts import TestVerdict
+from tribunal.wire.envelope import ScoreItem
 
 Language = Literal["python", "cpp"]
 

@@ -21,11 +21,11 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from pydantic_core import core_schema as cs
 
-from tribunal.citation.schemas import CitationDetails
-from tribunal.code.schemas import CodeDetails
-from tribunal.core.envelope import ItemError, ScoreItem, VerifierInfo
-from tribunal.judge.schemas import JudgeDetails
-from tribunal.math.schemas import MathDetails
+from tribunal.wire.citation import CitationDetails
+from tribunal.wire.code import CodeDetails
+from tribunal.wire.envelope import ItemError, ScoreItem, VerifierInfo
+from tribunal.wire.judge import JudgeDetails
+from tribunal.wire.math import MathDetails
 
 VerifierName = Literal["math", "code", "judge", "citation"]
 VERIFIERS: tuple[str, ...] = get_args(VerifierName)

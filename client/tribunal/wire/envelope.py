@@ -15,8 +15,8 @@ from typing import Any, Generic, Literal, TypeVar, Union
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from tribunal.core.errors import InternalError, TribunalError
-from tribunal.core.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
+from tribunal.wire.errors import InternalError, TribunalError
+from tribunal.wire.hashing import SURROGATE_MESSAGE, lone_surrogate, printable
 
 logger = logging.getLogger(__name__)
 

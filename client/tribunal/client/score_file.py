@@ -48,7 +48,7 @@ import orjson
 
 from tribunal.client.client import TribunalClient
 from tribunal.client.errors import RequestRejected, ServerError
-from tribunal.core.jsonparse import loads, orjson_reads_exactly
+from tribunal.wire.jsonparse import loads, orjson_reads_exactly
 
 
 @dataclass

@@ -13,7 +13,7 @@ import importlib.resources
 from dataclasses import dataclass
 from typing import Any
 
-from tribunal.judge.rubrics import Polarity, Rubric
+from tribunal.wire.rubrics import Polarity, Rubric
 
 __all__ = ["RubricSet", "available_rubric_sets", "load_rubric_set", "rubric_sets_digest"]
 

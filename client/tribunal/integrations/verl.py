@@ -13,7 +13,9 @@ it is added with ``+``::
 the samples of a worker concurrently, on one connection pool per event loop (up to 64 requests
 in flight, ``tribunal.integrations._gateway``). ``compute_score_sync`` is the same for older
 verl and its legacy ``workers/reward_manager`` (which call it from threads), and
-``compute_score_batch`` for the legacy ``batch`` manager (one request per batch).
+``compute_score_batch`` for the legacy ``batch`` manager (one request per batch), and
+``compute_score_prime`` (the reward as a float) for the legacy ``prime`` manager.
+docs/integrations.md has the function for each of verl's managers.
 
 What is scored:
 
@@ -49,9 +51,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tribunal.core.envelope import ItemResult
 from tribunal.integrations._gateway import gateway_access, run_sync, score_on_gateway
 from tribunal.integrations.rollouts import RewardUnavailable, require_reward, rollout_item
+from tribunal.wire.envelope import ItemResult
 
 __all__ = [
     "RewardUnavailable",
@@ -331,3 +333,29 @@ def compute_score_sync(
     synchronously from threads (on the thread's own event loop, kept between calls with its
     gateway client)."""
     return run_sync(compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs))
+
+
+def compute_score_prime(
+    data_source: Any,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Any = None,
+    **kwargs: Any,
+) -> float:
+    """:func:`compute_score_sync`'s ``score`` alone, for verl's legacy ``prime`` reward manager.
+
+    That manager reads a float result as the reward and any other at ``result[0]``: the dict of
+    :func:`compute_score_sync` raises a ``KeyError`` there, which it catches, setting every
+    reward of the batch to 0.0 with one printed line. It calls this function in a process pool
+    (so it must be a plain function: the async :func:`compute_score` returns a coroutine, which
+    cannot be pickled back). It turns any exception into 0.0 as well, so a sample the gateway
+    could not score (:class:`RewardUnavailable`) is paid 0.0 there: prime has no other value.
+
+    Returns:
+        The reward, a float.
+
+    Raises:
+        The errors of :func:`compute_score_batch_async`.
+    """
+    score = compute_score_sync(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    return float(score["score"])

@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from tribunal.core.envelope import ScoreItem
-from tribunal.math.commit import Reason
-from tribunal.math.extract import ScoreMethod
-from tribunal.math.grammar import AnswerFormat
-from tribunal.math.regions import ChatTemplate, RegionName
+from tribunal.wire.envelope import ScoreItem
 
-if TYPE_CHECKING:  # verify imports sympy and Math-Verify; the wire models must not
-    from tribunal.math.verify import MathScore
+AnswerFormat = Literal["boxed", "hash", "answer_line", "marked", "lenient"]
+"""The declared answer format of a spec or a direct math request."""
+
+ChatTemplate = Literal["chatml", "llama3", "gemma", "none"]
+"""The policy's chat template: its markers end the policy's own turn."""
+
+RegionName = Literal["response", "after_reasoning"]
+"""Where the final answer region starts: the whole response, or after its last ``</think>``."""
+
+ExtractionMethod = Literal[
+    "boxed",
+    "fbox",
+    "gsm8k_hash",
+    "answer_line",
+    "answer_phrase",
+    "last_math",
+    "whole_response",
+    "final_equation",
+    "last_number",
+]
+"""Where the final answer was found."""
+
+ScoreMethod = ExtractionMethod | Literal["none"]
+"""A result's ``method``: where the answer was found, or ``none`` (no answer)."""
+
+Reason = Literal["negated", "bounded", "hedged", "multiple", "words", "retracted"]
+"""Why an answer is not a committed one."""
 
 
 class MathOptions(BaseModel):
@@ -96,14 +117,3 @@ class MathDetails(BaseModel):
         "and typed turns) or after_reasoning (after the last </think>); null when there is "
         "none (a <think> never closed).",
     )
-
-    @classmethod
-    def from_score(cls, score: MathScore) -> MathDetails:
-        """Build the details of a ``verify_answer`` result."""
-        return cls(
-            extracted_answer=score.extracted_answer,
-            extracted_ground_truth=score.extracted_ground_truth,
-            method=score.method,
-            uncommitted=score.uncommitted,
-            region=score.region,
-        )

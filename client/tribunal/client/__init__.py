@@ -34,7 +34,7 @@ from tribunal.client.errors import (
 from tribunal.client.sync import SyncTribunalClient
 
 if TYPE_CHECKING:
-    from tribunal.core.envelope import ItemError, ItemResult, JobState
+    from tribunal.wire.envelope import ItemError, ItemResult, JobState
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     """Import the envelope's models on first use (PEP 562): building them costs
     ``tribunal score`` some 20 ms of start-up, and it needs none of them."""
     if name in {"ItemError", "ItemResult", "JobState"}:
-        from tribunal.core import envelope
+        from tribunal.wire import envelope
 
         return getattr(envelope, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

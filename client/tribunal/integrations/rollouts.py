@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tribunal.core.envelope import ItemResult
+from tribunal.wire.envelope import ItemResult
 
 
 def message_text(value: Any, role: str | None = None) -> str:

@@ -6,11 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tribunal.citation.scorer import PresetName
-from tribunal.citation.verdicts import Relevance, SupportVerdict
-from tribunal.core.envelope import ScoreItem
+from tribunal.wire.citation_verdicts import Relevance, SupportVerdict
+from tribunal.wire.envelope import ScoreItem
 
-SupportMode = Literal["judge", "lexical", "none"]
+PresetName = Literal["tribunal", "dr_tulu"]
+"""The citation reward's presets: Tribunal's own, or DR Tulu's formula."""
+
+SupportMode = Literal["judge", "lexical", "nli", "none"]
 """How support is decided: an LLM (``judge``), token overlap (``lexical``), or not at all
 (``none``: format and id checks only)."""
 
@@ -25,8 +27,9 @@ class CitationOptions(BaseModel):
 
     support: SupportMode | None = Field(
         default=None,
-        description="judge (LLM) | lexical (token overlap, no model) | none (format and ids "
-        "only). Service default: judge when a backend is configured, else lexical.",
+        description="judge (LLM) | lexical (extractive evidence only, no model) | nli (a local "
+        "NLI cross-encoder, TRIBUNAL_CITATION_NLI_MODEL) | none (format and ids only). Service "
+        "default: judge when a backend is configured, else lexical.",
     )
     preset: PresetName | None = Field(
         default=None,

@@ -2,7 +2,7 @@
 
 One client talks to one service URL (``http://127.0.0.1:8101`` for math). It sends batches
 synchronously (``score``) or as jobs (``submit``, then ``wait`` or ``iter_results``), and
-returns the envelope's typed :class:`~tribunal.core.envelope.ItemResult` models. On the code
+returns the envelope's typed :class:`~tribunal.wire.envelope.ItemResult` models. On the code
 service it also runs one program as a tool call (``run_code``), outside the envelope.
 
 Load and failure handling:
@@ -44,11 +44,11 @@ from tribunal.client.errors import (
     ServerError,
     TransportError,
 )
-from tribunal.core.jsonparse import loads
+from tribunal.wire.jsonparse import loads
 
 if TYPE_CHECKING:
-    from tribunal.code.schemas import RunDetails, RunItem
-    from tribunal.core.envelope import ItemResult, JobState
+    from tribunal.wire.code import RunDetails, RunItem
+    from tribunal.wire.envelope import ItemResult, JobState
 
 # The wire models are imported where they are used (score, submit, job, run_code): building
 # them costs `tribunal score` some 20 ms of start-up, and score_json, all it sends, needs none.
@@ -184,7 +184,7 @@ class TribunalClient:
         body = {"items": [item_json(item) for item in items]}
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         response = await self._request("POST", f"/v1/{verifier}/score", body=body, headers=headers)
-        from tribunal.core.envelope import ScoreResponse
+        from tribunal.wire.envelope import ScoreResponse
 
         return ScoreResponse.model_validate_json(response.content).results
 
@@ -257,7 +257,7 @@ class TribunalClient:
         response = await self._request(
             "POST", "/v1/jobs", body=body, idempotent=idempotency_key is not None
         )
-        from tribunal.core.envelope import JobCreated
+        from tribunal.wire.envelope import JobCreated
 
         return JobCreated.model_validate_json(response.content).job_id
 
@@ -273,7 +273,7 @@ class TribunalClient:
         """
         params = {"wait": f"{wait_s:g}"} if wait_s > 0 else None
         response = await self._request("GET", f"/v1/jobs/{job_id}", params=params, wait_s=wait_s)
-        from tribunal.core.envelope import JobState
+        from tribunal.wire.envelope import JobState
 
         return JobState.model_validate_json(response.content)
 
@@ -373,7 +373,7 @@ class TribunalClient:
             ('42\\n', <TestVerdict.ACCEPTED: 'accepted'>)
         """
         response = await self._request("POST", "/v1/code/run", body=item_json(item))
-        from tribunal.code.schemas import RunDetails
+        from tribunal.wire.code import RunDetails
 
         return RunDetails.model_validate_json(response.content)
 

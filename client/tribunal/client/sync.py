@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tribunal.client.client import Item, TribunalClient
 
 if TYPE_CHECKING:
-    from tribunal.code.schemas import RunDetails, RunItem
-    from tribunal.core.envelope import ItemResult, JobState
+    from tribunal.wire.code import RunDetails, RunItem
+    from tribunal.wire.envelope import ItemResult, JobState
 
 
 class SyncTribunalClient:

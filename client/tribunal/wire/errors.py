@@ -24,7 +24,7 @@ whether sending the same thing again can help (``retryable``)::
     └── InternalError                internal_error          500
 
 Item-level errors never fail a batch: the worker turns a ``TribunalError`` raised for one
-item into that item's ``error`` (see ``tribunal.core.envelope.ItemError``) and the batch
+item into that item's ``error`` (see ``tribunal.wire.envelope.ItemError``) and the batch
 still answers 200. Request-level errors reach HTTP through the one exception handler that
 ``tribunal.core.app.create_app`` registers. Built-in exceptions are never mapped to 4xx:
 anything that is not a ``TribunalError`` is an ``InternalError``.

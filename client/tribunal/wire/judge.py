@@ -1,7 +1,7 @@
 """Pydantic models of the judge's payload: the item it scores and the details it returns.
 
-An item gives its rubrics in any of three shapes (see ``tribunal.judge.rubrics``); all of
-them normalise to one list of :class:`~tribunal.judge.rubrics.Rubric` through
+An item gives its rubrics in any of three shapes (see ``tribunal.wire.rubrics``); all of
+them normalise to one list of :class:`~tribunal.wire.rubrics.Rubric` through
 :meth:`JudgeItem.instance_rubrics`. Static sets (``rubric_sets``) are added by the verifier.
 """
 
@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, field_validator, model_validator
 
-from tribunal.core.envelope import ItemError, ScoreItem
-from tribunal.judge.rubric_sets import load_rubric_set
-from tribunal.judge.rubrics import Polarity, Rubric, resolve_polarity_and_weight
+from tribunal.wire.envelope import ItemError, ScoreItem
+from tribunal.wire.rubric_sets import load_rubric_set
+from tribunal.wire.rubrics import Polarity, Rubric, resolve_polarity_and_weight
 
 MAX_QUESTION_CHARS = 200_000
 MAX_RESPONSE_CHARS = 400_000

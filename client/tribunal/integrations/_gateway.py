@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from tribunal.client import ItemResult, TribunalClient
-from tribunal.core.registry import env_port, local_url
+from tribunal.wire.ports import env_port, local_url
 
 
 def gateway_access(url: str | None, api_key: str | None) -> tuple[str, str | None]:
