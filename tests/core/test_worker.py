@@ -158,6 +158,47 @@ async def test_run_scores_until_stopped(queue_and_cache) -> None:
     await asyncio.wait_for(task, 5)
 
 
+class Reporting(ToyVerifier):
+    """Has the optional capabilities a worker reports: a pool, a backend, counters, and a
+    companion that records that it ran and saw the stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.companion_ran = False
+
+    def utilisation(self) -> tuple[int, int]:
+        return 1, 4
+
+    def backend_load(self) -> tuple[int, int]:
+        return 2, 8
+
+    def take_stats(self) -> dict[str, int]:
+        return {"toy_backend_calls": 1}
+
+    async def companion(self, queue: JobQueue, heartbeat_s: float, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.companion_ran = True
+
+
+async def test_a_verifiers_capabilities_reach_the_queue(queue_and_cache) -> None:
+    """Each capability protocol the verifier satisfies is used: pool and backend load with
+    the heartbeat, counters with the write, the companion beside the claims until stop."""
+    queue, cache = queue_and_cache
+    verifier = Reporting()
+    runtime = WorkerRuntime(verifier, queue, cache, heartbeat_s=0.05, block_s=0.05)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    job = await queue.submit("toy", queued(["a"]), total=1, prefilled={})
+    assert (await queue.wait(job.job_id, 10)).is_done
+    assert await queue.utilisation("toy", within_s=5) == (1, 4)
+    assert await queue.backend_load("toy", within_s=5) == (2, 8)
+    assert (await queue.stats("toy"))["toy_backend_calls"] >= 1
+    assert not verifier.companion_ran
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert verifier.companion_ran
+
+
 class ItemWiseToy(ToyVerifier):
     """Scores item by item (``score_item``); an item whose text starts with ``slow`` waits on
     ``release``. Counts the items being scored at once."""
