@@ -631,7 +631,7 @@ class Runner:
                 raise SandboxError(f"result channel violated: {exc}") from exc
 
 
-def _killed(signaled: bool, sig: Any, session: SandboxSession) -> bool:
+def _killed(signaled: bool, sig: int | None, session: SandboxSession) -> bool:
     """Whether a process that died of SIGKILL (not at its time limit) was killed by the
     kernel for its sandbox's memory cgroup."""
     return signaled and sig == int(signal.SIGKILL) and session.oom_killed()
