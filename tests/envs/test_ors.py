@@ -1,0 +1,104 @@
+"""The Open Reward Standard served from Tribunal's environments (``python -m tribunal.envs``),
+driven by the released ``openreward`` client (0.1.167, in .venv-openreward built from its own
+hashed lock by ``scripts/protocol_envs.sh``) against real processes: the math service, the code
+service with its worker and Redis (the interpreter sessions), and the ORS server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, RedisServer, RunningService, need_data, redis_env, stop_tree
+from tribunal.testing.stack import free_port, start_process, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+VENV = ROOT / ".venv-openreward"
+MEMORY = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+
+
+@pytest.fixture(scope="session")
+def openreward_python() -> Path:
+    """The venv of the ``openreward`` client, built once from its lock (kept while the lock's
+    hash matches its stamp)."""
+    subprocess.run([str(ROOT / "scripts" / "protocol_envs.sh"), "venv", "openreward"], check=True)
+    return VENV / "bin" / "python"
+
+
+def test_the_openreward_client_runs_math_and_code_episodes(
+    service: Callable[..., RunningService],
+    redis_server: RedisServer,
+    key_prefix: str,
+    openreward_python: Path,
+    tmp_path: Path,
+) -> None:
+    need_data(ROOT.parent / "shared" / "data" / "math" / "gsm8k_test.jsonl")
+    math = service("math", env=MEMORY)
+    code = service("code", env=redis_env(redis_server, key_prefix))
+    port, broken_port = free_port(), free_port()
+    server = start_process(
+        [sys.executable, "-m", "tribunal.envs", "--port", str(port)],
+        {
+            "TRIBUNAL_ENVS_MATH_URL": math.base_url,
+            "TRIBUNAL_ENVS_CODE_URL": code.base_url,
+            "TRIBUNAL_API_KEY": "ors-test-key",
+        },
+        tmp_path / "envs.log",
+    )
+    # A second server whose math service is gone: a verifier that fails.
+    broken = start_process(
+        [sys.executable, "-m", "tribunal.envs", "--port", str(broken_port)],
+        {
+            "TRIBUNAL_ENVS_MATH_URL": f"http://127.0.0.1:{free_port()}",
+            "TRIBUNAL_ENVS_CODE_URL": code.base_url,
+            "TRIBUNAL_ENVS_MAX_RETRIES": "0",
+        },
+        tmp_path / "broken.log",
+    )
+    try:
+        url, broken_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{broken_port}"
+        wait_ready(url, 30, {"envs": server}, path="/health")
+        wait_ready(broken_url, 30, {"envs": broken}, path="/health")
+        driver = ROOT / "tests" / "envs" / "ors_driver.py"
+        done = subprocess.run(
+            [str(openreward_python), str(driver), url, broken_url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr + (tmp_path / "envs.log").read_text()
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        stop_tree(server)
+        stop_tree(broken)
+
+    assert report["math_splits"] == ["gsm8k_test", "math500_test"]
+    assert report["gsm8k_tasks"] == 1319
+    # The task handed out carries no gold answer.
+    assert report["task_spec"] == {"split": "gsm8k_test", "index": 0, "id": "gsm8k/0"}
+    right = report["math_right"]
+    assert "Janet" in right["prompt"] and right["tools"] == ["python", "submit"]
+    # The interpreter kept `eggs` from one call to the next; neither call is graded.
+    assert right["calls"][:2] == [
+        {"text": "", "reward": None, "finished": False},
+        {"text": "18\n", "reward": None, "finished": False},
+    ]
+    assert right["calls"][2]["reward"] == 1.0 and right["calls"][2]["finished"]
+    assert right["calls"][3] == {"refused": "episode_finished"}
+    assert report["math_wrong"]["calls"][0]["reward"] == 0.0
+    assert report["math_bad"]["calls"] == [
+        {"refused": "not_found"},
+        {"refused": "input_validation"},
+        {"refused": "input_validation"},
+    ]
+    assert report["code_right"]["calls"][0]["reward"] == 1.0
+    assert report["code_wrong"]["calls"][0]["reward"] == 0.0
+    assert report["bare_splits"] == ["humaneval", "mbpp_sanitized"]
+    # A verifier that cannot be reached is the stream's error, named: never a reward of 0.
+    [failed] = report["math_broken"]["calls"]
+    assert "backend_unavailable" in failed["failed"] and "retryable" in failed["failed"]
