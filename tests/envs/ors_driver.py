@@ -2,7 +2,8 @@
 requirements/protocol-envs/openreward.txt) against Tribunal's ORS server: run in
 .venv-openreward by tests/envs/test_ors.py, which reads the JSON this prints.
 
-    .venv-openreward/bin/python tests/envs/ors_driver.py URL [BROKEN_URL]
+    .venv-openreward/bin/python tests/envs/ors_driver.py episodes URL BROKEN_URL
+    .venv-openreward/bin/python tests/envs/ors_driver.py refiner URL
 """
 
 import asyncio
@@ -34,7 +35,18 @@ async def episode(env, task, calls):
     return {"prompt": prompt[0].text, "tools": tools, "calls": outcomes}
 
 
-async def main(url, broken_url):
+async def refiner(url):
+    """One refiner episode answered with a cited claim."""
+    client = AsyncOpenReward(api_key="ors-test-key")
+    env = client.environments.get("tribunal", variant="refiner", base_url=url)
+    task = await env.get_task("pubmed_trajectories", 0)
+    answer = '<answer><cite id="30193240">HPD was seen with PD-1 inhibitors.</cite></answer>'
+    report = await episode(env, task, [("submit", {"answer": answer})])
+    await client.environments.aclose()
+    print(json.dumps(report))
+
+
+async def episodes(url, broken_url):
     client = AsyncOpenReward(api_key="ors-test-key")
     report = {}
     math = client.environments.get("tribunal", variant="math", base_url=url)
@@ -71,4 +83,7 @@ async def main(url, broken_url):
     print(json.dumps(report))
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+if sys.argv[1] == "refiner":
+    asyncio.run(refiner(sys.argv[2]))
+else:
+    asyncio.run(episodes(sys.argv[2], sys.argv[3]))

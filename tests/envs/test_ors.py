@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, RedisServer, RunningService, need_data, redis_env, stop_tree
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 from tribunal.testing.stack import free_port, start_process, wait_ready
 
 pytestmark = pytest.mark.e2e
@@ -66,7 +67,7 @@ def test_the_openreward_client_runs_math_and_code_episodes(
         wait_ready(broken_url, 30, {"envs": broken}, path="/health")
         driver = ROOT / "tests" / "envs" / "ors_driver.py"
         done = subprocess.run(
-            [str(openreward_python), str(driver), url, broken_url],
+            [str(openreward_python), str(driver), "episodes", url, broken_url],
             capture_output=True,
             text=True,
             timeout=300,
@@ -78,6 +79,7 @@ def test_the_openreward_client_runs_math_and_code_episodes(
         stop_tree(broken)
 
     assert report["math_splits"] == ["gsm8k_test", "math500_test"]
+    assert report["math_broken"]["prompt"] == report["math_right"]["prompt"]
     assert report["gsm8k_tasks"] == 1319
     # The task handed out carries no gold answer.
     assert report["task_spec"] == {"split": "gsm8k_test", "index": 0, "id": "gsm8k/0"}
@@ -102,3 +104,52 @@ def test_the_openreward_client_runs_math_and_code_episodes(
     # A verifier that cannot be reached is the stream's error, named: never a reward of 0.
     [failed] = report["math_broken"]["calls"]
     assert "backend_unavailable" in failed["failed"] and "retryable" in failed["failed"]
+
+
+def test_the_refiner_pays_the_gateways_spec_over_ors(
+    service: Callable[..., RunningService], openreward_python: Path, tmp_path: Path
+) -> None:
+    """The refiner's answer is scored by the gateway's ``refiner_instance_rubrics`` spec: a fake
+    judge model (no GPU here) grades every rubric at its top level, the citation scorer's
+    lexical mode checks the cited snippet."""
+    need_data(ROOT.parent / "shared" / "data" / "research")
+    judge_model = FakeOpenAIServer(FakeScript(default_level=2))
+    judge_model.start()
+    try:
+        llm = {"TRIBUNAL_JUDGE_BASE_URL": judge_model.base_url, "TRIBUNAL_JUDGE_MODEL": "fake"}
+        judge = service("judge", env={**MEMORY, **llm})
+        citation = service("citation", env=MEMORY)
+        gateway = service(
+            "gateway",
+            env={
+                **MEMORY,
+                "TRIBUNAL_GATEWAY_JUDGE_URL": judge.base_url,
+                "TRIBUNAL_GATEWAY_CITATION_URL": citation.base_url,
+            },
+        )
+        port = free_port()
+        server = start_process(
+            [sys.executable, "-m", "tribunal.envs", "--port", str(port)],
+            {"TRIBUNAL_ENVS_GATEWAY_URL": gateway.base_url},
+            tmp_path / "envs.log",
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_ready(url, 30, {"envs": server}, path="/health")
+            driver = ROOT / "tests" / "envs" / "ors_driver.py"
+            done = subprocess.run(
+                [str(openreward_python), str(driver), "refiner", url],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stderr + (tmp_path / "envs.log").read_text()
+            report = json.loads(done.stdout.strip().splitlines()[-1])
+        finally:
+            stop_tree(server)
+    finally:
+        judge_model.stop()
+    assert "Search results:" in report["prompt"] and "30193240" in report["prompt"]
+    [step] = report["calls"]
+    # The spec's reward: 10 x the judge (every rubric at its top level: 1) + 0.2 x citation.
+    assert step["finished"] and 10.0 < step["reward"] <= 10.2

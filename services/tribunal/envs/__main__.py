@@ -1,6 +1,6 @@
 """``python -m tribunal.envs --port 8105``: the environments over the Open Reward Standard
-(:mod:`tribunal.envs.ors`), pointed at the verifiers by ``TRIBUNAL_ENVS_MATH_URL`` and
-``TRIBUNAL_ENVS_CODE_URL``."""
+(:mod:`tribunal.envs.ors`), pointed at the services by ``TRIBUNAL_ENVS_MATH_URL``,
+``TRIBUNAL_ENVS_CODE_URL`` and ``TRIBUNAL_ENVS_GATEWAY_URL``."""
 
 from __future__ import annotations
 

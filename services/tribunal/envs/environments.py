@@ -1,6 +1,9 @@
 """The environments, defined once for every protocol: ``math`` (GSM8K, MATH-500; graded by the
-math verifier, with a Python interpreter session as a tool) and ``code`` (HumanEval, MBPP;
-graded by the code verifier's hidden tests, with the same interpreter as a tool).
+math verifier, with a Python interpreter session as a tool), ``code`` (HumanEval, MBPP;
+graded by the code verifier's hidden tests, with the same interpreter as a tool) and
+``refiner`` (a research question with its search results as the observation; the final answer
+graded by the gateway's ``refiner_instance_rubrics`` spec: the rubric judge over the task's
+rubrics plus the citation score).
 
 An episode is a task and the tools' state. ``python`` runs a cell in a code-interpreter session
 of the code service (started on the first call, state kept across calls, closed with the
@@ -18,12 +21,14 @@ import httpx
 
 from tribunal.client import ClientError, TribunalClient
 from tribunal.envs.tasks import (
+    REFINER_SPEC,
     Split,
     Task,
     gsm8k_task,
     humaneval_task,
     math500_task,
     mbpp_task,
+    refiner_task,
 )
 
 MAX_ANSWER_CHARS = 10_000
@@ -103,12 +108,13 @@ PYTHON_TOOL = Tool(
 
 
 class Verifiers:
-    """Tribunal's services as an environment reaches them: the math and code verifiers
-    (``POST /v1/<verifier>/score``) and the code service's interpreter sessions.
+    """Tribunal's services as an environment reaches them: the math and code verifiers and the
+    gateway (``POST /v1/<verifier>/score``), and the code service's interpreter sessions.
 
     Args:
-        math_url: The math service (or a gateway routing ``math``).
+        math_url: The math service.
         code_url: The code service.
+        gateway_url: The gateway (reward specs: the refiner's).
         api_key: Sent as a bearer token where the services require one.
         timeout_s: Per request, seconds.
         max_retries: Retries of a request that failed in transport or was shed (429/503).
@@ -118,32 +124,34 @@ class Verifiers:
         self,
         math_url: str,
         code_url: str,
+        gateway_url: str,
         *,
         api_key: str | None = None,
         timeout_s: float = 120,
         max_retries: int = 6,
     ) -> None:
-        self.math, self.code = (
-            TribunalClient(url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
-            for url in (math_url, code_url)
-        )
+        self.clients = {
+            name: TribunalClient(url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+            for name, url in (("math", math_url), ("code", code_url), ("gateway", gateway_url))
+        }
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self.sessions = httpx.AsyncClient(base_url=code_url, headers=headers, timeout=timeout_s)
 
     async def aclose(self) -> None:
         """Close every connection."""
-        await self.math.aclose()
-        await self.code.aclose()
+        for client in self.clients.values():
+            await client.aclose()
         await self.sessions.aclose()
 
     async def score(self, verifier: str, item: Mapping[str, Any]) -> Step:
-        """Score one item; its result's reward as a finished step.
+        """Score one item with ``verifier`` (``math``, ``code``, or ``gateway`` for a spec
+        item); its result's reward as a finished step.
 
         Raises:
             EpisodeError: The request or the item failed (its error class and whether a
                 retry can help), never a reward of 0.
         """
-        client = self.math if verifier == "math" else self.code
+        client = self.clients[verifier]
         try:
             (result,) = await client.score(verifier, [item])
         except ClientError as exc:
@@ -273,7 +281,7 @@ class Environment:
 
     Attributes:
         name: Its name in the protocols (``math``).
-        verifier: The verifier that grades ``submit`` (``math``, ``code``).
+        verifier: What grades ``submit``: ``math``, ``code``, or ``gateway`` (a spec).
         splits: Its task splits, by name.
         tools: Its tools (``submit`` last).
         instructions: Put before each task's prompt.
@@ -319,6 +327,8 @@ class Environment:
                 "ground_truth": task.private["ground_truth"],
                 "options": {"answer_format": "answer_line"},
             }
+        if self.verifier == "gateway":
+            return {"id": task.id, "spec": REFINER_SPEC, "response": submitted, **task.private}
         return {"id": task.id, "language": "python", "code": submitted, **task.private}
 
 
@@ -358,5 +368,27 @@ CODE = Environment(
     "Write the program. You may try code with the python tool; submit it with submit.",
 )
 
-ENVIRONMENTS: Mapping[str, Environment] = {env.name: env for env in (MATH, CODE)}
+REFINER = Environment(
+    "refiner",
+    "gateway",
+    {
+        "pubmed_trajectories": Split(
+            "pubmed_trajectories",
+            "test",
+            "research/drtulu_style_pubmed_trajectories.jsonl.gz",
+            refiner_task,
+        )
+    },
+    (
+        Tool(
+            "submit",
+            "Submit your final answer: <answer>...</answer> with each claim cited. Ends the "
+            "episode.",
+            _string_input("answer", "The final answer with its citations."),
+        ),
+    ),
+    "Answer the research question from the search results below.",
+)
+
+ENVIRONMENTS: Mapping[str, Environment] = {env.name: env for env in (MATH, CODE, REFINER)}
 """Every environment by name."""

@@ -3,7 +3,7 @@ the ``openreward`` SDK's environment server (read from ``openreward`` 0.1.167,
 ``environments/server.py`` and ``api/_session``), so that its released client runs episodes
 on Tribunal's verifiers.
 
-Routes (``{env}`` is ``math`` or ``code``; a bare path such as ``/splits`` names the
+Routes (``{env}`` is ``math``, ``code`` or ``refiner``; a bare path such as ``/splits`` names the
 environment by the ``X-Deployment`` header the SDK sends)::
 
     GET  /health /version /list_environments
@@ -65,6 +65,9 @@ class EnvsSettings(BaseSettings):
 
     math_url: str = Field(default_factory=lambda: local_url("math"), description="Math service.")
     code_url: str = Field(default_factory=lambda: local_url("code"), description="Code service.")
+    gateway_url: str = Field(
+        default_factory=lambda: local_url("gateway"), description="Gateway (the refiner's spec)."
+    )
     max_sessions: int = Field(default=1024, gt=0, description="Episodes held at once.")
     max_retries: int = Field(
         default=6, ge=0, description="Retries of a verifier call that failed in transport."
@@ -153,6 +156,7 @@ class OrsServer:
         self.verifiers = Verifiers(
             settings.math_url,
             settings.code_url,
+            settings.gateway_url,
             api_key=settings.api_key,
             max_retries=settings.max_retries,
         )

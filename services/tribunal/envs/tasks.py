@@ -7,6 +7,7 @@ that a protocol hands out only the public part and a client can never supply its
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -66,11 +67,10 @@ def _read(split: Split, root: Path) -> tuple[Task, ...]:
     file = root / split.path
     if not file.exists():
         raise FileNotFoundError(f"{file} is missing: run `{FETCH_COMMAND}`")
-    with file.open(encoding="utf-8") as rows:
-        return tuple(
-            split.to_task(json.loads(line), index)
-            for index, line in enumerate(row for row in rows if row.strip())
-        )
+    text = gzip.decompress(file.read_bytes()).decode() if file.suffix == ".gz" else None
+    lines = (text if text is not None else file.read_text(encoding="utf-8")).splitlines()
+    rows = [line for line in lines if line.strip()]
+    return tuple(split.to_task(json.loads(line), index) for index, line in enumerate(rows))
 
 
 def gsm8k_task(row: Mapping[str, Any], index: int) -> Task:
@@ -116,3 +116,33 @@ def _called_name(assertion: str) -> str:
         if name not in wrappers:
             return str(name)
     raise ValueError(f"no function call in {assertion!r}")
+
+
+REFINER_SPEC = "refiner_instance_rubrics"
+"""The gateway's reward spec of the refiner: the rubric judge over the task's own rubrics plus
+the citation score (``services/tribunal/gateway/specs/refiner_instance_rubrics.yaml``)."""
+
+
+def refiner_task(row: Mapping[str, Any], index: int) -> Task:
+    """A Dr. Tulu-style PubMed trajectory: its search results (the ``<tool_output>`` blocks the
+    agent received) are the observation; its content rubrics, private, are what the judge
+    grades the final answer on."""
+    outputs = re.findall(
+        r"<tool_output>(.*?)</tool_output>", str(row["trajectory"]["interleaved_text"]), re.S
+    )
+    search = "\n".join(output.strip() for output in outputs)
+    prompt = (
+        f"Question: {row['question']}\n\nSearch results:\n{search}\n\n"
+        "Answer in <answer>...</answer>, wrapping each claim as "
+        '<cite id="ID">claim</cite> with the ids of the snippets that support it.'
+    )
+    rubrics = [
+        {
+            "title": str(rubric["title"]),
+            "description": str(rubric["description"]),
+            "weight": float(rubric["weight"]),
+        }
+        for rubric in row["content_rubrics"]
+    ]
+    private = {"question": str(row["question"]), "rubrics": rubrics, "tool_output": search}
+    return Task(str(row["sample_id"]), prompt, {}, private)
