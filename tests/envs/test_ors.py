@@ -6,6 +6,7 @@ service with its worker and Redis (the interpreter sessions), and the ORS server
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -74,6 +75,14 @@ def test_the_openreward_client_runs_math_and_code_episodes(
         )
         assert done.returncode == 0, done.stderr + (tmp_path / "envs.log").read_text()
         report = json.loads(done.stdout.strip().splitlines()[-1])
+        # The example of docs/integrations.md, as written, in the client's own venv.
+        page = (ROOT / "docs" / "integrations.md").read_text()
+        [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "openreward" in b]
+        example = example.replace("http://127.0.0.1:8105", url).replace("<key>", "ors-test-key")
+        ran = subprocess.run(
+            [str(openreward_python), "-c", example], capture_output=True, text=True, timeout=300
+        )
+        assert ran.returncode == 0, ran.stderr
     finally:
         stop_tree(server)
         stop_tree(broken)
