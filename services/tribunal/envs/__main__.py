@@ -8,7 +8,7 @@ import argparse
 
 import uvicorn
 
-from tribunal.envs.ors import create_app
+from tribunal.envs.app import create_app
 
 
 def main() -> None:

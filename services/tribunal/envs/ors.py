@@ -30,17 +30,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tribunal.core.middleware import key_matches, presented_key
 from tribunal.core.registry import local_url
 from tribunal.envs.environments import (
     ENVIRONMENTS,
@@ -416,33 +414,3 @@ async def call(body: ToolCallRequest, sid: Sid, server: ServerDep) -> StreamingR
         return ("end", _output(step))
 
     return _stream(str(uuid.uuid4()), run)
-
-
-def create_app(settings: EnvsSettings | None = None) -> FastAPI:
-    """The ORS app over the environments (see the module's docstring for its routes)."""
-    server = OrsServer(settings or EnvsSettings())
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        for sid in list(server.held):
-            await server.close(sid)
-        await server.verifiers.aclose()
-
-    app = FastAPI(title="Tribunal environments (Open Reward Standard)", lifespan=lifespan)
-    app.state.ors = server
-
-    @app.middleware("http")
-    async def require_key(request: Request, call_next: Any) -> Response:
-        expected = server.settings.api_key
-        if expected is not None and request.url.path != "/health":
-            given = request.headers.get("X-API-Key") or presented_key(
-                request.headers.get("Authorization", "")
-            )
-            if not key_matches(given, expected):
-                return JSONResponse({"detail": "X-API-Key (TRIBUNAL_API_KEY) required"}, 401)
-        response: Response = await call_next(request)
-        return response
-
-    app.include_router(router)
-    return app
