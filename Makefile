@@ -65,6 +65,7 @@ dev: tools $(VENV)/.all protocol-envs
 # (requirements/protocol-envs/): built once, kept while the lock is unchanged.
 protocol-envs:
 	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openreward
+	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openenv
 
 # The public data sets the docs, the tutorial, the benchmarks and the tests read, into
 # TRIBUNAL_DATA_DIR (default ../shared/data): `tribunal data fetch`, from each one's public source

@@ -1,6 +1,7 @@
 """The environment server's app: the Open Reward Standard (:mod:`tribunal.envs.ors`) and
 OpenEnv (:mod:`tribunal.envs.openenv`) over the same environments and services, one API-key
-rule for both (``TRIBUNAL_API_KEY``: ``X-API-Key`` or ``Authorization: Bearer``)."""
+rule for both (``TRIBUNAL_API_KEY``: ``X-API-Key`` or ``Authorization: Bearer``; for OpenEnv's
+client, which sends no headers, ``/k/<key>/openenv/...`` in the path)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,12 @@ def create_app(settings: EnvsSettings | None = None) -> FastAPI:
     async def require_key(request: Request, call_next: Any) -> Response:
         expected = server.settings.api_key
         if expected is not None and request.url.path != "/health":
-            given = request.headers.get("X-API-Key") or presented_key(
-                request.headers.get("Authorization", "")
+            path = request.url.path
+            in_path = path.split("/")[2] if path.startswith("/k/") else None
+            given = (
+                in_path
+                or request.headers.get("X-API-Key")
+                or presented_key(request.headers.get("Authorization", ""))
             )
             if not key_matches(given, expected):
                 return JSONResponse({"detail": "X-API-Key (TRIBUNAL_API_KEY) required"}, 401)
@@ -46,4 +51,6 @@ def create_app(settings: EnvsSettings | None = None) -> FastAPI:
 
     app.include_router(ors_router)
     app.include_router(openenv_router)
+    # The same routes with the key in the path, for clients that send no headers.
+    app.include_router(openenv_router, prefix="/k/{key}")
     return app

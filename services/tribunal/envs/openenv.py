@@ -11,6 +11,10 @@ not given) and answers the prompt, the tools and the task's public spec. A step 
 ``{"observation": {"text", "metadata"}, "reward", "done"}``; ``reward`` is the verifier's on
 ``submit`` and null on a tool step.
 
+With ``TRIBUNAL_API_KEY`` set, the key goes in a header (``X-API-Key`` or ``Authorization:
+Bearer``) or, since ``openenv-core``'s client sends no headers, in the path: the same routes are
+served under ``/k/<key>/openenv/...``.
+
 Errors are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a
 malformed action is ``VALIDATION_ERROR``; a verifier that failed is ``EXECUTION_ERROR`` with the
 envelope's error class leading the message (``backend_unavailable: ...``), never a reward of 0
@@ -142,7 +146,7 @@ async def websocket_episode(websocket: WebSocket, env_name: str) -> None:
     """One episode per connection: ``reset``, ``step``, ``state``, ``close`` messages."""
     server = _server(websocket)
     expected = server.settings.api_key
-    if expected is not None and not _key_ok(websocket.headers, expected):
+    if expected is not None and not _key_ok(websocket, expected):
         await websocket.close(code=1008, reason="X-API-Key (TRIBUNAL_API_KEY) required")
         return
     await websocket.accept()
@@ -196,9 +200,12 @@ async def _answer(episode: _OpenEnvEpisode, raw: str) -> str | None:
     return _error("UNKNOWN_TYPE", f"unknown message type {kind!r}")
 
 
-def _key_ok(headers: Any, expected: str) -> bool:
-    given = headers.get("x-api-key") or presented_key(headers.get("authorization", ""))
-    return key_matches(given, expected)
+def _key_ok(websocket: WebSocket, expected: str) -> bool:
+    """The key of a WebSocket: in its path (``/k/<key>/openenv/...``: ``openenv-core``'s client
+    sends no headers) or its headers."""
+    headers = websocket.headers
+    given = websocket.path_params.get("key") or headers.get("x-api-key")
+    return key_matches(given or presented_key(headers.get("authorization", "")), expected)
 
 
 @router.post("/{env_name}/reset")

@@ -59,7 +59,9 @@ class EnvsSettings(BaseSettings):
     """The environment server's settings (``TRIBUNAL_ENVS_*``; the key is ``TRIBUNAL_API_KEY``,
     the rest of Tribunal's)."""
 
-    model_config = SettingsConfigDict(env_prefix="TRIBUNAL_ENVS_", extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix="TRIBUNAL_ENVS_", extra="forbid", populate_by_name=True
+    )
 
     math_url: str = Field(default_factory=lambda: local_url("math"), description="Math service.")
     code_url: str = Field(default_factory=lambda: local_url("code"), description="Code service.")
