@@ -28,9 +28,10 @@ SDK's header) or ``Authorization: Bearer``.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Annotated, Any
 
@@ -69,6 +70,12 @@ class EnvsSettings(BaseSettings):
         default_factory=lambda: local_url("gateway"), description="Gateway (the refiner's spec)."
     )
     max_sessions: int = Field(default=1024, gt=0, description="Episodes held at once.")
+    idle_ttl_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="An episode no request named for this long (the SDK pings every 10 s) is "
+        "ended when a new one is created (ORS's own server reaps after 900 s).",
+    )
     max_retries: int = Field(
         default=6, ge=0, description="Retries of a verifier call that failed in transport."
     )
@@ -142,6 +149,8 @@ def task_spec(split: str, index: int, task: Task) -> dict[str, Any]:
 class _Held:
     env: Environment
     episode: Episode
+    seen_s: float = field(default_factory=time.monotonic)
+    """When a request last named the session (``time.monotonic``, seconds)."""
 
 
 class OrsServer:
@@ -187,7 +196,17 @@ class OrsServer:
         held = self.held.get(sid)
         if held is None:
             raise HTTPException(404, "Active environment not found")
+        held.seen_s = time.monotonic()
         return held
+
+    async def reap(self) -> int:
+        """End every episode idle past ``idle_ttl_s`` (a client that went away without
+        ``/delete``); return how many."""
+        deadline = time.monotonic() - self.settings.idle_ttl_s
+        idle = [sid for sid, held in self.held.items() if held.seen_s < deadline]
+        for sid in idle:
+            await self.close(sid)
+        return len(idle)
 
     async def close(self, sid: str) -> None:
         """End session ``sid``'s episode (its interpreter session with it)."""
@@ -308,6 +327,7 @@ async def create(
         task = server.resolve(env, body.split, body.index)
     else:
         raise HTTPException(400, "task_spec, or split and index, is required")
+    await server.reap()
     if len(server.held) >= server.settings.max_sessions:
         raise HTTPException(503, f"{server.settings.max_sessions} sessions held; retry later")
     server.held[sid] = _Held(env, Episode(env, task, server.verifiers))
