@@ -6,6 +6,9 @@
 #   scripts/protocol_envs.sh lock openreward    compile <client>.in into <client>.txt (hashes)
 #   scripts/protocol_envs.sh venv openreward    build .venv-<client> from the lock, once: a venv
 #                                               whose stamp matches the lock is kept as it is
+#
+# PYTHON picks the interpreter of both (default python3); NeMo Gym 0.4 needs Python 3.12:
+#   PYTHON=python3.12 scripts/protocol_envs.sh lock|venv nemo-gym
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -14,7 +17,8 @@ name=$2
 lock=requirements/protocol-envs/$name.txt
 case "$action" in
   lock)
-    tool=.lock-venv
+    # pip-compile resolves for the Python it runs on: a tool venv per Python version.
+    tool=.lock-venv-$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     if [ ! -x "$tool/bin/pip-compile" ]; then
       "$python" -m venv "$tool"
       "$tool/bin/pip" install --quiet --disable-pip-version-check pip-tools==7.6.2

@@ -1,5 +1,6 @@
-"""The environment server's app: the Open Reward Standard (:mod:`tribunal.envs.ors`) and
-OpenEnv (:mod:`tribunal.envs.openenv`) over the same environments and services, one API-key
+"""The environment server's app: the Open Reward Standard (:mod:`tribunal.envs.ors`), OpenEnv
+(:mod:`tribunal.envs.openenv`) and NeMo Gym's resources servers (:mod:`tribunal.envs.nemo_gym`)
+over the same environments and services, one API-key
 rule for both (``TRIBUNAL_API_KEY``: ``X-API-Key`` or ``Authorization: Bearer``; for OpenEnv's
 client, which sends no headers, ``/k/<key>/openenv/...`` in the path)."""
 
@@ -13,6 +14,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from tribunal.core.middleware import key_matches, presented_key
+from tribunal.envs.nemo_gym import router as nemo_gym_router
 from tribunal.envs.openenv import router as openenv_router
 from tribunal.envs.ors import EnvsSettings, OrsServer
 from tribunal.envs.ors import router as ors_router
@@ -51,6 +53,7 @@ def create_app(settings: EnvsSettings | None = None) -> FastAPI:
 
     app.include_router(ors_router)
     app.include_router(openenv_router)
+    app.include_router(nemo_gym_router)
     # The same routes with the key in the path, for clients that send no headers.
     app.include_router(openenv_router, prefix="/k/{key}")
     return app
