@@ -4,7 +4,7 @@
 aiohttp client) against Tribunal's resources-server routes: run in
 .venv-nemo-gym (Python 3.12) by tests/envs/test_nemo_gym.py, which reads the JSON this prints.
 
-    .venv-nemo-gym/bin/python tests/envs/nemo_gym_driver.py URL BROKEN_URL
+    .venv-nemo-gym/bin/python tests/envs/nemo_gym_driver.py URL KEY BROKEN_URL
 """
 
 import asyncio
@@ -59,9 +59,12 @@ def verify_body(text, **task):
     return {**verify.model_dump(mode="json"), **task}
 
 
+HEADERS = {}
+
+
 async def post(url, body):
     """NeMo Gym's request: ``(status, JSON)``; an error status as NeMo Gym raises it."""
-    answer = await request("POST", url, json=body)
+    answer = await request("POST", url, json=body, headers=dict(HEADERS))
     try:
         await raise_for_status(answer)
     except ClientResponseError as exc:
@@ -69,7 +72,8 @@ async def post(url, body):
     return answer.status, await get_response_json(answer)
 
 
-async def main(url, broken_url):
+async def main(url, key, broken_url):
+    HEADERS["X-API-Key"] = key
     report = {}
     http = set_global_aiohttp_client(GlobalAIOHTTPAsyncClientConfig())
     math = f"{url}/nemo_gym/math"
@@ -92,7 +96,9 @@ async def main(url, broken_url):
     report["code"] = BaseVerifyResponse.model_validate(answer).reward
     status, answer = await post(f"{math}/verify", verify_body("18"))
     report["no_answer"] = [status, answer["detail"]]
-    report["reverify"] = await get_response_json(await request("GET", f"{math}/reverify_mode"))
+    report["reverify"] = await get_response_json(
+        await request("GET", f"{math}/reverify_mode", headers=dict(HEADERS))
+    )
     rows = [
         {"_ng_task_index": 0, "reward": 1.0},
         {"_ng_task_index": 0, "reward": 0.0},
@@ -108,4 +114,4 @@ async def main(url, broken_url):
     print(json.dumps(report))
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+asyncio.run(main(*sys.argv[1:4]))

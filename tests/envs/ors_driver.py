@@ -2,7 +2,7 @@
 requirements/protocol-envs/openreward.txt) against Tribunal's ORS server: run in
 .venv-openreward by tests/envs/test_ors.py, which reads the JSON this prints.
 
-    .venv-openreward/bin/python tests/envs/ors_driver.py episodes URL BROKEN_URL
+    .venv-openreward/bin/python tests/envs/ors_driver.py episodes URL KEY BROKEN_URL
     .venv-openreward/bin/python tests/envs/ors_driver.py refiner URL
 """
 
@@ -46,8 +46,8 @@ async def refiner(url):
     print(json.dumps(report))
 
 
-async def episodes(url, broken_url):
-    client = AsyncOpenReward(api_key="ors-test-key")
+async def episodes(url, key, broken_url):
+    client = AsyncOpenReward(api_key=key)
     report = {}
     math = client.environments.get("tribunal", variant="math", base_url=url)
     report["math_splits"] = await math.list_splits()
@@ -86,4 +86,4 @@ async def episodes(url, broken_url):
 if sys.argv[1] == "refiner":
     asyncio.run(refiner(sys.argv[2]))
 else:
-    asyncio.run(episodes(sys.argv[2], sys.argv[3]))
+    asyncio.run(episodes(*sys.argv[2:5]))

@@ -1,7 +1,8 @@
 """The Open Reward Standard served from Tribunal's environments (``python -m tribunal.envs``),
 driven by the released ``openreward`` client (0.1.167, in .venv-openreward built from its own
-hashed lock by ``scripts/protocol_envs.sh``) against real processes: the math service, the code
-service with its worker and Redis (the interpreter sessions), and the ORS server."""
+hashed lock by ``scripts/protocol_envs.sh``) against real processes: the folder's stack (the
+math service, the code service with its worker and Redis, the environment server) and, for the
+refiner, a gateway over the judge (a fake model) and the citation scorer."""
 
 from __future__ import annotations
 
@@ -14,78 +15,35 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, RedisServer, RunningService, need_data, redis_env, stop_tree
+from tests.conftest import ROOT, RunningService, need_data, stop_tree
+from tests.envs.conftest import KEY, MEMORY, EnvsStack, client_python, run_driver
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 from tribunal.testing.stack import free_port, start_process, wait_ready
 
 pytestmark = pytest.mark.e2e
 
-VENV = ROOT / ".venv-openreward"
-MEMORY = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
-
 
 @pytest.fixture(scope="session")
 def openreward_python() -> Path:
-    """The venv of the ``openreward`` client, built once from its lock (kept while the lock's
-    hash matches its stamp)."""
-    subprocess.run([str(ROOT / "scripts" / "protocol_envs.sh"), "venv", "openreward"], check=True)
-    return VENV / "bin" / "python"
+    """The venv of the ``openreward`` client."""
+    return client_python("openreward")
 
 
 def test_the_openreward_client_runs_math_and_code_episodes(
-    service: Callable[..., RunningService],
-    redis_server: RedisServer,
-    key_prefix: str,
-    openreward_python: Path,
-    tmp_path: Path,
+    envs_stack: EnvsStack, openreward_python: Path
 ) -> None:
-    need_data(ROOT.parent / "shared" / "data" / "math" / "gsm8k_test.jsonl")
-    math = service("math", env=MEMORY)
-    code = service("code", env=redis_env(redis_server, key_prefix))
-    port, broken_port = free_port(), free_port()
-    server = start_process(
-        [sys.executable, "-m", "tribunal.envs", "--port", str(port)],
-        {
-            "TRIBUNAL_ENVS_MATH_URL": math.base_url,
-            "TRIBUNAL_ENVS_CODE_URL": code.base_url,
-            "TRIBUNAL_API_KEY": "ors-test-key",
-        },
-        tmp_path / "envs.log",
+    stack = envs_stack
+    args = ("episodes", stack.url, KEY, stack.broken_url)
+    done = run_driver(openreward_python, "ors_driver.py", *args, log=stack.log)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # The example of docs/integrations.md, as written, in the client's own venv.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "openreward" in b]
+    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
+    ran = subprocess.run(
+        [str(openreward_python), "-c", example], capture_output=True, text=True, timeout=300
     )
-    # A second server whose math service is gone: a verifier that fails.
-    broken = start_process(
-        [sys.executable, "-m", "tribunal.envs", "--port", str(broken_port)],
-        {
-            "TRIBUNAL_ENVS_MATH_URL": f"http://127.0.0.1:{free_port()}",
-            "TRIBUNAL_ENVS_CODE_URL": code.base_url,
-            "TRIBUNAL_ENVS_MAX_RETRIES": "0",
-        },
-        tmp_path / "broken.log",
-    )
-    try:
-        url, broken_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{broken_port}"
-        wait_ready(url, 30, {"envs": server}, path="/health")
-        wait_ready(broken_url, 30, {"envs": broken}, path="/health")
-        driver = ROOT / "tests" / "envs" / "ors_driver.py"
-        done = subprocess.run(
-            [str(openreward_python), str(driver), "episodes", url, broken_url],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr + (tmp_path / "envs.log").read_text()
-        report = json.loads(done.stdout.strip().splitlines()[-1])
-        # The example of docs/integrations.md, as written, in the client's own venv.
-        page = (ROOT / "docs" / "integrations.md").read_text()
-        [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "openreward" in b]
-        example = example.replace("http://127.0.0.1:8105", url).replace("<key>", "ors-test-key")
-        ran = subprocess.run(
-            [str(openreward_python), "-c", example], capture_output=True, text=True, timeout=300
-        )
-        assert ran.returncode == 0, ran.stderr
-    finally:
-        stop_tree(server)
-        stop_tree(broken)
+    assert ran.returncode == 0, ran.stderr
 
     assert report["math_splits"] == ["gsm8k_test", "math500_test"]
     assert report["math_broken"]["prompt"] == report["math_right"]["prompt"]
@@ -145,14 +103,8 @@ def test_the_refiner_pays_the_gateways_spec_over_ors(
         try:
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, 30, {"envs": server}, path="/health")
-            driver = ROOT / "tests" / "envs" / "ors_driver.py"
-            done = subprocess.run(
-                [str(openreward_python), str(driver), "refiner", url],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            assert done.returncode == 0, done.stderr + (tmp_path / "envs.log").read_text()
+            log = tmp_path / "envs.log"
+            done = run_driver(openreward_python, "ors_driver.py", "refiner", url, log=log)
             report = json.loads(done.stdout.strip().splitlines()[-1])
         finally:
             stop_tree(server)
