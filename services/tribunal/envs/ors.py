@@ -40,7 +40,6 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tribunal.core.registry import local_url
 from tribunal.envs.environments import (
     ENVIRONMENTS,
     Environment,
@@ -51,6 +50,7 @@ from tribunal.envs.environments import (
     Verifiers,
 )
 from tribunal.envs.tasks import Task
+from tribunal.wire.ports import local_url
 
 SESSION_HEADER = "X-Session-ID"
 DEPLOYMENT_HEADER = "X-Deployment"
