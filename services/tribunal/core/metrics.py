@@ -210,6 +210,7 @@ class _QueueCollector(Collector):
             *self._loads(),
             *_worker_tallies(self.stats),
             *_spec_tallies(self.stats),
+            *_audit_tallies(self.stats),
         ]
 
     def _loads(self) -> list[Metric]:
@@ -350,6 +351,35 @@ def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         component_sum,
         component_count,
     ]
+
+
+def _audit_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The audits' counters (``tribunal.gateway.audit.Auditor``), by spec: items audited,
+    failed and dropped, and the sums of their training and audit rewards (the gap over any
+    range is the difference of the two sums' increases over the audited items')."""
+    items = CounterMetricFamily(
+        "tribunal_audit_items",
+        "Spec items scored again by the spec's auditor, by outcome (audited, failed, dropped).",
+        labels=["spec", "outcome"],
+    )
+    sums = CounterMetricFamily(
+        "tribunal_audit_reward_sum",
+        "Sum of the audited items' rewards, by who gave them (training: the trainer's answer; "
+        "audit: the auditor's, never sent).",
+        labels=["spec", "scorer"],
+    )
+    outcomes = {"items": "audited", "failed": "failed", "dropped": "dropped"}
+    scorers = {"reward": "training", "audit_reward": "audit"}
+    for stats in all_stats.values():
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if parts[0] != "audit" or len(parts) != 3:
+                continue
+            if parts[2] in outcomes:
+                items.add_metric([parts[1], outcomes[parts[2]]], value)
+            elif parts[2] in scorers:
+                sums.add_metric([parts[1], scorers[parts[2]]], value / MICRO)
+    return [items, sums]
 
 
 class Metrics:

@@ -38,6 +38,7 @@ from tribunal.core.envelope import (
 from tribunal.core.errors import BadInput, InternalError, TribunalError
 from tribunal.core.hashing import config_hash
 from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
+from tribunal.gateway.audit import Auditor
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.remote import InFlightItems
@@ -237,6 +238,9 @@ class GatewayVerifier:
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
         self.tally = Tally()
+        # Built by the API process on first use (tribunal.gateway.routes.auditor_of): the
+        # audits run where the synchronous routes answer.
+        self.auditor: Auditor | None = None
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
@@ -282,7 +286,9 @@ class GatewayVerifier:
             self.client = self._client_factory()
 
     async def aclose(self) -> None:
-        """Close the client."""
+        """Cancel the audits in flight and close the client."""
+        if self.auditor is not None:
+            await self.auditor.aclose()
         if self.client is not None:
             await self.client.aclose()
             self.client = None
