@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from tests.conftest import RedisServer, RunningService, redis_env
+from tribunal.client import SyncTribunalClient
 from tribunal.gateway.audit import audited
 
 pytestmark = pytest.mark.e2e
@@ -95,7 +96,7 @@ def gateway(
 
 
 def _run(
-    client: httpx.Client, spec: str, seed: int, hack: bool
+    client: httpx.Client, scorer: SyncTribunalClient, spec: str, seed: int, hack: bool
 ) -> tuple[list[dict[str, Any]], int]:
     """Send one run's batches (one per step) under ``spec``; return its windows once every
     sampled item is audited, and the number of items sampled."""
@@ -111,9 +112,9 @@ def _run(
                 response = _completion(rng, step / STEPS if hack else 0.0)
                 items.append({"id": f"{group}-{k}", "group_id": group, "spec": spec,
                               "response": response, "ground_truth": "7"})  # fmt: skip
-        answer = client.post("/v1/score", json={"items": items, "step": 1000 * seed + step})
-        assert answer.status_code == 200, answer.text
-        assert all(r["reward"] is not None for r in answer.json()["results"])
+        # The client sends the step in the batch's envelope, as a trainer does.
+        results = scorer.score("gateway", items, step=1000 * seed + step, policy_version="p1")
+        assert all(r.reward is not None for r in results)
     windows: list[dict[str, Any]] = []
     for _ in range(600):
         report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}[spec]
@@ -126,17 +127,19 @@ def _run(
 
 
 def test_the_audit_gap_fires_on_a_drifting_hack_and_not_on_honest_runs(gateway: str) -> None:
+    scorer = SyncTribunalClient(gateway)
     with httpx.Client(base_url=gateway, timeout=120) as client:
-        hacked, sampled = _run(client, "lenient_math", seed=1, hack=True)
+        hacked, sampled = _run(client, scorer, "lenient_math", seed=1, hack=True)
         # Whole groups, by a hash both sides compute: exactly the sampled items were audited.
         assert sum(w["n"] for w in hacked) == sampled
         fired = _fired(hacked)
         assert fired is not None and fired - 1000 <= 6, hacked
         assert hacked[0]["gap"] == 0.0 and hacked[-1]["gap"] > 0.5
-        honest = [_run(client, "lenient_math", seed, hack=False)[0] for seed in (2, 3, 4)]
+        honest = [_run(client, scorer, "lenient_math", seed, hack=False)[0] for seed in (2, 3, 4)]
         assert [_fired(windows) for windows in honest] == [None, None, None]
         report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}["lenient_math"]
         # The items driving the gap are the hacked ones, newest first by difference.
         assert report["items"] and all(i["audit_reward"] < i["reward"] for i in report["items"])
         metrics = client.get("/metrics").text
         assert 'tribunal_audit_items_total{outcome="audited",spec="lenient_math"}' in metrics
+    scorer.close()

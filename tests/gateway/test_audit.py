@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from tests.conftest import RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
+from tribunal.client import TribunalClient
 from tribunal.core.envelope import VerifierInfo
 from tribunal.core.queue.keys import Keys
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text
@@ -178,3 +179,10 @@ async def test_the_auditor_records_pairs_after_the_answer_and_counts_failures() 
 def gateway_info() -> VerifierInfo:
 
     return VerifierInfo(name="gateway", version="1", config_hash="0" * 16)
+
+
+async def test_the_client_sends_a_step_only_to_the_gateway() -> None:
+    client = TribunalClient("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="step: only the gateway"):
+        await client.score("math", [{"id": "a", "response": "1", "ground_truth": "1"}], step=3)
+    await client.aclose()
