@@ -277,6 +277,26 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 ),
             ),
             Panel(
+                "Audited items: training vs audit reward",
+                "Mean reward of the audited items per spec, as training paid it and as the "
+                "spec's auditor scored them (never sent): a training line that rises while "
+                "the audit line stays flat is reward the auditor does not grant "
+                "(docs/audits.md).",
+                "short",
+                tuple(
+                    Query(
+                        _share(
+                            f'rate(tribunal_audit_reward_total{{{SPEC},scorer="{scorer}"}}'
+                            f"[{RATE}])",
+                            f'rate(tribunal_audit_items_total{{{SPEC},outcome="audited"}}[{RATE}])',
+                            "spec",
+                        ),
+                        f"{{{{spec}}}} {scorer}",
+                    )
+                    for scorer in ("training", "audit")
+                ),
+            ),
+            Panel(
                 "Reward mean",
                 "Mean reward per spec over the interval: a collapse or a sudden jump (a "
                 "policy found a hack) shows here first.",
@@ -467,6 +487,23 @@ class AlertBounds:
     backend_error_share: float = 0.5
 
 
+def _audit_gap_low(window: str) -> str:
+    """PromQL: the lower end of the 95 % normal interval on the paired differences
+    (training - audit reward) of each spec's items audited over ``window``:
+    ``mean(d) - 1.96 sqrt((E[d^2] - mean(d)^2) / n)`` (the variance with n, not n - 1: a
+    shade narrower, negligible past a few dozen items; docs/audits.md)."""
+
+    def increase(selector: str) -> str:
+        return f"max by (spec) (increase({selector}[{window}]))"
+
+    n = increase('tribunal_audit_items_total{outcome="audited"}')
+    training = increase('tribunal_audit_reward_total{scorer="training"}')
+    audit = increase('tribunal_audit_reward_total{scorer="audit"}')
+    gap = f"(({training} - {audit}) / {n})"
+    squares = f"({increase('tribunal_audit_gap_squares_total')} / {n})"
+    return f"{gap} - 1.96 * sqrt(clamp_min({squares} - {gap} ^ 2, 0) / {n})"
+
+
 def alert_rules(bounds: AlertBounds | None = None) -> dict[str, Any]:
     """The alert rules in Prometheus's rule-file format."""
     b = bounds or AlertBounds()
@@ -530,6 +567,21 @@ def alert_rules(bounds: AlertBounds | None = None) -> dict[str, Any]:
                 "description": "Most LLM calls of {{ $labels.verifier }} are unreachable or "
                 "time out: check the vLLM server (TRIBUNAL_JUDGE_BASE_URL / "
                 "TRIBUNAL_CITATION_BASE_URL).",
+            },
+        },
+        {
+            "alert": "TribunalAuditGap",
+            "expr": f"{_audit_gap_low(w)} > 0",
+            "for": b.hold,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.spec }}: training reward above its audit (95 % interval "
+                "from {{ $value }})",
+                "description": "Over the last "
+                f"{w}, the audited items of {{{{ $labels.spec }}}} were paid more by training "
+                "than by the spec's auditor, beyond a 95 % normal interval on the paired "
+                "differences: the policy may be earning reward the auditor does not grant. "
+                "See GET /v1/audits for the items that drive the gap (docs/audits.md).",
             },
         },
         {

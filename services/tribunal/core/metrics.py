@@ -363,10 +363,16 @@ def _audit_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         labels=["spec", "outcome"],
     )
     sums = CounterMetricFamily(
-        "tribunal_audit_reward_sum",
+        "tribunal_audit_reward",
         "Sum of the audited items' rewards, by who gave them (training: the trainer's answer; "
         "audit: the auditor's, never sent).",
         labels=["spec", "scorer"],
+    )
+    squares = CounterMetricFamily(
+        "tribunal_audit_gap_squares",
+        "Sum of the squared differences (training - audit reward) of the audited items: with "
+        "the sums and the count, the gap's interval (docs/audits.md).",
+        labels=["spec"],
     )
     outcomes = {"items": "audited", "failed": "failed", "dropped": "dropped"}
     scorers = {"reward": "training", "audit_reward": "audit"}
@@ -379,7 +385,9 @@ def _audit_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                 items.add_metric([parts[1], outcomes[parts[2]]], value)
             elif parts[2] in scorers:
                 sums.add_metric([parts[1], scorers[parts[2]]], value / MICRO)
-    return [items, sums]
+            elif parts[2] == "squares":
+                squares.add_metric([parts[1]], value / MICRO)
+    return [items, sums, squares]
 
 
 class Metrics:

@@ -41,6 +41,8 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from tribunal.core.envelope import ScoreItem
+from tribunal.core.errors import QueueUnavailable
+from tribunal.core.inspection.store import StatsSink
 from tribunal.core.metrics import MICRO, SEP
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
@@ -307,11 +309,14 @@ class Auditor:
         store: Where pairs are aggregated.
         timeout_s: Bound on one batch's audit (s); past it the audit fails, counted.
         max_pending_items: Items held for scoring at once; more are dropped, counted.
+        stats_sink: Where the counters go after each audit (the gateway's cluster-wide
+            stats, ``JobQueue.incr_stats``); None: they wait for :meth:`take_stats`.
 
     ``counters`` holds, since the last :meth:`take_stats`, per spec: ``audit|<spec>|items``
     (pairs recorded), ``|failed`` (items whose audit failed: the auditor answered an error,
-    timed out or could not be reached), ``|dropped`` (past the bound), and ``|reward`` /
-    ``|audit_reward`` (sums of the recorded pairs' rewards, in millionths).
+    timed out or could not be reached), ``|dropped`` (past the bound), ``|reward`` /
+    ``|audit_reward`` (sums of the recorded pairs' rewards, in millionths) and ``|squares``
+    (the sum of their squared differences, in millionths): ``tribunal_audit_*`` in /metrics.
     """
 
     def __init__(
@@ -320,7 +325,9 @@ class Auditor:
         store: AuditStore,
         timeout_s: float = 60.0,
         max_pending_items: int = MAX_PENDING_ITEMS,
+        stats_sink: StatsSink | None = None,
     ) -> None:
+        self._sink = stats_sink
         self._scorer = scorer
         self.store = store
         self._timeout_s = timeout_s
@@ -404,6 +411,8 @@ class Auditor:
             self._count(spec, "items", len(kept))
             self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
             self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
+            squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
+            self._count(spec, "squares", round(squares * MICRO))
         except (TimeoutError, RedisError, ValidationError, OSError) as exc:
             self._count(spec, "failed", len(pairs))
             logger.warning("audit of %d items of spec %s failed: %r", len(pairs), spec, exc)
@@ -412,6 +421,9 @@ class Auditor:
             logger.exception("audit of %d items of spec %s failed", len(pairs), spec)
         finally:
             self._pending -= len(pairs)
+        if self._sink is not None:
+            with contextlib.suppress(QueueUnavailable):  # a queue outage costs the counts
+                await self._sink("gateway", self.take_stats())
 
     async def drain(self) -> None:
         """Wait for the audits in flight (tests, shutdown)."""

@@ -91,12 +91,9 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
-        auditor = auditor_of(runtime)
-        auditor.after(valid, results, step)
+        auditor_of(runtime).after(valid, results, step)
         with contextlib.suppress(QueueUnavailable):
-            await runtime.queue.incr_stats(
-                "gateway", {**verifier.take_stats(), **auditor.take_stats()}
-            )
+            await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
         if refused is not None:
             raise refused
@@ -119,7 +116,10 @@ def auditor_of(runtime: AppRuntime) -> Auditor:
     assert isinstance(verifier, GatewayVerifier)
     if verifier.auditor is None:
         verifier.auditor = Auditor(
-            verifier, build_audit_store(runtime.queue), timeout_s=runtime.settings.sync_timeout_s
+            verifier,
+            build_audit_store(runtime.queue),
+            timeout_s=runtime.settings.sync_timeout_s,
+            stats_sink=runtime.queue.incr_stats,
         )
     return verifier.auditor
 
