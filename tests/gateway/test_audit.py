@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from tests.conftest import RedisServer
+from tests.conftest import ROOT, RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
 from tribunal.client import TribunalClient
 from tribunal.core.envelope import VerifierInfo
@@ -35,7 +35,8 @@ from tribunal.gateway.audit import (
     gap_interval,
     window_of,
 )
-from tribunal.gateway.specs import Audit, load_specs
+from tribunal.gateway.schemas import GatewayScoreRequest
+from tribunal.gateway.specs import SHIPPED_DIR, Audit, load_specs
 
 TRAIN = """
 name: train
@@ -88,6 +89,19 @@ def test_the_gap_interval_is_a_normal_interval_on_paired_differences() -> None:
     assert (one.gap, one.low, one.high) == (1.0, None, None)
     with pytest.raises(ValueError, match="at least one pair"):
         gap_interval({"n": 0.0, "t": 0.0, "a": 0.0, "d": 0.0, "d2": 0.0})
+
+
+def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-spec -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "lenient_math.yaml").write_text(block)
+    loaded = load_specs([SHIPPED_DIR, tmp_path])["lenient_math"]
+    assert loaded.spec.audit == Audit(spec="rloo_math", rate=0.05, window_steps=10, window_s=60)
+    envelope = page.split("<!-- tribunal:audit-envelope -->\n```json\n", 1)[1].split("```")[0]
+    request = GatewayScoreRequest.model_validate_json(envelope)
+    assert (request.step, request.policy_version) == (120, "ckpt-120")
+    gateway = GatewayVerifier({"lenient_math": loaded}, lambda: ScriptedClient({}))
+    gateway.item_model.model_validate(request.items[0])
 
 
 def test_an_audit_names_another_served_spec_and_moves_no_hash(
