@@ -32,7 +32,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -60,6 +60,9 @@ MAX_ITEMS = 1000
 
 TTL_S = 7 * 24 * 3600
 """An audit store's keys expire this long after their spec's last audited pair (s)."""
+
+LINGER_S = 0.25
+"""How long an :class:`Auditor` gathers audited pairs before it writes them (s)."""
 
 MAX_PENDING_ITEMS = 10_000
 """Items an :class:`Auditor` holds for scoring at once; more are dropped, counted."""
@@ -241,7 +244,8 @@ class RedisAuditStore:
             for name, value in _sums(pairs).items():
                 pipe.hincrbyfloat(sums_key, name, value)
             pipe.zadd(windows, {window: order})
-            pipe.lpush(items, *(orjson.dumps(asdict(p)) for p in pairs))
+            # A list per pair (the fields in order): asdict() per pair was most of a write.
+            pipe.lpush(items, *(orjson.dumps(astuple(p)) for p in pairs))
             pipe.ltrim(items, 0, MAX_ITEMS - 1)
             pipe.zrange(windows, 0, -MAX_WINDOWS - 1)
             for key in (sums_key, windows, items):
@@ -274,7 +278,7 @@ class RedisAuditStore:
     async def items(self, spec: str) -> list[AuditPair]:
         """See :class:`AuditStore`."""
         raw = await self._redis.lrange(self._key(spec, "items"), 0, MAX_ITEMS - 1)
-        return [AuditPair(**orjson.loads(r)) for r in raw]
+        return [AuditPair(*orjson.loads(r)) for r in raw]
 
 
 def _text(value: bytes | str) -> str:
@@ -335,6 +339,8 @@ class Auditor:
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self.counters: dict[str, int] = {}
+        self._buffer: dict[tuple[str, str], tuple[float, list[AuditPair]]] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     def _count(self, spec: str, what: str, amount: int = 1) -> None:
         name = f"audit{SEP}{spec}{SEP}{what}"
@@ -363,16 +369,24 @@ class Auditor:
         """
         now = time.time() if now_s is None else now_s
         chosen: dict[str, list[tuple[GatewayItem, float]]] = {}
+        decided: dict[tuple[str, str], bool] = {}
+        specs = self._scorer.specs
         for item, text in zip(items, results, strict=True):
-            if not isinstance(item, GatewayItem) or item.spec is None:
+            name: str | None = getattr(item, "spec", None)
+            if name is None:
                 continue
-            loaded = self._scorer.specs[item.spec]
+            loaded = specs[name]
             audit = loaded.spec.audit
-            if audit is None or not audited(loaded.hash, item.group_id or item.id, audit.rate):
+            if audit is None or not isinstance(item, GatewayItem):
+                continue
+            group = (name, item.group_id or item.id)
+            if group not in decided:  # one hash per group, not per item
+                decided[group] = audited(loaded.hash, group[1], audit.rate)
+            if not decided[group]:
                 continue
             reward = orjson.loads(text).get("reward")
             if isinstance(reward, (int, float)) and math.isfinite(reward):
-                chosen.setdefault(item.spec, []).append((item, float(reward)))
+                chosen.setdefault(name, []).append((item, float(reward)))
         for spec, pairs in chosen.items():
             if self._pending + len(pairs) > self._max_pending:
                 self._count(spec, "dropped", len(pairs))
@@ -407,13 +421,12 @@ class Auditor:
                     continue
                 group = item.group_id or item.id
                 kept.append(AuditPair(item.id, group, step, window, reward, outcome.reward))
-            await self.store.add(spec, order, kept)
-            self._count(spec, "items", len(kept))
-            self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
-            self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
-            squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
-            self._count(spec, "squares", round(squares * MICRO))
-        except (TimeoutError, RedisError, ValidationError, OSError) as exc:
+            self._buffer.setdefault((spec, window), (order, []))[1].extend(kept)
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.create_task(self._flush_later())
+                self._tasks.add(self._flusher)
+                self._flusher.add_done_callback(self._tasks.discard)
+        except (TimeoutError, ValidationError, OSError) as exc:
             self._count(spec, "failed", len(pairs))
             logger.warning("audit of %d items of spec %s failed: %r", len(pairs), spec, exc)
         except Exception:  # an auditor's bug is logged and counted, never raised
@@ -421,9 +434,32 @@ class Auditor:
             logger.exception("audit of %d items of spec %s failed", len(pairs), spec)
         finally:
             self._pending -= len(pairs)
-        if self._sink is not None:
+        await self._send_stats()
+
+    async def _send_stats(self) -> None:
+        if self._sink is not None and self.counters:
             with contextlib.suppress(QueueUnavailable):  # a queue outage costs the counts
                 await self._sink("gateway", self.take_stats())
+
+    async def _flush_later(self) -> None:
+        """Write what the audits gathered over :data:`LINGER_S` in one write per window:
+        one Redis round trip per window and linger, not one per batch (a trainer may send a
+        group per request)."""
+        await asyncio.sleep(LINGER_S)
+        buffered, self._buffer = self._buffer, {}
+        for (spec, _), (order, kept) in buffered.items():
+            try:
+                await self.store.add(spec, order, kept)
+            except (RedisError, OSError) as exc:
+                self._count(spec, "failed", len(kept))
+                logger.warning("audit of %d items of spec %s not stored: %r", len(kept), spec, exc)
+                continue
+            self._count(spec, "items", len(kept))
+            self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
+            self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
+            squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
+            self._count(spec, "squares", round(squares * MICRO))
+        await self._send_stats()
 
     async def drain(self) -> None:
         """Wait for the audits in flight (tests, shutdown)."""
