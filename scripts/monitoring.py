@@ -478,6 +478,10 @@ class AlertBounds:
         error_share: Bound on the share of items answered with an error (bad_input aside).
         backend_error_share: Share of backend calls unavailable or timed out past which the
             backend is down.
+        baseline: Range of the baseline (ending ``window`` ago) a hack signature's mean over
+            ``window`` is compared with.
+        drift_ratio: A signature drifts when its mean exceeds this times its baseline's.
+        drift_floor: ... and exceeds this (a share of items, or characters for length).
     """
 
     window: str = "5m"
@@ -485,6 +489,20 @@ class AlertBounds:
     oldest_age_s: float = 300
     error_share: float = 0.05
     backend_error_share: float = 0.5
+    baseline: str = "1h"
+    drift_ratio: float = 1.5
+    drift_floor: float = 0.05
+
+
+def _signature_mean(window: str, before: str | None = None) -> str:
+    """PromQL: each spec's mean of each hack signature over ``window`` (ending ``before``
+    ago: a baseline that leaves out the range it is compared with)."""
+    offset = f" offset {before}" if before else ""
+    return (
+        f"(max by (spec, signature) (increase(tribunal_spec_signature_total[{window}]{offset})) "
+        "/ on (spec) group_left max by (spec) (increase(tribunal_spec_signature_items_total"
+        f'{{outcome="counted"}}[{window}]{offset})))'
+    )
 
 
 def _audit_gap_low(window: str) -> str:
@@ -582,6 +600,21 @@ def alert_rules(bounds: AlertBounds | None = None) -> dict[str, Any]:
                 "than by the spec's auditor, beyond a 95 % normal interval on the paired "
                 "differences: the policy may be earning reward the auditor does not grant. "
                 "See GET /v1/audits for the items that drive the gap (docs/audits.md).",
+            },
+        },
+        {
+            "alert": "TribunalSignatureDrift",
+            "expr": f"{_signature_mean(w)} > {b.drift_ratio:g} * "
+            f"{_signature_mean(b.baseline, w)} and {_signature_mean(w)} > {b.drift_floor:g}",
+            "for": b.hold,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.spec }}: {{ $labels.signature }} drifted to {{ $value }}",
+                "description": "The mean of the hack signature {{ $labels.signature }} over the "
+                f"last {w} is more than {b.drift_ratio:g} times its mean over the "
+                f"{b.baseline} before: the responses changed in a way a gamed reward often shows "
+                "(length, repetition, identical completions, uncommitted answers). Compare the "
+                "audit gap and read the items in the reward inspector (docs/audits.md).",
             },
         },
         {

@@ -142,4 +142,6 @@ def test_the_audit_gap_fires_on_a_drifting_hack_and_not_on_honest_runs(gateway: 
         assert report["items"] and all(i["audit_reward"] < i["reward"] for i in report["items"])
         metrics = client.get("/metrics").text
         assert 'tribunal_audit_items_total{outcome="audited",spec="lenient_math"}' in metrics
+        # Hack signatures: the hacked run's answers are longer than the boxed ones, counted.
+        assert 'tribunal_spec_signature_total{signature="length",spec="lenient_math"}' in metrics
     scorer.close()

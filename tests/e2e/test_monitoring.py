@@ -327,7 +327,8 @@ def score_everything(gateway: str, tag: str) -> None:
 
 
 def hack_traffic(gateway: str, tag: str) -> None:
-    """Answers the lenient spec pays and its strict auditor does not (a bare number)."""
+    """Answers the lenient spec pays and its strict auditor does not (a bare number), longer
+    than the honest ones (a length drift)."""
     items = [
         {"id": f"h{i}", "group_id": f"{tag}h{i}", "spec": "lenient_math",
          "response": f"({tag} {i}) adding up we get 1", "ground_truth": "1"}
@@ -382,6 +383,10 @@ def run_scenario(
 
     # The policy finds a hack the training spec pays and its auditor does not.
     hacks = iter(range(10_000))
+    prometheus.wait_firing(
+        ("TribunalSignatureDrift", "lenient_math"),
+        meanwhile=lambda: hack_traffic(gateway, f"hack{next(hacks)}"),
+    )
     prometheus.wait_firing(
         ("TribunalAuditGap", "lenient_math"),
         meanwhile=lambda: hack_traffic(gateway, f"hack{next(hacks)}"),

@@ -36,6 +36,7 @@ from tribunal.gateway.audit import (
     window_of,
 )
 from tribunal.gateway.schemas import GatewayScoreRequest
+from tribunal.gateway.signatures import batch_signatures
 from tribunal.gateway.specs import SHIPPED_DIR, Audit, load_specs
 
 TRAIN = """
@@ -176,6 +177,8 @@ async def test_the_auditor_records_pairs_after_the_answer_and_counts_failures() 
     assert window == "step:10" and sums["n"] == 3 and sums["d"] == pytest.approx(2.25)
     stats = auditor.take_stats()
     assert stats["audit|train|items"] == 3 and "audit|train|failed" not in stats
+    # Every spec item's hack signatures were counted too, off the event loop.
+    assert stats["sig|train|items"] == 3 and stats["sig|train|duplicate"] == 2_000_000
 
     client.down.add("judge")
     auditor.after(items, texts, step=13)
@@ -186,7 +189,10 @@ async def test_the_auditor_records_pairs_after_the_answer_and_counts_failures() 
     bounded = Auditor(gateway, MemoryAuditStore(), max_pending_items=2)
     bounded.after(items, texts, step=14)
     await bounded.drain()
-    assert bounded.take_stats() == {"audit|train|dropped": 3}
+    assert bounded.take_stats() == {
+        "audit|train|dropped": 3,
+        "audit|train|signatures_dropped": 3,
+    }
     await gateway.aclose()
 
 
@@ -200,3 +206,21 @@ async def test_the_client_sends_a_step_only_to_the_gateway() -> None:
     with pytest.raises(ValueError, match="step: only the gateway"):
         await client.score("math", [{"id": "a", "response": "1", "ground_truth": "1"}], step=3)
     await client.aclose()
+
+
+def test_signatures_of_a_batch() -> None:
+    math_sub = {"source": "math", "details": {"uncommitted": "multiple", "region": None}}
+    rows = [
+        ("s", "g", "the answer is 7", {}),
+        ("s", "g", "the answer is 7", {}),  # the same completion again in its group
+        ("s", "h", "the answer is 7", {}),  # the same text in another group: not a duplicate
+        ("s", "h", "a b c d a b c d a b c d", {"sub_rewards": {"math": math_sub}}),
+        ("t", "g", None, {}),
+    ]
+    counters = batch_signatures(rows)
+    assert counters["sig|s|items"] == 4 and counters["sig|t|items"] == 1
+    assert counters["sig|s|length"] == 15 * 3 + 23 and counters["sig|t|length"] == 0
+    assert counters["sig|s|duplicate"] == 1_000_000
+    assert counters["sig|s|repetition"] == round(5 / 9 * 1_000_000)
+    assert counters["sig|s|uncommitted"] == counters["sig|s|no_region"] == 1_000_000
+    assert counters["sig|t|uncommitted"] == 0

@@ -211,6 +211,7 @@ class _QueueCollector(Collector):
             *_worker_tallies(self.stats),
             *_spec_tallies(self.stats),
             *_audit_tallies(self.stats),
+            *_signature_tallies(self.stats),
         ]
 
     def _loads(self) -> list[Metric]:
@@ -388,6 +389,34 @@ def _audit_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
             elif parts[2] == "squares":
                 squares.add_metric([parts[1]], value / MICRO)
     return [items, sums, squares]
+
+
+def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The hack signatures the gateway counted (``tribunal.gateway.signatures``), by spec."""
+    sums = CounterMetricFamily(
+        "tribunal_spec_signature",
+        "Sum of each hack signature over a spec's items (length in characters; repetition, "
+        "duplicate, uncommitted, no_region in [0, 1] per item): over a range, divided by "
+        "the items, its mean.",
+        labels=["spec", "signature"],
+    )
+    items = CounterMetricFamily(
+        "tribunal_spec_signature_items",
+        "Spec items whose hack signatures were counted (dropped: past the gateway's bound).",
+        labels=["spec", "outcome"],
+    )
+    for stats in all_stats.values():
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if len(parts) == 3 and parts[0] == "sig":
+                if parts[2] == "items":
+                    items.add_metric([parts[1], "counted"], value)
+                else:
+                    scale = 1 if parts[2] == "length" else MICRO
+                    sums.add_metric([parts[1], parts[2]], value / scale)
+            elif len(parts) == 3 and parts[0] == "audit" and parts[2] == "signatures_dropped":
+                items.add_metric([parts[1], "dropped"], value)
+    return [sums, items]
 
 
 class Metrics:

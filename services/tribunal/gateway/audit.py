@@ -48,6 +48,7 @@ from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.gateway.schemas import GatewayItem
+from tribunal.gateway.signatures import batch_signatures
 from tribunal.gateway.specs import Audit, LoadedSpec
 
 logger = logging.getLogger(__name__)
@@ -304,6 +305,15 @@ class Scorer(Protocol):
         ...
 
 
+def _signature_counters(rows: list[tuple[str, str, Any, str]]) -> dict[str, int]:
+    """:func:`batch_signatures` of rows whose results are still JSON text (in a thread)."""
+    parsed = []
+    for spec, group, response, text in rows:
+        details = orjson.loads(text).get("details")
+        parsed.append((spec, group, response, details if isinstance(details, dict) else {}))
+    return batch_signatures(parsed)
+
+
 class Auditor:
     """Scores the sampled groups of answered batches again, under each spec's auditor.
 
@@ -340,6 +350,7 @@ class Auditor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.counters: dict[str, int] = {}
         self._buffer: dict[tuple[str, str], tuple[float, list[AuditPair]]] = {}
+        self._one_thread = asyncio.Semaphore(1)
         self._flusher: asyncio.Task[None] | None = None
 
     def _count(self, spec: str, what: str, amount: int = 1) -> None:
@@ -358,7 +369,8 @@ class Auditor:
         step: int | None,
         now_s: float | None = None,
     ) -> None:
-        """Start auditing the sampled items of an answered batch (returns at once).
+        """Start auditing the sampled items of an answered batch, and counting every spec
+        item's hack signatures (``tribunal.gateway.signatures``); returns at once.
 
         Args:
             items: The batch's valid items, in order.
@@ -371,10 +383,13 @@ class Auditor:
         chosen: dict[str, list[tuple[GatewayItem, float]]] = {}
         decided: dict[tuple[str, str], bool] = {}
         specs = self._scorer.specs
+        rows: list[tuple[str, str, Any, str]] = []
         for item, text in zip(items, results, strict=True):
             name: str | None = getattr(item, "spec", None)
             if name is None:
                 continue
+            extra = item.__pydantic_extra__ or {}
+            rows.append((name, item.group_id or item.id, extra.get("response"), text))
             loaded = specs[name]
             audit = loaded.spec.audit
             if audit is None or not isinstance(item, GatewayItem):
@@ -387,6 +402,8 @@ class Auditor:
             reward = orjson.loads(text).get("reward")
             if isinstance(reward, (int, float)) and math.isfinite(reward):
                 chosen.setdefault(name, []).append((item, float(reward)))
+        if rows:
+            self._signatures(rows)
         for spec, pairs in chosen.items():
             if self._pending + len(pairs) > self._max_pending:
                 self._count(spec, "dropped", len(pairs))
@@ -436,6 +453,30 @@ class Auditor:
             self._pending -= len(pairs)
         await self._send_stats()
 
+    def _signatures(self, rows: list[tuple[str, str, Any, str]]) -> None:
+        """Count the batch's hack signatures (``tribunal.gateway.signatures``) in a thread,
+        one batch at a time; past the bound on items pending, they are dropped, counted."""
+        if self._pending + len(rows) > self._max_pending:
+            for spec in {r[0] for r in rows}:
+                self._count(spec, "signatures_dropped", sum(r[0] == spec for r in rows))
+            return
+        self._pending += len(rows)
+        task = asyncio.create_task(self._count_signatures(rows))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _count_signatures(self, rows: list[tuple[str, str, Any, str]]) -> None:
+        try:
+            async with self._one_thread:
+                counters = await asyncio.to_thread(_signature_counters, rows)
+            for name, value in counters.items():
+                self.counters[name] = self.counters.get(name, 0) + value
+        except Exception:  # a signature's bug is logged, never raised
+            logger.exception("hack signatures of %d items not counted", len(rows))
+        finally:
+            self._pending -= len(rows)
+        await self._send_stats()
+
     async def _send_stats(self) -> None:
         if self._sink is not None and self.counters:
             with contextlib.suppress(QueueUnavailable):  # a queue outage costs the counts
@@ -446,20 +487,26 @@ class Auditor:
         one Redis round trip per window and linger, not one per batch (a trainer may send a
         group per request)."""
         await asyncio.sleep(LINGER_S)
-        buffered, self._buffer = self._buffer, {}
-        for (spec, _), (order, kept) in buffered.items():
-            try:
-                await self.store.add(spec, order, kept)
-            except (RedisError, OSError) as exc:
-                self._count(spec, "failed", len(kept))
-                logger.warning("audit of %d items of spec %s not stored: %r", len(kept), spec, exc)
-                continue
-            self._count(spec, "items", len(kept))
-            self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
-            self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
-            squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
-            self._count(spec, "squares", round(squares * MICRO))
-        await self._send_stats()
+        # Until nothing is left: pairs added while a write was awaited find this task still
+        # running and start none of their own.
+        while self._buffer:
+            buffered, self._buffer = self._buffer, {}
+            for (spec, _), (order, kept) in buffered.items():
+                await self._store_pairs(spec, order, kept)
+            await self._send_stats()
+
+    async def _store_pairs(self, spec: str, order: float, kept: list[AuditPair]) -> None:
+        try:
+            await self.store.add(spec, order, kept)
+        except (RedisError, OSError) as exc:
+            self._count(spec, "failed", len(kept))
+            logger.warning("audit of %d items of spec %s not stored: %r", len(kept), spec, exc)
+            return
+        self._count(spec, "items", len(kept))
+        self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
+        self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
+        squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
+        self._count(spec, "squares", round(squares * MICRO))
 
     async def drain(self) -> None:
         """Wait for the audits in flight (tests, shutdown)."""
