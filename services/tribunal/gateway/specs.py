@@ -228,6 +228,11 @@ class RewardSpec(_Model):
         description="The reward OpenRLHF's route gives an item whose answer could not be "
         "decided (timeout, internal_error); null: such a batch is refused, not retried.",
     )
+    reverify: Literal["stateless", "stateful"] = Field(
+        default="stateless",
+        description="stateful: its rollouts read a state outside them (an environment's "
+        "world), so `tribunal rescore` refuses it without --force (tribunal.gateway.rescore).",
+    )
     audit: Audit | None = Field(
         default=None,
         description="An auditor spec and a rate: a sample of groups scored again, never "
@@ -322,7 +327,9 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
         raise SpecError(f"{origin}: score: {exc}") from None
     # A spec without a score hashes as it did before the field existed; the audit moves no
     # reward, so a spec's hash is the same with or without one.
-    exclude = {"description", "sources", "audit"} | ({"score"} if spec.score is None else set())
+    exclude = {"description", "sources", "audit", "reverify"} | (
+        {"score"} if spec.score is None else set()
+    )
     payload = spec.model_dump(mode="json", exclude=exclude)
     for component in payload["components"].values():
         component.pop("description", None)
