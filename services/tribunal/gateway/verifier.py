@@ -270,6 +270,16 @@ class GatewayVerifier:
             },
         }
 
+    async def audit_report(self) -> list[dict[str, Any]]:
+        """Per audited spec, its windows and the items driving its gap
+        (``tribunal.gateway.audit.report``), for the inspector's monitor view; empty
+        before this process has audited anything."""
+        if self.auditor is None:
+            return []
+        from tribunal.gateway.audit import report
+
+        return await report(self, self.auditor.store)
+
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result
         depends on their versions, which the gateway learns only by asking."""
