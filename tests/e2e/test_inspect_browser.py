@@ -488,7 +488,7 @@ def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
     windows, driving, canvases = _wait(
         browser, lambda d: (r := d.execute_script(rows_js)) and r[0] and r, "the audited spec"
     )
-    assert windows == [["step:0", "4", "1", "0.5", "0.5", "−0.066 to 1.066".replace("−", "-")]]
+    assert windows == [["step:0", "4", "1", "0.5", "0.5", "-0.066 to 1.066"]]
     assert sorted(driving) == ["aud-1", "aud-3"] and canvases == 1
     browser.save_screenshot(str(tmp_path / "monitor.png"))
     browser.find_element(By.LINK_TEXT, "aud-1").click()
