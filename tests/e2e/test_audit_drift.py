@@ -145,3 +145,32 @@ def test_the_audit_gap_fires_on_a_drifting_hack_and_not_on_honest_runs(gateway: 
         # Hack signatures: the hacked run's answers are longer than the boxed ones, counted.
         assert 'tribunal_spec_signature_total{signature="length",spec="lenient_math"}' in metrics
     scorer.close()
+
+
+def test_jobs_through_the_gateway_worker_are_audited_by_time(gateway: str) -> None:
+    """The trainer of this repository submits jobs: the gateway's worker process audits them,
+    in the same Redis store, windowed by time (a job carries no step)."""
+    scorer = SyncTribunalClient(gateway)
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(g for g in (f"job-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
+    items = [
+        {"id": f"job-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+    job = scorer.submit("gateway", items, idempotency_key="audited-job")
+    assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for _ in range(100):
+            report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+            timed = [
+                w for w in report["lenient_math"]["windows"] if w["window"].startswith("time:")
+            ]
+            if timed:
+                break
+            time.sleep(0.1)
+        assert [(w["n"], w["gap"]) for w in timed] == [(4, 1.0)]
+        ids = {i["id"] for i in report["lenient_math"]["items"]}
+        assert {f"job-{k}" for k in range(4)} <= ids

@@ -40,7 +40,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from tribunal.core.envelope import ScoreItem
+from tribunal.core.envelope import ItemOutcome, ScoreItem
 from tribunal.core.errors import QueueUnavailable
 from tribunal.core.inspection.store import StatsSink
 from tribunal.core.metrics import MICRO, SEP
@@ -305,11 +305,14 @@ class Scorer(Protocol):
         ...
 
 
-def _signature_counters(rows: list[tuple[str, str, Any, str]]) -> dict[str, int]:
-    """:func:`batch_signatures` of rows whose results are still JSON text (in a thread)."""
+def _signature_counters(rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> dict[str, int]:
+    """:func:`batch_signatures` of rows whose results are JSON text or outcomes (in a
+    thread)."""
     parsed = []
     for spec, group, response, text in rows:
-        details = orjson.loads(text).get("details")
+        details = (
+            text.details if isinstance(text, ItemOutcome) else orjson.loads(text).get("details")
+        )
         parsed.append((spec, group, response, details if isinstance(details, dict) else {}))
     return batch_signatures(parsed)
 
@@ -365,7 +368,7 @@ class Auditor:
     def after(
         self,
         items: Sequence[ScoreItem],
-        results: Sequence[str],
+        results: Sequence[str | ItemOutcome],
         step: int | None,
         now_s: float | None = None,
     ) -> None:
@@ -375,7 +378,8 @@ class Auditor:
         Args:
             items: The batch's valid items, in order.
             results: Their ``ItemResult`` JSON texts, as answered (only the sampled ones are
-                read: an item that was answered an error is not audited).
+                read: an item that was answered an error is not audited), or their outcomes
+                (the gateway's worker, scoring jobs).
             step: The batch's trainer step, or None (windowed by time).
             now_s: The wall clock (epoch s) for time windows; None: now.
         """
@@ -383,7 +387,7 @@ class Auditor:
         chosen: dict[str, list[tuple[GatewayItem, float]]] = {}
         decided: dict[tuple[str, str], bool] = {}
         specs = self._scorer.specs
-        rows: list[tuple[str, str, Any, str]] = []
+        rows: list[tuple[str, str, Any, str | ItemOutcome]] = []
         for item, text in zip(items, results, strict=True):
             name: str | None = getattr(item, "spec", None)
             if name is None:
@@ -399,7 +403,9 @@ class Auditor:
                 decided[group] = audited(loaded.hash, group[1], audit.rate)
             if not decided[group]:
                 continue
-            reward = orjson.loads(text).get("reward")
+            reward = (
+                text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
+            )
             if isinstance(reward, (int, float)) and math.isfinite(reward):
                 chosen.setdefault(name, []).append((item, float(reward)))
         if rows:
@@ -453,7 +459,7 @@ class Auditor:
             self._pending -= len(pairs)
         await self._send_stats()
 
-    def _signatures(self, rows: list[tuple[str, str, Any, str]]) -> None:
+    def _signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
         """Count the batch's hack signatures (``tribunal.gateway.signatures``) in a thread,
         one batch at a time; past the bound on items pending, they are dropped, counted."""
         if self._pending + len(rows) > self._max_pending:
@@ -465,7 +471,7 @@ class Auditor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _count_signatures(self, rows: list[tuple[str, str, Any, str]]) -> None:
+    async def _count_signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
         try:
             async with self._one_thread:
                 counters = await asyncio.to_thread(_signature_counters, rows)

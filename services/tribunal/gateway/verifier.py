@@ -38,6 +38,7 @@ from tribunal.core.envelope import (
 from tribunal.core.errors import BadInput, InternalError, TribunalError
 from tribunal.core.hashing import config_hash
 from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
+from tribunal.core.queue.base import JobQueue
 from tribunal.gateway.audit import Auditor
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
@@ -241,6 +242,7 @@ class GatewayVerifier:
         # Built by the API process on first use (tribunal.gateway.routes.auditor_of): the
         # audits run where the synchronous routes answer.
         self.auditor: Auditor | None = None
+        self._audits_jobs = False
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
@@ -304,11 +306,27 @@ class GatewayVerifier:
             self.client = None
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
-        """Score a batch; one outcome per item, in request order."""
-        return [
+        """Score a batch; one outcome per item, in request order. Where a queue is attached
+        (:meth:`attach_queue`: the gateway's worker, scoring jobs), the batch is then audited
+        and its hack signatures counted, windowed by time (a job carries no step)."""
+        outcomes = [
             outcome if isinstance(outcome, ItemOutcome) else _passthrough(_typed(via, outcome))
             for outcome, via in await self._score(items)
         ]
+        if self._audits_jobs and self.auditor is not None:
+            self.auditor.after(items, outcomes, step=None)
+        return outcomes
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Audit the jobs this process scores (the worker calls it once started), with the
+        audit store beside ``queue`` and its counters in the queue's stats."""
+        from tribunal.gateway.audit import build_audit_store
+
+        self._audits_jobs = True
+        if self.auditor is None:
+            self.auditor = Auditor(
+                self, build_audit_store(queue), timeout_s=timeout_s, stats_sink=queue.incr_stats
+            )
 
     async def score_results(self, items: Sequence[ScoreItem], info: VerifierInfo) -> list[str]:
         """Score a batch; one ``ItemResult`` JSON text per item, in request order (what the
