@@ -93,7 +93,7 @@ class InstantAuditor:
         self.specs: dict[str, LoadedSpec] = gateway.specs
         self.item_model: type[ScoreItem] = gateway.item_model
 
-    async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+    async def score_outcomes(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Reward 0 for every item."""
         return [ItemOutcome(reward=0.0) for _ in items]
 

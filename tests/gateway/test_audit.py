@@ -224,3 +224,22 @@ def test_signatures_of_a_batch() -> None:
     assert counters["sig|s|repetition"] == round(5 / 9 * 1_000_000)
     assert counters["sig|s|uncommitted"] == counters["sig|s|no_region"] == 1_000_000
     assert counters["sig|t|uncommitted"] == 0
+
+
+async def test_specs_auditing_each_other_audit_once_on_the_jobs_path() -> None:
+    strict = load_spec_text(STRICT + "audit: {spec: train, rate: 1.0}\n")
+    specs = {"train": load_spec_text(TRAIN), "strict": strict}
+    client = ScriptedClient({"math": const(1.0), "judge": const(0.0)})
+    gateway = GatewayVerifier(specs, lambda: client)
+    gateway._audits_jobs = True  # as attach_queue sets it in the gateway's worker
+    gateway.auditor = Auditor(gateway, MemoryAuditStore())
+    item = gateway.item_model.model_validate(
+        {"id": "a", "spec": "train", "response": "7", "ground_truth": "7"}
+    )
+    await gateway.score([item])
+    await gateway.auditor.drain()
+    # One request for the item (math), one for its audit (judge): the audit is not audited.
+    assert [verifier for verifier, _ in client.requests] == ["math", "judge"]
+    [(window, sums)] = await gateway.auditor.store.windows("train")
+    assert window.startswith("time:") and sums["n"] == 1 and sums["d"] == 1.0
+    await gateway.aclose()

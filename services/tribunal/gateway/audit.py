@@ -300,8 +300,8 @@ class Scorer(Protocol):
     specs: dict[str, LoadedSpec]
     item_model: type[ScoreItem]
 
-    async def score(self, items: Sequence[ScoreItem]) -> Sequence[Any]:
-        """One outcome (with ``reward``) per item, in order."""
+    async def score_outcomes(self, items: Sequence[ScoreItem]) -> Sequence[Any]:
+        """One outcome (with ``reward``) per item, in order, never audited itself."""
         ...
 
 
@@ -436,7 +436,7 @@ class Auditor:
                 )
                 for item, _ in pairs
             ]
-            outcomes = await asyncio.wait_for(self._scorer.score(batch), self._timeout_s)
+            outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
             kept = []
             for (item, reward), outcome in zip(pairs, outcomes, strict=True):
                 if outcome.reward is None:

@@ -309,13 +309,18 @@ class GatewayVerifier:
         """Score a batch; one outcome per item, in request order. Where a queue is attached
         (:meth:`attach_queue`: the gateway's worker, scoring jobs), the batch is then audited
         and its hack signatures counted, windowed by time (a job carries no step)."""
-        outcomes = [
-            outcome if isinstance(outcome, ItemOutcome) else _passthrough(_typed(via, outcome))
-            for outcome, via in await self._score(items)
-        ]
+        outcomes = await self.score_outcomes(items)
         if self._audits_jobs and self.auditor is not None:
             self.auditor.after(items, outcomes, step=None)
         return outcomes
+
+    async def score_outcomes(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        """Score a batch, one outcome per item, never audited (what an auditor scores with:
+        an audit of an audit would never end where two specs audit each other)."""
+        return [
+            outcome if isinstance(outcome, ItemOutcome) else _passthrough(_typed(via, outcome))
+            for outcome, via in await self._score(items)
+        ]
 
     def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
         """Audit the jobs this process scores (the worker calls it once started), with the
