@@ -19,7 +19,7 @@ NODEPS := requirements/trainers-nodeps.txt
 LOCK_TORCH := requirements/torch.txt
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools
+.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools protocol-envs
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -58,8 +58,18 @@ up: tools $(VENV)/.base
 
 # The full development environment, without running anything: every extra, the trainers, torch,
 # and the system tools the suite needs (the browser for the inspector's tests included).
-dev: tools $(VENV)/.all
+dev: tools $(VENV)/.all protocol-envs
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
+
+# The environment protocols' released clients, each in a venv of its own from its own hashed lock
+# (requirements/protocol-envs/): built once, kept while the lock is unchanged.
+# NeMo Gym 0.4 needs Python 3.12 (PYTHON312: pyenv's 3.12, else python3.12 on the PATH; CI's
+# image provides one the same way).
+PYTHON312 ?= $(or $(lastword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python)),$(shell command -v python3.12))
+protocol-envs:
+	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openreward
+	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openenv
+	PYTHON=$(PYTHON312) scripts/protocol_envs.sh venv nemo-gym
 
 # The public data sets the docs, the tutorial, the benchmarks and the tests read, into
 # TRIBUNAL_DATA_DIR (default ../shared/data): `tribunal data fetch`, from each one's public source

@@ -45,6 +45,12 @@ class Benchmark:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
+        "audit_overhead",
+        "The gateway's CPU per spec item with auditing at 0, 5 and 100 %, and the audit "
+        "store's Redis memory per million items.",
+        ("--items", "256", "--rounds", "1", "--fill", "2000"),
+    ),
+    Benchmark(
         "citation_throughput",
         "Citation scorer claims/s on the DR Tulu-style traces, and CPU per judged claim.",
         ("--rounds", "1"),

@@ -277,6 +277,26 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 ),
             ),
             Panel(
+                "Audited items: training vs audit reward",
+                "Mean reward of the audited items per spec, as training paid it and as the "
+                "spec's auditor scored them (never sent): a training line that rises while "
+                "the audit line stays flat is reward the auditor does not grant "
+                "(docs/audits.md).",
+                "short",
+                tuple(
+                    Query(
+                        _share(
+                            f'rate(tribunal_audit_reward_total{{{SPEC},scorer="{scorer}"}}'
+                            f"[{RATE}])",
+                            f'rate(tribunal_audit_items_total{{{SPEC},outcome="audited"}}[{RATE}])',
+                            "spec",
+                        ),
+                        f"{{{{spec}}}} {scorer}",
+                    )
+                    for scorer in ("training", "audit")
+                ),
+            ),
+            Panel(
                 "Reward mean",
                 "Mean reward per spec over the interval: a collapse or a sudden jump (a "
                 "policy found a hack) shows here first.",
@@ -458,6 +478,10 @@ class AlertBounds:
         error_share: Bound on the share of items answered with an error (bad_input aside).
         backend_error_share: Share of backend calls unavailable or timed out past which the
             backend is down.
+        baseline: Range of the baseline (ending ``window`` ago) a hack signature's mean over
+            ``window`` is compared with.
+        drift_ratio: A signature drifts when its mean exceeds this times its baseline's.
+        drift_floor: ... and exceeds this (a share of items, or characters for length).
     """
 
     window: str = "5m"
@@ -465,6 +489,37 @@ class AlertBounds:
     oldest_age_s: float = 300
     error_share: float = 0.05
     backend_error_share: float = 0.5
+    baseline: str = "1h"
+    drift_ratio: float = 1.5
+    drift_floor: float = 0.05
+
+
+def _signature_mean(window: str, before: str | None = None) -> str:
+    """PromQL: each spec's mean of each hack signature over ``window`` (ending ``before``
+    ago: a baseline that leaves out the range it is compared with)."""
+    offset = f" offset {before}" if before else ""
+    return (
+        f"(max by (spec, signature) (increase(tribunal_spec_signature_total[{window}]{offset})) "
+        "/ on (spec) group_left max by (spec) (increase(tribunal_spec_signature_items_total"
+        f'{{outcome="counted"}}[{window}]{offset})))'
+    )
+
+
+def _audit_gap_low(window: str) -> str:
+    """PromQL: the lower end of the 95 % normal interval on the paired differences
+    (training - audit reward) of each spec's items audited over ``window``:
+    ``mean(d) - 1.96 sqrt((E[d^2] - mean(d)^2) / n)`` (the variance with n, not n - 1: a
+    shade narrower, negligible past a few dozen items; docs/audits.md)."""
+
+    def increase(selector: str) -> str:
+        return f"max by (spec) (increase({selector}[{window}]))"
+
+    n = increase('tribunal_audit_items_total{outcome="audited"}')
+    training = increase('tribunal_audit_reward_total{scorer="training"}')
+    audit = increase('tribunal_audit_reward_total{scorer="audit"}')
+    gap = f"(({training} - {audit}) / {n})"
+    squares = f"({increase('tribunal_audit_gap_squares_total')} / {n})"
+    return f"{gap} - 1.96 * sqrt(clamp_min({squares} - {gap} ^ 2, 0) / {n})"
 
 
 def alert_rules(bounds: AlertBounds | None = None) -> dict[str, Any]:
@@ -530,6 +585,36 @@ def alert_rules(bounds: AlertBounds | None = None) -> dict[str, Any]:
                 "description": "Most LLM calls of {{ $labels.verifier }} are unreachable or "
                 "time out: check the vLLM server (TRIBUNAL_JUDGE_BASE_URL / "
                 "TRIBUNAL_CITATION_BASE_URL).",
+            },
+        },
+        {
+            "alert": "TribunalAuditGap",
+            "expr": f"{_audit_gap_low(w)} > 0",
+            "for": b.hold,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.spec }}: training reward above its audit (95 % interval "
+                "from {{ $value }})",
+                "description": "Over the last "
+                f"{w}, the audited items of {{{{ $labels.spec }}}} were paid more by training "
+                "than by the spec's auditor, beyond a 95 % normal interval on the paired "
+                "differences: the policy may be earning reward the auditor does not grant. "
+                "See GET /v1/audits for the items that drive the gap (docs/audits.md).",
+            },
+        },
+        {
+            "alert": "TribunalSignatureDrift",
+            "expr": f"{_signature_mean(w)} > {b.drift_ratio:g} * "
+            f"{_signature_mean(b.baseline, w)} and {_signature_mean(w)} > {b.drift_floor:g}",
+            "for": b.hold,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $labels.spec }}: {{ $labels.signature }} drifted to {{ $value }}",
+                "description": "The mean of the hack signature {{ $labels.signature }} over the "
+                f"last {w} is more than {b.drift_ratio:g} times its mean over the "
+                f"{b.baseline} before: the responses changed in a way a gamed reward often shows "
+                "(length, repetition, identical completions, uncommitted answers). Compare the "
+                "audit gap and read the items in the reward inspector (docs/audits.md).",
             },
         },
         {

@@ -35,6 +35,7 @@ FLOORS = {
     "citation": 2,
     "gateway": 3,
     "integrations": 4,
+    "envs": 4,
     "testing": 4,
     "cli": 4,
     "trainer": 4,

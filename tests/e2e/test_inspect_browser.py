@@ -73,6 +73,18 @@ class Stack:
     logs: dict[str, Path]
 
 
+def _audited_spec(tmp: Path) -> Path:
+    """A spec reading answers leniently, audited (every group) by the strict ``rloo_math``."""
+    specs = tmp / "specs"
+    specs.mkdir()
+    (specs / "lenient_math.yaml").write_text(
+        "name: lenient_math\nversion: '1'\ncomponents:\n  math:\n    verifier: math\n"
+        "    inputs:\n      response: response\n      ground_truth: ground_truth\n"
+        "      options: {value: {answer_format: lenient}}\naudit: {spec: rloo_math, rate: 1.0}\n"
+    )
+    return specs
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("inspect-stack")
@@ -90,6 +102,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
         "TRIBUNAL_KEY_PREFIX": f"insp{free_port()}",
         "TRIBUNAL_API_KEY": KEY,
         **{f"TRIBUNAL_GATEWAY_{name.upper()}_URL": url for name, url in urls.items()},
+        "TRIBUNAL_GATEWAY_SPECS_DIR": str(_audited_spec(tmp)),
     }
     argvs = {
         name: ([*TRIBUNAL, "api", name, "--port", url.rsplit(":", 1)[1]], {**memory, **judge_env})
@@ -446,3 +459,37 @@ def test_cache_hits_item_ids_rubrics_and_failed_cases_read_true(
         ["1", "wrong_answer", "7\n", "6\n"],
     ]
     browser.save_screenshot(str(tmp_path / "10-code-case.png"))
+
+
+def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
+    stack: Stack, browser: WebDriver, tmp_path: Path
+) -> None:
+    # Issue 40: a lenient spec audited by the strict format; a bare number is paid by one only.
+    # Last in the file: the tests before it count every item the page lists.
+    items = [
+        {"id": f"aud-{k}", "group_id": f"aud-g{k // 2}", "spec": "lenient_math",
+         "response": response, "ground_truth": "7"}
+        for k, response in enumerate(("So \\boxed{7}.", "adding up we get 7") * 2)
+    ]  # fmt: skip
+    answer = httpx.post(
+        f"{stack.gateway}/v1/score",
+        json={"items": items, "step": 3},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    )
+    assert [r["reward"] for r in answer.json()["results"]] == [1.0] * 4, answer.text
+    browser.get(f"{stack.gateway}/inspect?view=monitor")
+    rows_js = (
+        "const card = document.querySelector('.card[data-spec=lenient_math]');"
+        "return card && [[...card.querySelectorAll('table.windows tbody tr')].map((r) => "
+        "[...r.cells].map((c) => c.textContent)), [...card.querySelectorAll('a.item-link')]"
+        ".map((a) => a.textContent), card.querySelectorAll('canvas').length];"
+    )
+    windows, driving, canvases = _wait(
+        browser, lambda d: (r := d.execute_script(rows_js)) and r[0] and r, "the audited spec"
+    )
+    assert windows == [["step:0", "4", "1", "0.5", "0.5", "-0.066 to 1.066"]]
+    assert sorted(driving) == ["aud-1", "aud-3"] and canvases == 1
+    browser.save_screenshot(str(tmp_path / "monitor.png"))
+    browser.find_element(By.LINK_TEXT, "aud-1").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "detail-id").text == "aud-1", "the item view")

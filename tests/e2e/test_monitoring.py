@@ -158,10 +158,13 @@ class Prometheus:
         return result
 
     def firing(self) -> set[tuple[str, str]]:
-        """``(alertname, verifier or job)`` of every firing alert."""
+        """``(alertname, verifier, spec or job)`` of every firing alert."""
         alerts = httpx.get(f"{self.url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
         return {
-            (a["labels"]["alertname"], a["labels"].get("verifier", a["labels"].get("job", "")))
+            (
+                a["labels"]["alertname"],
+                a["labels"].get("verifier", a["labels"].get("spec", a["labels"].get("job", ""))),
+            )
             for a in alerts
             if a["state"] == "firing"
         }
@@ -186,6 +189,28 @@ class Prometheus:
         self.fired.add(alert[0])
 
 
+LENIENT = """
+name: lenient_math
+version: "1"
+components:
+  math:
+    verifier: math
+    inputs:
+      response: response
+      ground_truth: ground_truth
+      options: {value: {answer_format: lenient}}
+audit: {spec: rloo_math, rate: 1.0}
+"""
+
+
+def _audited_spec(workdir: Path) -> Path:
+    """A spec that reads answers leniently, audited by the shipped strict ``rloo_math``."""
+    specs = workdir / "specs"
+    specs.mkdir(exist_ok=True)
+    (specs / "lenient_math.yaml").write_text(LENIENT)
+    return specs
+
+
 def start_stack(
     workdir: Path, redis: RedisServer, backend: FakeOpenAIServer
 ) -> dict[str, RunningService]:
@@ -208,6 +233,7 @@ def start_stack(
         "TRIBUNAL_JUDGE_MAX_RETRIES": "1",
         "TRIBUNAL_JUDGE_BACKOFF_S": "0.05",
         **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": urls[n] for n in SERVICES if n != "gateway"},
+        "TRIBUNAL_GATEWAY_SPECS_DIR": str(_audited_spec(workdir)),
     }
     stack = {name: RunningService(name, urls[name], workdir, env=env) for name in SERVICES}
     try:
@@ -291,8 +317,25 @@ def score_everything(gateway: str, tag: str) -> None:
         {"id": f"q{i}", "spec": "rloo_math", "response": f"\\boxed{{{i}}}", "ground_truth": "1"}
         for i in range(4)
     ]
+    items += [
+        {"id": f"l{i}", "group_id": f"{tag}{i}", "spec": "lenient_math",
+         "response": f"{form}\\boxed{{1}}", "ground_truth": "1"}
+        for i, form in enumerate(("So ", "Thus ", "Hence "))
+    ]  # fmt: skip
     results = post(gateway, "/v1/score", {"items": items}).json()["results"]
     assert all(r["error"] is None for r in results), results
+
+
+def hack_traffic(gateway: str, tag: str) -> None:
+    """Answers the lenient spec pays and its strict auditor does not (a bare number), longer
+    than the honest ones (a length drift)."""
+    items = [
+        {"id": f"h{i}", "group_id": f"{tag}h{i}", "spec": "lenient_math",
+         "response": f"({tag} {i}) adding up we get 1", "ground_truth": "1"}
+        for i in range(4)
+    ]  # fmt: skip
+    results = post(gateway, "/v1/score", {"items": items}).json()["results"]
+    assert [r["reward"] for r in results] == [1.0] * 4, results
 
 
 @pytest.mark.timeout(420)
@@ -337,6 +380,17 @@ def run_scenario(
     )
     healthy = prometheus.firing()
     assert not {a for a in healthy if a[0] != "TribunalQueueStalled"}, healthy
+
+    # The policy finds a hack the training spec pays and its auditor does not.
+    hacks = iter(range(10_000))
+    prometheus.wait_firing(
+        ("TribunalSignatureDrift", "lenient_math"),
+        meanwhile=lambda: hack_traffic(gateway, f"hack{next(hacks)}"),
+    )
+    prometheus.wait_firing(
+        ("TribunalAuditGap", "lenient_math"),
+        meanwhile=lambda: hack_traffic(gateway, f"hack{next(hacks)}"),
+    )
 
     # The judge backend goes down: every judge call is unavailable, every judge item fails.
     backend.stop()

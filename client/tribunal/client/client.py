@@ -160,7 +160,13 @@ class TribunalClient:
     # -- endpoints ----------------------------------------------------------------------------
 
     async def score(
-        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+        self,
+        verifier: str,
+        items: Sequence[Item],
+        *,
+        idempotency_key: str | None = None,
+        step: int | None = None,
+        policy_version: str | None = None,
     ) -> list[ItemResult]:
         """Score a batch synchronously (``POST /v1/<verifier>/score``).
 
@@ -170,6 +176,9 @@ class TribunalClient:
             idempotency_key: Sent as ``Idempotency-Key``: the batch is the job of this key,
                 so a retried or repeated request is answered from it (scored once), and a
                 504 carries its ``job_id`` for :meth:`wait`.
+            step: The trainer's step of the batch (``gateway`` only): the gateway windows its
+                audits by it (docs/audits.md); None: by time.
+            policy_version: The policy that wrote the responses (``gateway`` only).
 
         Returns:
             One result per item, in order; failed items have ``reward=None`` and an error.
@@ -180,8 +189,16 @@ class TribunalClient:
                 batch's job) or 500.
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
+            ValueError: ``step`` or ``policy_version`` for a verifier other than the gateway
+                (a verifier's envelope has no such field).
         """
-        body = {"items": [item_json(item) for item in items]}
+        body: dict[str, Any] = {"items": [item_json(item) for item in items]}
+        for name, value in (("step", step), ("policy_version", policy_version)):
+            if value is None:
+                continue
+            if verifier != "gateway":
+                raise ValueError(f"{name}: only the gateway takes a batch's {name}")
+            body[name] = value
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         response = await self._request("POST", f"/v1/{verifier}/score", body=body, headers=headers)
         from tribunal.wire.envelope import ScoreResponse

@@ -45,11 +45,23 @@ class SyncTribunalClient:
             self._runner.close()
 
     def score(
-        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+        self,
+        verifier: str,
+        items: Sequence[Item],
+        *,
+        idempotency_key: str | None = None,
+        step: int | None = None,
+        policy_version: str | None = None,
     ) -> list[ItemResult]:
         """See :meth:`TribunalClient.score`."""
         return self._runner.run(
-            self._client.score(verifier, items, idempotency_key=idempotency_key)
+            self._client.score(
+                verifier,
+                items,
+                idempotency_key=idempotency_key,
+                step=step,
+                policy_version=policy_version,
+            )
         )
 
     def submit(

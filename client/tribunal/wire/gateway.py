@@ -111,6 +111,17 @@ class GatewayScoreRequest(BaseModel):
         description='Items: {"id", "verifier": "math", "response", "ground_truth"} or '
         '{"id", "spec": "rloo_math", "response", "ground_truth"}, ...',
     )
+    step: int | None = Field(
+        default=None,
+        ge=0,
+        description="The trainer's step of this batch (optional): audits are windowed by it; "
+        "a batch without one is windowed by time.",
+    )
+    policy_version: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The policy that wrote the responses (optional; a checkpoint name).",
+    )
 
 
 class SpecInfo(BaseModel):

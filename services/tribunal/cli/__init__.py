@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -428,6 +428,75 @@ def data_path(
         raise typer.Exit(2) from None
     for name in files:
         typer.echo(str(root / name))
+
+
+@app.command()
+def rescore(
+    rollouts: Annotated[
+        Path, typer.Argument(help="JSONL: the inspector's export, or rollouts with an id.")
+    ],
+    config: Annotated[
+        list[str],
+        typer.Option(help="A spec: a YAML file, or the name of a shipped spec. Given twice."),
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Where to write the diff (JSON); default: stdout.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Re-score a spec that is not stateless all the same.")
+    ] = False,
+) -> None:
+    """Score stored rollouts under two specs (A, B) and write the diff: each item whose
+    reward changed, by class (up, down, error_a, error_b, both_error), with both specs'
+    hashes. The verifiers are reached at TRIBUNAL_GATEWAY_*_URL. Exit 2 on a bad input or a
+    spec that is not stateless (without --force)."""
+    from tribunal.gateway import SpecError, load_spec_text, shipped_specs
+    from tribunal.gateway.remote import ClientVerifiers
+    from tribunal.gateway.rescore import read_rollouts, stateful_reasons
+    from tribunal.gateway.rescore import rescore as rescore_items
+    from tribunal.gateway.settings import GatewaySettings
+    from tribunal.wire.errors import BadInput
+
+    def fail(message: str) -> NoReturn:
+        typer.echo(f"tribunal rescore: {message}", err=True)
+        raise typer.Exit(2)
+
+    if len(config) != 2:
+        fail(f"--config: give exactly two specs (A and B), not {len(config)}")
+    loaded = []
+    try:
+        for name in config:
+            path = Path(name)
+            if path.is_file():
+                loaded.append(load_spec_text(path.read_text(), str(path)))
+            elif name in (shipped := shipped_specs()):
+                loaded.append(shipped[name])
+            else:
+                fail(f"--config: {name!r} is neither a spec file nor a shipped spec")
+        with rollouts.open("rb") as lines:
+            items = read_rollouts(lines)
+    except (SpecError, BadInput, OSError) as exc:
+        fail(str(exc))
+    reasons = [r for spec in loaded for r in stateful_reasons(spec)]
+    if reasons and not force:
+        fail("re-scoring is not safe (" + "; ".join(reasons) + "): pass --force to do it anyway")
+    settings = GatewaySettings()
+
+    def client() -> ClientVerifiers:
+        return ClientVerifiers(
+            settings.gateway.verifier_urls(),
+            settings.gateway.timeout_s,
+            settings.api_key_value,
+            max_retries=settings.gateway.retries,
+        )
+
+    diff = asyncio.run(rescore_items(items, loaded[0], loaded[1], client))
+    text = json.dumps(diff, indent=1) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+    typer.echo(f"{diff['items']} items: {diff['classes']}", err=True)
 
 
 # What `pip install 'tribunal-rl[trainer]'` adds and the trainer imports.

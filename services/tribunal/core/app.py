@@ -194,6 +194,9 @@ async def _start_embedded_workers(
             refused.setdefault(exc.message, []).append(verifier.name)
             await queue.set_refusal(verifier.name, exc.message)
             continue
+        attach = getattr(verifier, "attach_queue", None)  # the gateway audits its jobs
+        if attach is not None:
+            attach(queue, settings.sync_timeout_s)
         worker = WorkerRuntime(
             verifier,
             queue,

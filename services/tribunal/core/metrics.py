@@ -210,6 +210,8 @@ class _QueueCollector(Collector):
             *self._loads(),
             *_worker_tallies(self.stats),
             *_spec_tallies(self.stats),
+            *_audit_tallies(self.stats),
+            *_signature_tallies(self.stats),
         ]
 
     def _loads(self) -> list[Metric]:
@@ -350,6 +352,71 @@ def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         component_sum,
         component_count,
     ]
+
+
+def _audit_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The audits' counters (``tribunal.gateway.audit.Auditor``), by spec: items audited,
+    failed and dropped, and the sums of their training and audit rewards (the gap over any
+    range is the difference of the two sums' increases over the audited items')."""
+    items = CounterMetricFamily(
+        "tribunal_audit_items",
+        "Spec items scored again by the spec's auditor, by outcome (audited, failed, dropped).",
+        labels=["spec", "outcome"],
+    )
+    sums = CounterMetricFamily(
+        "tribunal_audit_reward",
+        "Sum of the audited items' rewards, by who gave them (training: the trainer's answer; "
+        "audit: the auditor's, never sent).",
+        labels=["spec", "scorer"],
+    )
+    squares = CounterMetricFamily(
+        "tribunal_audit_gap_squares",
+        "Sum of the squared differences (training - audit reward) of the audited items: with "
+        "the sums and the count, the gap's interval (docs/audits.md).",
+        labels=["spec"],
+    )
+    outcomes = {"items": "audited", "failed": "failed", "dropped": "dropped"}
+    scorers = {"reward": "training", "audit_reward": "audit"}
+    for stats in all_stats.values():
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if parts[0] != "audit" or len(parts) != 3:
+                continue
+            if parts[2] in outcomes:
+                items.add_metric([parts[1], outcomes[parts[2]]], value)
+            elif parts[2] in scorers:
+                sums.add_metric([parts[1], scorers[parts[2]]], value / MICRO)
+            elif parts[2] == "squares":
+                squares.add_metric([parts[1]], value / MICRO)
+    return [items, sums, squares]
+
+
+def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
+    """The hack signatures the gateway counted (``tribunal.gateway.signatures``), by spec."""
+    sums = CounterMetricFamily(
+        "tribunal_spec_signature",
+        "Sum of each hack signature over a spec's items (length in characters; repetition, "
+        "duplicate, uncommitted, no_region in [0, 1] per item): over a range, divided by "
+        "the items, its mean.",
+        labels=["spec", "signature"],
+    )
+    items = CounterMetricFamily(
+        "tribunal_spec_signature_items",
+        "Spec items whose hack signatures were counted (dropped: past the gateway's bound).",
+        labels=["spec", "outcome"],
+    )
+    for stats in all_stats.values():
+        for name, value in stats.items():
+            parts = name.split(SEP)
+            if len(parts) == 3 and parts[0] == "sig":
+                if parts[2] == "items":
+                    items.add_metric([parts[1], "counted"], value)
+                else:
+                    scale = 1 if parts[2] == "length" else MICRO
+                    sums.add_metric([parts[1], parts[2]], value / scale)
+            elif len(parts) == 3 and parts[0] == "audit" and parts[2] == "signatures_dropped":
+                items.add_metric([parts[1], "dropped"], value)
+    return [sums, items]
 
 
 class Metrics:

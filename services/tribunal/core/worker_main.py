@@ -51,6 +51,11 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
             for verifier in verifiers:
                 await verifier.start()
                 started.append(verifier)
+                # A verifier that audits what it scores (the gateway) keeps its audits
+                # beside this queue.
+                attach = getattr(verifier, "attach_queue", None)
+                if attach is not None:
+                    attach(queue, settings.sync_timeout_s)
         except ConfigurationError as exc:
             # Every verifier of the service is down with this process: say why in the queue,
             # where the API's /readyz and submissions find it (if the queue answers).

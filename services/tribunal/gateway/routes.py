@@ -16,6 +16,7 @@ from fastapi.responses import Response
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
+from tribunal.gateway.audit import Auditor, build_audit_store, report
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -48,7 +49,7 @@ keyed = APIRouter(
 _SCORE_RESPONSE = score_response_model("gateway", GatewayDetails)
 
 
-async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
+async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None = None) -> str:
     """Score a batch in this process and return the ``ScoreResponse`` JSON text.
 
     The synchronous routes fan out from the API process itself rather than through the
@@ -90,6 +91,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
+        auditor_of(runtime).after(valid, results, step)
         with contextlib.suppress(QueueUnavailable):
             await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
@@ -108,6 +110,20 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any]) -> str:
         return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
 
 
+def auditor_of(runtime: AppRuntime) -> Auditor:
+    """The gateway's :class:`Auditor` (built on first use, beside the runtime's queue)."""
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    if verifier.auditor is None:
+        verifier.auditor = Auditor(
+            verifier,
+            build_audit_store(runtime.queue),
+            timeout_s=runtime.settings.sync_timeout_s,
+            stats_sink=runtime.queue.incr_stats,
+        )
+    return verifier.auditor
+
+
 def _settings(request: Request) -> GatewaySettings:
     settings: GatewaySettings = request.app.state.settings
     return settings
@@ -115,7 +131,7 @@ def _settings(request: Request) -> GatewaySettings:
 
 async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     started = time.perf_counter()
-    text = await score_here(runtime, body.items)
+    text = await score_here(runtime, body.items, body.step)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )
@@ -168,6 +184,17 @@ async def list_specs(runtime: RuntimeDep) -> dict[str, Any]:
             for loaded in verifier.specs.values()
         ]
     }
+
+
+@router.get("/v1/audits", operation_id="list_audits")
+async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
+    """Per audited spec: its auditor and rate, per window of trainer steps (or of time) the
+    training reward, the audit reward and their gap with a 95 % normal interval on the paired
+    differences, and the newest items with the largest training - audit difference."""
+    auditor = auditor_of(runtime)
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    return {"specs": await report(verifier, auditor.store)}
 
 
 def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:

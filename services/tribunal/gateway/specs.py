@@ -187,6 +187,26 @@ class Component(_Model):
         return self
 
 
+class Audit(_Model):
+    """A second opinion on a sample of a spec's items (``tribunal.gateway.audit``).
+
+    The items of a sampled GRPO group (``group_id``; an item without one is its own group)
+    are scored again, after the trainer's answer, by the spec named ``spec``: the strict
+    answer format where training uses a lenient one, another judge model URL, extra hidden
+    tests. Its reward never reaches the trainer; it is aggregated per window of trainer
+    steps beside the training reward.
+    """
+
+    spec: str = Field(pattern=_NAME, description="The auditor: another spec served here.")
+    rate: float = Field(gt=0.0, le=1.0, description="Share of GRPO groups audited, in (0, 1].")
+    window_steps: int = Field(
+        default=10, ge=1, description="Trainer steps per window (batches that carry `step`)."
+    )
+    window_s: float = Field(
+        default=60.0, gt=0.0, description="Seconds per window (batches that carry no `step`)."
+    )
+
+
 class RewardSpec(_Model):
     """A reward spec as written in YAML (see the module docstring)."""
 
@@ -207,6 +227,16 @@ class RewardSpec(_Model):
         default=None,
         description="The reward OpenRLHF's route gives an item whose answer could not be "
         "decided (timeout, internal_error); null: such a batch is refused, not retried.",
+    )
+    reverify: Literal["stateless", "stateful"] = Field(
+        default="stateless",
+        description="stateful: its rollouts read a state outside them (an environment's "
+        "world), so `tribunal rescore` refuses it without --force (tribunal.gateway.rescore).",
+    )
+    audit: Audit | None = Field(
+        default=None,
+        description="An auditor spec and a rate: a sample of groups scored again, never "
+        "answered to the trainer (tribunal.gateway.audit).",
     )
 
     @model_validator(mode="after")
@@ -295,8 +325,11 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
         score = parse_formula(spec.score, {*spec.components, "reward"}) if spec.score else None
     except FormulaError as exc:
         raise SpecError(f"{origin}: score: {exc}") from None
-    # A spec without a score hashes as it did before the field existed.
-    exclude = {"description", "sources"} | ({"score"} if spec.score is None else set())
+    # A spec without a score hashes as it did before the field existed; the audit moves no
+    # reward, so a spec's hash is the same with or without one.
+    exclude = {"description", "sources", "audit", "reverify"} | (
+        {"score"} if spec.score is None else set()
+    )
     payload = spec.model_dump(mode="json", exclude=exclude)
     for component in payload["components"].values():
         component.pop("description", None)
@@ -321,6 +354,12 @@ def load_specs(directories: Iterable[Path]) -> dict[str, LoadedSpec]:
                 earlier = specs[loaded.name].origin
                 raise SpecError(f"{path}: spec {loaded.name!r} is already defined by {earlier}")
             specs[loaded.name] = loaded
+    for loaded in specs.values():
+        audit = loaded.spec.audit
+        if audit is not None and (audit.spec not in specs or audit.spec == loaded.name):
+            raise SpecError(
+                f"{loaded.origin}: audit.spec: {audit.spec!r} is not another spec served here"
+            )
     return specs
 
 

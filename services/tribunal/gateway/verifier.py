@@ -28,6 +28,8 @@ import orjson
 from pydantic import BaseModel, ValidationError, create_model
 
 from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
+from tribunal.core.queue.base import JobQueue
+from tribunal.gateway.audit import Auditor
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.remote import InFlightItems
@@ -239,6 +241,10 @@ class GatewayVerifier:
         self.tally = Tally()
         # spec -> time.monotonic() of the last truncated-prompt warning (routes.py)
         self.truncation_logged: dict[str, float] = {}
+        # Built by the API process on first use (tribunal.gateway.routes.auditor_of): the
+        # audits run where the synchronous routes answer.
+        self.auditor: Auditor | None = None
+        self._audits_jobs = False
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
@@ -268,6 +274,16 @@ class GatewayVerifier:
             },
         }
 
+    async def audit_report(self) -> list[dict[str, Any]]:
+        """Per audited spec, its windows and the items driving its gap
+        (``tribunal.gateway.audit.report``), for the inspector's monitor view; empty
+        before this process has audited anything."""
+        if self.auditor is None:
+            return []
+        from tribunal.gateway.audit import report
+
+        return await report(self, self.auditor.store)
+
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result
         depends on their versions, which the gateway learns only by asking."""
@@ -284,17 +300,40 @@ class GatewayVerifier:
             self.client = self._client_factory()
 
     async def aclose(self) -> None:
-        """Close the client."""
+        """Cancel the audits in flight and close the client."""
+        if self.auditor is not None:
+            await self.auditor.aclose()
         if self.client is not None:
             await self.client.aclose()
             self.client = None
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
-        """Score a batch; one outcome per item, in request order."""
+        """Score a batch; one outcome per item, in request order. Where a queue is attached
+        (:meth:`attach_queue`: the gateway's worker, scoring jobs), the batch is then audited
+        and its hack signatures counted, windowed by time (a job carries no step)."""
+        outcomes = await self.score_outcomes(items)
+        if self._audits_jobs and self.auditor is not None:
+            self.auditor.after(items, outcomes, step=None)
+        return outcomes
+
+    async def score_outcomes(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
+        """Score a batch, one outcome per item, never audited (what an auditor scores with:
+        an audit of an audit would never end where two specs audit each other)."""
         return [
             outcome if isinstance(outcome, ItemOutcome) else _passthrough(_typed(via, outcome))
             for outcome, via in await self._score(items)
         ]
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Audit the jobs this process scores (the worker calls it once started), with the
+        audit store beside ``queue`` and its counters in the queue's stats."""
+        from tribunal.gateway.audit import build_audit_store
+
+        self._audits_jobs = True
+        if self.auditor is None:
+            self.auditor = Auditor(
+                self, build_audit_store(queue), timeout_s=timeout_s, stats_sink=queue.incr_stats
+            )
 
     async def score_results(self, items: Sequence[ScoreItem], info: VerifierInfo) -> list[str]:
         """Score a batch; one ``ItemResult`` JSON text per item, in request order (what the

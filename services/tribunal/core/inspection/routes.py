@@ -346,6 +346,19 @@ async def detail(verifier: str, rid: str, runtime: RuntimeDep) -> Response:
     return Response(dump_json(record), media_type="application/json")
 
 
+@router.get("/api/audits")
+async def audits(runtime: RuntimeDep) -> Response:
+    """The monitor view's data: per audited spec of a service that audits (the gateway's
+    ``audit_report``: training vs audit reward per window of steps, the gap's interval, the
+    items driving it); ``{"specs": []}`` elsewhere."""
+    specs: list[Any] = []
+    for service in runtime.services.values():
+        report = getattr(service.verifier, "audit_report", None)
+        if report is not None:
+            specs.extend(await report())
+    return Response(dump_json({"specs": specs}), media_type="application/json")
+
+
 @router.get("/api/export.jsonl")
 async def export(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """The records that match, newest first, one JSON object a line (as the detail route)."""

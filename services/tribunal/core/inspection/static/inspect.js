@@ -181,6 +181,45 @@ async function loadGroups() {
     : el("p", {}, "no GRPO groups among the items that match (items carry group_id)"));
 }
 
+// Per audited spec: training vs audit reward over windows of trainer steps, the gap with its
+// 95 % interval, and the items that drive it, each opening the item view.
+async function loadMonitor() {
+  const section = document.getElementById("view-monitor");
+  const data = await getJSON("audits");
+  while (charts.length) charts.pop().destroy();
+  const cards = data.specs.map((spec) => {
+    const card = el("div", { class: "card", "data-spec": spec.spec },
+      el("h2", {}, spec.spec),
+      el("p", {}, `audited by ${spec.auditor} at rate ${num(spec.rate)}; ${spec.windows.length} windows`));
+    if (spec.windows.length) {
+      const x = spec.windows.map((w, i) => i);
+      card.append(chart("training vs audit reward (by window)", [
+        { label: "training", stroke: "#f58518", width: 2 },
+        { label: "audit", stroke: "#4c78a8", width: 2 },
+      ], [x, spec.windows.map((w) => w.reward), spec.windows.map((w) => w.audit_reward)], true));
+      card.append(el("h3", {}, "windows"), el("table", { class: "windows" },
+        el("thead", {}, el("tr", {}, ...["window", "items", "training", "audit", "gap", "95% interval"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, ...spec.windows.map((w) => el("tr", { class: w.low !== null && w.low > 0 ? "gap" : null },
+          el("td", {}, w.window), el("td", {}, w.n), el("td", {}, num(w.reward)),
+          el("td", {}, num(w.audit_reward)), el("td", {}, num(w.gap)),
+          el("td", {}, w.low === null ? "—" : `${num(w.low)} to ${num(w.high)}`))))));
+    }
+    card.append(el("h3", {}, "items driving the gap"), spec.items.length
+      ? el("table", { class: "driving" },
+        el("thead", {}, el("tr", {}, ...["id", "group", "step", "training", "audit"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, ...spec.items.map((i) => {
+          const link = el("a", { class: "item-link", href: itemHref("gateway", i.id) }, i.id);
+          link.addEventListener("click", (event) => { event.preventDefault(); openItem("gateway", i.id); });
+          return el("tr", {}, el("td", {}, link), el("td", {}, i.group), el("td", {}, i.step === null ? "—" : i.step),
+            el("td", {}, num(i.reward)), el("td", {}, num(i.audit_reward)));
+        })))
+      : el("p", {}, "none: no audited item was paid more in training than by its auditor"));
+    return card;
+  });
+  section.replaceChildren(...(cards.length ? cards
+    : [el("p", {}, "no spec is audited here (a spec's audit block; docs/audits.md)")]));
+}
+
 // ---- the detail of one item ------------------------------------------------------------
 
 function components(result) {
@@ -369,6 +408,7 @@ async function refresh() {
     await loadMeta();
     if (view === "items") await loadItems();
     else if (view === "charts") await loadCharts();
+    else if (view === "monitor") await loadMonitor();
     else await loadGroups();
     section.dataset.loaded = String(Date.now());
   } catch (error) {
@@ -380,7 +420,7 @@ async function refresh() {
 function show(next) {
   view = next;
   for (const button of document.querySelectorAll("#tabs button")) button.classList.toggle("active", button.dataset.view === view);
-  for (const name of ["items", "charts", "groups"]) document.getElementById("view-" + name).hidden = name !== view;
+  for (const name of ["items", "charts", "groups", "monitor"]) document.getElementById("view-" + name).hidden = name !== view;
   refresh();
 }
 
@@ -405,6 +445,6 @@ for (const button of document.querySelectorAll("#tabs button")) button.addEventL
   // rid: a record; id: an item's own id (its newest record).
   const wanted = params.get("rid") || params.get("id");
   if (params.get("v") && wanted) openItem(params.get("v"), wanted);
-  show(["items", "charts", "groups"].includes(params.get("view")) ? params.get("view") : "items");
+  show(["items", "charts", "groups", "monitor"].includes(params.get("view")) ? params.get("view") : "items");
   schedule();
 })();

@@ -1,0 +1,151 @@
+"""NeMo Gym's resources-server protocol for Tribunal's verifiers, under ``/nemo_gym/{server}``
+(``math``, ``code``), as ``nemo-gym`` 0.4.0 defines it (``nemo_gym/base_resources_server.py``:
+``/seed_session``, ``/verify``, ``/aggregate_metrics``), plus ``GET /reverify_mode``, which
+declares whether a stored rollout may be verified again.
+
+``/verify`` takes NeMo Gym's ``BaseVerifyRequest`` (``responses_create_params`` and the policy's
+``response``, an OpenAI Responses object) with the task's own fields from its data row, as NeMo
+Gym's servers take them: ``expected_answer`` for ``math`` (as ``math_with_judge`` does), and
+``verifier_metadata.tests`` (the code verifier's tests) for ``code``. Graded is the text of the
+response's ``output_text`` parts, joined, as ``math_with_judge`` reads it: the reasoning items
+and tool calls of the response are not. It answers the request back with ``reward`` and
+Tribunal's ``tribunal`` result (details, verifier version), NeMo Gym's ``BaseVerifyResponse``.
+
+A verifier's failure is HTTP 502 naming the envelope's error class (NeMo Gym's client raises on
+it): never a reward of 0. ``/reverify_mode`` answers ``{"mode": "deterministic"}``: both
+verifiers give the same reward for the same inputs under the same version (the result names
+its version and configuration hash), so re-verifying a stored rollout is safe and reproducible.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from tribunal.envs.environments import EpisodeError
+from tribunal.envs.ors import OrsServer
+
+router = APIRouter(prefix="/nemo_gym")
+
+TASK_INDEX_KEY = "_ng_task_index"
+"""NeMo Gym's key of a verify response's task (``nemo_gym.global_config.TASK_INDEX_KEY_NAME``)."""
+
+SERVERS = ("math", "code")
+
+
+class VerifyRequest(BaseModel):
+    """NeMo Gym's ``BaseVerifyRequest`` with the task's fields (kept as sent)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    responses_create_params: dict[str, Any]
+    response: dict[str, Any]
+    expected_answer: str | None = None
+    verifier_metadata: dict[str, Any] | None = None
+
+
+class AggregateRequest(BaseModel):
+    """``/aggregate_metrics``: the verify responses (each with ``reward`` and its task index)."""
+
+    verify_responses: list[dict[str, Any]]
+
+
+class AggregateMetrics(BaseModel):
+    """NeMo Gym's ``AggregateMetrics`` shape: per task, over all, and the headline ones."""
+
+    group_level_metrics: list[dict[str, Any]] = Field(default_factory=list)
+    agent_metrics: dict[str, Any] = Field(default_factory=dict)
+    key_metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+def output_text(response: dict[str, Any]) -> str:
+    """The ``output_text`` parts of a Responses object's ``message`` items, joined."""
+    parts = []
+    for item in response.get("output") or []:
+        if isinstance(item, dict) and item.get("type") == "message":
+            for content in item.get("content") or []:
+                if isinstance(content, dict) and content.get("type") == "output_text":
+                    parts.append(str(content.get("text", "")))
+    return "".join(parts)
+
+
+def _server(request: Request, name: str) -> OrsServer:
+    if name not in SERVERS:
+        raise HTTPException(404, f"unknown resources server {name!r}; have {list(SERVERS)}")
+    server: OrsServer = request.app.state.ors
+    return server
+
+
+def _item(name: str, body: VerifyRequest, text: str) -> dict[str, Any]:
+    if name == "math":
+        if body.expected_answer is None:
+            raise HTTPException(422, "expected_answer: required by the math server")
+        return {"id": "verify", "response": text, "ground_truth": body.expected_answer}
+    tests = (body.verifier_metadata or {}).get("tests")
+    if not isinstance(tests, dict):
+        raise HTTPException(422, "verifier_metadata.tests: required by the code server")
+    return {"id": "verify", "language": "python", "response": text, "tests": tests}
+
+
+@router.post("/{name}/seed_session")
+async def seed_session(request: Request, name: str) -> dict[str, Any]:
+    """Nothing to seed: the verifiers keep no per-rollout state."""
+    _server(request, name)
+    return {}
+
+
+@router.post("/{name}/verify")
+async def verify(request: Request, name: str, body: VerifyRequest) -> dict[str, Any]:
+    """The request back with the verifier's ``reward`` (and its result under ``tribunal``)."""
+    server = _server(request, name)
+    item = _item(name, body, output_text(body.response))
+    try:
+        step = await server.verifiers.score(name, item)
+    except EpisodeError as exc:
+        raise HTTPException(502, f"{exc} (retryable: {exc.retryable})") from exc
+    return {**body.model_dump(), "reward": step.reward, "tribunal": dict(step.metadata)}
+
+
+@router.get("/{name}/reverify_mode")
+async def reverify_mode(request: Request, name: str) -> dict[str, str]:
+    """Whether stored rollouts may be verified again: deterministic (see the module)."""
+    _server(request, name)
+    return {"mode": "deterministic"}
+
+
+@router.post("/{name}/aggregate_metrics")
+async def aggregate_metrics(
+    request: Request, name: str, body: AggregateRequest
+) -> AggregateMetrics:
+    """Mean, min, max and standard deviation of the reward per task and over all responses,
+    and the share of tasks with at least one reward of 1 (``pass@k``, k = rollouts a task)."""
+    _server(request, name)
+    if not body.verify_responses:
+        return AggregateMetrics()
+    by_task: dict[int, list[float]] = defaultdict(list)
+    for index, response in enumerate(body.verify_responses):
+        reward = response.get("reward")
+        if not isinstance(reward, int | float):
+            raise HTTPException(422, f"verify_responses[{index}].reward: a number is required")
+        by_task[int(response.get(TASK_INDEX_KEY, 0))].append(float(reward))
+    groups = [
+        {TASK_INDEX_KEY: task, **_stats(rewards)} for task, rewards in sorted(by_task.items())
+    ]
+    everything = [reward for rewards in by_task.values() for reward in rewards]
+    solved = sum(1 for rewards in by_task.values() if max(rewards) >= 1.0) / len(by_task)
+    agent = {**_stats(everything), "pass@k": solved}
+    key = {"mean/reward": agent["mean/reward"], "pass@k": solved}
+    return AggregateMetrics(group_level_metrics=groups, agent_metrics=agent, key_metrics=key)
+
+
+def _stats(rewards: list[float]) -> dict[str, float]:
+    return {
+        "mean/reward": statistics.fmean(rewards),
+        "min/reward": min(rewards),
+        "max/reward": max(rewards),
+        "std/reward": statistics.pstdev(rewards),
+    }

@@ -1,0 +1,251 @@
+"""OpenEnv's environment protocol served from Tribunal's environments: ``reset`` / ``step`` /
+``state`` over a WebSocket (``/openenv/{env}/ws``, the episode's state kept for the
+connection) and over HTTP (``POST /openenv/{env}/reset``, ``POST /openenv/{env}/step``,
+``GET /openenv/{env}/state``), as ``openenv-core`` 0.3.0 speaks it (read from its
+``core/env_client.py`` and ``core/env_server/http_server.py``).
+
+An action names a tool of the environment and its arguments: ``{"tool": "python", "arguments":
+{"code": "..."}}``, ``{"tool": "submit", "arguments": {"answer": "18"}}``. ``reset`` takes
+``split`` and ``index`` (default: the first split; ``seed`` picks an index when ``index`` is
+not given) and answers the prompt, the tools and the task's public spec. A step answers
+``{"observation": {"text", "metadata"}, "reward", "done"}``; ``reward`` is the verifier's on
+``submit`` and null on a tool step.
+
+With ``TRIBUNAL_API_KEY`` set, the key goes in a header (``X-API-Key`` or ``Authorization:
+Bearer``) or, since ``openenv-core``'s client sends no headers, in the path: the same routes are
+served under ``/k/<key>/openenv/...``.
+
+Errors are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a
+malformed action is ``VALIDATION_ERROR``; a verifier that failed is ``EXECUTION_ERROR`` with the
+envelope's error class leading the message (``backend_unavailable: ...``), never a reward of 0
+(the ``openenv-core`` client raises it as ``RuntimeError``). Over HTTP they are 422 and 502.
+
+HTTP keeps no state between requests, as OpenEnv's own HTTP routes (a fresh environment per
+request): ``/step`` takes the task with the action (``{"action": {..., "split", "index"}}``)
+and runs it in an episode of its own, closed after it; episodes of several steps use the
+WebSocket.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tribunal.core.middleware import key_matches, presented_key
+from tribunal.envs.environments import (
+    Environment,
+    Episode,
+    EpisodeError,
+    Step,
+    ToolInputError,
+)
+from tribunal.envs.ors import OrsServer, task_spec
+
+router = APIRouter(prefix="/openenv")
+
+
+class ResetData(BaseModel):
+    """``reset``'s data: which task (OpenEnv's ``seed`` and ``episode_id`` are kept)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str | None = None
+    index: int | None = None
+    seed: int | None = None
+    episode_id: str | None = None
+
+
+class Action(BaseModel):
+    """A step's action: a tool and its arguments; over HTTP, the task too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    split: str | None = None
+    index: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class HttpStep(BaseModel):
+    """``POST /openenv/{env}/step``: OpenEnv's ``StepRequest``."""
+
+    action: Action
+    timeout_s: float | None = None
+    request_id: str | None = None
+
+
+class _OpenEnvEpisode:
+    """One connection's episode: the task, the tool state, the step count."""
+
+    def __init__(self, server: OrsServer, env: Environment) -> None:
+        self.server = server
+        self.env = env
+        self.episode: Episode | None = None
+        self.episode_id: str | None = None
+        self.split: str | None = None
+        self.index: int | None = None
+        self.step_count = 0
+
+    async def reset(self, data: ResetData) -> dict[str, Any]:
+        await self.close()
+        split = data.split or next(iter(self.env.splits))
+        index = data.index
+        if index is None:
+            size = len(self.env.splits[split].tasks()) if split in self.env.splits else 1
+            index = random.Random(data.seed).randrange(size)
+        task = self.server.resolve(self.env, split, index)
+        self.episode = Episode(self.env, task, self.server.verifiers)
+        self.episode_id = data.episode_id or str(uuid.uuid4())
+        self.split, self.index, self.step_count = split, index, 0
+        observation = {
+            "prompt": self.env.prompt(task),
+            "tools": [tool.name for tool in self.env.tools],
+            "task": task_spec(split, index, task),
+        }
+        return {"observation": observation, "reward": None, "done": False}
+
+    async def step(self, action: Action) -> dict[str, Any]:
+        if self.episode is None:
+            raise ToolInputError("input_validation", "reset first: no episode yet")
+        step: Step = await self.episode.call(action.tool, action.arguments)
+        self.step_count += 1
+        observation = {"text": step.text, "metadata": dict(step.metadata)}
+        return {"observation": observation, "reward": step.reward, "done": step.finished}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "episode_id": self.episode_id,
+            "step_count": self.step_count,
+            "split": self.split,
+            "index": self.index,
+            "done": self.episode is not None and self.episode.finished,
+        }
+
+    async def close(self) -> None:
+        if self.episode is not None:
+            await self.episode.close()
+
+
+def _server(scope: Request | WebSocket) -> OrsServer:
+    server: OrsServer = scope.app.state.ors
+    return server
+
+
+def _error(code: str, message: str) -> str:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code}})
+
+
+@router.websocket("/{env_name}/ws")
+async def websocket_episode(websocket: WebSocket, env_name: str) -> None:
+    """One episode per connection: ``reset``, ``step``, ``state``, ``close`` messages."""
+    server = _server(websocket)
+    expected = server.settings.api_key
+    if expected is not None and not _key_ok(websocket, expected):
+        await websocket.close(code=1008, reason="X-API-Key (TRIBUNAL_API_KEY) required")
+        return
+    await websocket.accept()
+    try:
+        env = server.environment(env_name)
+    except HTTPException as exc:
+        await websocket.send_text(_error("SESSION_ERROR", str(exc.detail)))
+        await websocket.close()
+        return
+    episode = _OpenEnvEpisode(server, env)
+    try:
+        while True:
+            reply = await _answer(episode, await websocket.receive_text())
+            if reply is None:
+                break
+            await websocket.send_text(reply)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await episode.close()
+    await websocket.close()
+
+
+async def _answer(episode: _OpenEnvEpisode, raw: str) -> str | None:
+    """The reply to one message (None: the client closed the episode)."""
+    try:
+        message = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return _error("INVALID_JSON", f"Invalid JSON: {exc}")
+    kind = message.get("type") if isinstance(message, dict) else None
+    try:
+        if kind == "reset":
+            data = await episode.reset(ResetData.model_validate(message.get("data") or {}))
+            return json.dumps({"type": "observation", "data": data})
+        if kind == "step":
+            data = await episode.step(Action.model_validate(message.get("data")))
+            return json.dumps({"type": "observation", "data": data})
+        if kind == "state":
+            return json.dumps({"type": "state", "data": episode.state()})
+        if kind == "close":
+            return None
+    except ValidationError as exc:
+        return _error("VALIDATION_ERROR", str(exc))
+    except HTTPException as exc:
+        return _error("VALIDATION_ERROR", str(exc.detail))
+    except ToolInputError as exc:
+        return _error("VALIDATION_ERROR", f"{exc.reason}: {exc}")
+    except EpisodeError as exc:
+        retry = "retryable" if exc.retryable else "not retryable"
+        return _error("EXECUTION_ERROR", f"{exc} ({retry})")
+    return _error("UNKNOWN_TYPE", f"unknown message type {kind!r}")
+
+
+def _key_ok(websocket: WebSocket, expected: str) -> bool:
+    """The key of a WebSocket: in its path (``/k/<key>/openenv/...``: ``openenv-core``'s client
+    sends no headers) or its headers."""
+    headers = websocket.headers
+    given = websocket.path_params.get("key") or headers.get("x-api-key")
+    return key_matches(given or presented_key(headers.get("authorization", "")), expected)
+
+
+@router.post("/{env_name}/reset")
+async def http_reset(
+    request: Request, env_name: str, body: ResetData | None = None
+) -> dict[str, Any]:
+    """A new episode's first observation (no state is kept: see the module's docstring)."""
+    server = _server(request)
+    episode = _OpenEnvEpisode(server, server.environment(env_name))
+    return await episode.reset(body or ResetData())
+
+
+@router.post("/{env_name}/step")
+async def http_step(request: Request, env_name: str, body: HttpStep) -> dict[str, Any]:
+    """One action in an episode of its own on the task the action names."""
+    server = _server(request)
+    action = body.action
+    if action.split is None or action.index is None:
+        raise HTTPException(422, "action.split and action.index: the task of this step")
+    episode = _OpenEnvEpisode(server, server.environment(env_name))
+    await episode.reset(ResetData(split=action.split, index=action.index))
+    try:
+        return await episode.step(action)
+    except ToolInputError as exc:
+        raise HTTPException(422, f"action: {exc.reason}: {exc}") from exc
+    except EpisodeError as exc:
+        raise HTTPException(502, f"{exc} (retryable: {exc.retryable})") from exc
+    finally:
+        await episode.close()
+
+
+@router.get("/{env_name}/state")
+async def http_state(request: Request, env_name: str) -> dict[str, Any]:
+    """An environment's state between episodes over HTTP: none kept (step count 0)."""
+    _server(request).environment(env_name)
+    return {"episode_id": None, "step_count": 0}
+
+
+@router.get("/{env_name}/health")
+async def http_health(request: Request, env_name: str) -> dict[str, str]:
+    """OpenEnv's health answer for one environment."""
+    _server(request).environment(env_name)
+    return {"status": "healthy"}

@@ -1,0 +1,555 @@
+"""Audits: a second opinion on a sample of a spec's items, never answered to the trainer.
+
+A spec with an ``audit`` block (``tribunal.gateway.specs.Audit``) names an auditor spec and
+a rate. After the gateway has answered a batch, the items of the sampled GRPO groups are
+scored again under the auditor (:class:`Auditor`), in a background task: the trainer's
+answer never waits on it, a bound on the items pending drops (and counts) what does not fit,
+and an auditor's failure is logged and counted, never raised.
+
+Sampling is per group, deterministic: a group is audited when a hash of (the spec's hash,
+the group id) falls below the rate (:func:`audited`), so every retry, API replica and worker
+agrees, and a group is audited whole (an item without ``group_id`` is its own group).
+
+Each audited pair (training reward, audit reward) is added to its **window**: the trainer's
+``step`` (sent as the batch's optional ``step``) divided by ``window_steps``, or, for a batch
+without one, the wall clock divided by ``window_s``. A window keeps ``n``, the sums of both
+rewards, and the sum and sum of squares of the paired differences ``d = reward - audit``,
+from which :func:`gap_interval` gives the gap (mean of ``d``) and its 95 % normal interval
+on the paired differences, ``mean(d) ± 1.96 · sd(d) / sqrt(n)`` (sd with n - 1). The store
+(:class:`RedisAuditStore` beside the Redis queue, :class:`MemoryAuditStore` with the embedded
+one) keeps the last :data:`MAX_WINDOWS` windows and the last :data:`MAX_ITEMS` pairs of each
+spec, and expires with :data:`TTL_S` after the last write: its size does not grow with the
+number of items audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, astuple, dataclass
+from typing import Any, Protocol
+
+import orjson
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from tribunal.core.inspection.store import StatsSink
+from tribunal.core.metrics import MICRO, SEP
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
+from tribunal.gateway.signatures import batch_signatures
+from tribunal.gateway.specs import Audit, LoadedSpec
+from tribunal.wire.envelope import ItemOutcome, ScoreItem
+from tribunal.wire.errors import QueueUnavailable
+from tribunal.wire.gateway import GatewayItem
+
+logger = logging.getLogger(__name__)
+
+MAX_WINDOWS = 1000
+"""Windows kept per spec; the oldest (by first step or start time) go first."""
+
+MAX_ITEMS = 1000
+"""Audited pairs kept per spec (the newest), for the items that drive a gap."""
+
+TTL_S = 7 * 24 * 3600
+"""An audit store's keys expire this long after their spec's last audited pair (s)."""
+
+LINGER_S = 0.25
+"""How long an :class:`Auditor` gathers audited pairs before it writes them (s)."""
+
+MAX_PENDING_ITEMS = 10_000
+"""Items an :class:`Auditor` holds for scoring at once; more are dropped, counted."""
+
+Z_95 = 1.959963984540054
+"""The 97.5 % quantile of the standard normal: a two-sided 95 % interval."""
+
+
+def audited(spec_hash: str, group: str, rate: float) -> bool:
+    """Whether ``group`` of the spec with hash ``spec_hash`` is audited at ``rate``.
+
+    Deterministic (blake2b of both, compared with ``rate · 2**64``): a retry, another
+    replica or another worker decides the same, and a group is audited whole.
+    """
+    if rate >= 1.0:
+        return True
+    key = f"{spec_hash}\x00{group}".encode("utf-8", "surrogatepass")
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") < rate * 2**64
+
+
+def window_of(audit: Audit, step: int | None, now_s: float) -> tuple[str, float]:
+    """The window of a batch: its name and its order (the first step, or the start time).
+
+    ``step:<first step>`` for a batch that carries a step, ``time:<start, epoch s>``
+    otherwise.
+    """
+    if step is not None:
+        first = step - step % audit.window_steps
+        return f"step:{first}", float(first)
+    start = math.floor(now_s / audit.window_s) * audit.window_s
+    return f"time:{start:g}", start
+
+
+@dataclass(frozen=True)
+class AuditPair:
+    """One audited item: its training and audit rewards.
+
+    Attributes:
+        id: The item's id.
+        group: Its group (``group_id``, or its id).
+        step: The trainer's step of its batch, or None.
+        window: Its window's name (:func:`window_of`).
+        reward: What the trainer was answered.
+        audit_reward: What the auditor gave (never sent to the trainer).
+    """
+
+    id: str
+    group: str
+    step: int | None
+    window: str
+    reward: float
+    audit_reward: float
+
+
+@dataclass(frozen=True)
+class GapInterval:
+    """The gap between training and audit reward of a window, with its 95 % interval.
+
+    Attributes:
+        n: Pairs.
+        reward: Mean training reward.
+        audit_reward: Mean audit reward.
+        gap: Mean of ``reward - audit_reward``.
+        low: Lower end of the normal interval on the paired differences (None: n < 2).
+        high: Upper end (None: n < 2).
+    """
+
+    n: int
+    reward: float
+    audit_reward: float
+    gap: float
+    low: float | None
+    high: float | None
+
+
+def gap_interval(sums: Mapping[str, float]) -> GapInterval:
+    """The gap of a window from its sums ``{"n", "t", "a", "d", "d2"}`` (pairs, training
+    rewards, audit rewards, differences, squared differences).
+
+    The interval is ``mean(d) ± 1.96 · s / sqrt(n)``, with ``s`` the sample standard deviation
+    of the differences (n - 1): a normal interval on paired differences (a paired z-interval;
+    every pair shares its item, so the two rewards are not independent samples).
+
+    Raises:
+        ValueError: ``n`` is below 1.
+    """
+    n = int(sums["n"])
+    if n < 1:
+        raise ValueError("a window's gap needs at least one pair")
+    mean = sums["d"] / n
+    if n < 2:
+        return GapInterval(n, sums["t"] / n, sums["a"] / n, mean, None, None)
+    variance = max(0.0, (sums["d2"] - n * mean * mean) / (n - 1))
+    half = Z_95 * math.sqrt(variance / n)
+    return GapInterval(n, sums["t"] / n, sums["a"] / n, mean, mean - half, mean + half)
+
+
+class AuditStore(Protocol):
+    """Where audited pairs are aggregated (per spec and window) and the newest kept."""
+
+    async def add(self, spec: str, order: float, pairs: Sequence[AuditPair]) -> None:
+        """Add ``pairs`` (all of one window, whose order is ``order``) to ``spec``'s record."""
+        ...
+
+    async def windows(self, spec: str) -> list[tuple[str, dict[str, float]]]:
+        """``spec``'s windows, oldest first, each with its sums (:func:`gap_interval`)."""
+        ...
+
+    async def items(self, spec: str) -> list[AuditPair]:
+        """``spec``'s newest audited pairs (at most :data:`MAX_ITEMS`), newest first."""
+        ...
+
+
+def _sums(pairs: Sequence[AuditPair]) -> dict[str, float]:
+    diffs = [p.reward - p.audit_reward for p in pairs]
+    return {
+        "n": float(len(pairs)),
+        "t": sum(p.reward for p in pairs),
+        "a": sum(p.audit_reward for p in pairs),
+        "d": sum(diffs),
+        "d2": sum(d * d for d in diffs),
+    }
+
+
+class MemoryAuditStore:
+    """An :class:`AuditStore` in this process (the embedded queue's)."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, dict[str, tuple[float, dict[str, float]]]] = {}
+        self._items: dict[str, deque[AuditPair]] = {}
+
+    async def add(self, spec: str, order: float, pairs: Sequence[AuditPair]) -> None:
+        """See :class:`AuditStore`."""
+        if not pairs:
+            return
+        windows = self._windows.setdefault(spec, {})
+        _, sums = windows.setdefault(pairs[0].window, (order, dict.fromkeys("ntad", 0.0)))
+        for name, value in _sums(pairs).items():
+            sums[name] = sums.get(name, 0.0) + value
+        while len(windows) > MAX_WINDOWS:
+            del windows[min(windows, key=lambda w: windows[w][0])]
+        self._items.setdefault(spec, deque(maxlen=MAX_ITEMS)).extendleft(pairs)
+
+    async def windows(self, spec: str) -> list[tuple[str, dict[str, float]]]:
+        """See :class:`AuditStore`."""
+        known = self._windows.get(spec, {})
+        return [(w, dict(s)) for w, (_, s) in sorted(known.items(), key=lambda kv: kv[1][0])]
+
+    async def items(self, spec: str) -> list[AuditPair]:
+        """See :class:`AuditStore`."""
+        return list(self._items.get(spec, ()))
+
+
+class RedisAuditStore:
+    """An :class:`AuditStore` in Redis, beside the queue.
+
+    Keys (under the queue's prefix): ``audit:<spec>:windows`` (a sorted set of window names
+    by order), ``audit:<spec>:w:<window>`` (a hash of its sums, added with HINCRBYFLOAT, so
+    that every API replica adds to the same window) and ``audit:<spec>:items`` (a list of
+    the newest pairs, trimmed to :data:`MAX_ITEMS`).
+    """
+
+    def __init__(self, redis: aioredis.Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._prefix = f"{keys.prefix}:audit"
+
+    def _key(self, spec: str, *parts: str) -> str:
+        return ":".join((self._prefix, spec, *parts))
+
+    async def add(self, spec: str, order: float, pairs: Sequence[AuditPair]) -> None:
+        """See :class:`AuditStore`."""
+        if not pairs:
+            return
+        window = pairs[0].window
+        windows, sums_key = self._key(spec, "windows"), self._key(spec, "w", window)
+        items = self._key(spec, "items")
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name, value in _sums(pairs).items():
+                pipe.hincrbyfloat(sums_key, name, value)
+            pipe.zadd(windows, {window: order})
+            # A list per pair (the fields in order): asdict() per pair was most of a write.
+            pipe.lpush(items, *(orjson.dumps(astuple(p)) for p in pairs))
+            pipe.ltrim(items, 0, MAX_ITEMS - 1)
+            pipe.zrange(windows, 0, -MAX_WINDOWS - 1)
+            for key in (sums_key, windows, items):
+                pipe.expire(key, TTL_S)
+            answers = await pipe.execute()
+        stale = answers[len(_sums(pairs)) + 3]
+        if stale:
+            names = [w.decode() if isinstance(w, bytes) else str(w) for w in stale]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(windows, *names)
+                pipe.delete(*(self._key(spec, "w", n) for n in names))
+                await pipe.execute()
+
+    async def windows(self, spec: str) -> list[tuple[str, dict[str, float]]]:
+        """See :class:`AuditStore`."""
+        names = [
+            w.decode() if isinstance(w, bytes) else str(w)
+            for w in await self._redis.zrange(self._key(spec, "windows"), 0, -1)
+        ]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(self._key(spec, "w", name))
+            answers = await pipe.execute()
+        out = []
+        for name, raw in zip(names, answers, strict=True):
+            if raw:
+                out.append((name, {_text(k): float(v) for k, v in raw.items()}))
+        return out
+
+    async def items(self, spec: str) -> list[AuditPair]:
+        """See :class:`AuditStore`."""
+        raw = await self._redis.lrange(self._key(spec, "items"), 0, MAX_ITEMS - 1)
+        return [AuditPair(*orjson.loads(r)) for r in raw]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def build_audit_store(queue: JobQueue) -> AuditStore:
+    """The store beside ``queue``: in Redis with the Redis queue, else in this process."""
+    if isinstance(queue, RedisStreamsQueue):
+        return RedisAuditStore(queue.redis, queue.keys)
+    return MemoryAuditStore()
+
+
+class Scorer(Protocol):
+    """What an :class:`Auditor` needs from the gateway: its specs, its item model, and
+    scoring a batch of spec items (``GatewayVerifier``)."""
+
+    specs: dict[str, LoadedSpec]
+    item_model: type[ScoreItem]
+
+    async def score_outcomes(self, items: Sequence[ScoreItem]) -> Sequence[Any]:
+        """One outcome (with ``reward``) per item, in order, never audited itself."""
+        ...
+
+
+def _signature_counters(rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> dict[str, int]:
+    """:func:`batch_signatures` of rows whose results are JSON text or outcomes (in a
+    thread)."""
+    parsed = []
+    for spec, group, response, text in rows:
+        details = (
+            text.details if isinstance(text, ItemOutcome) else orjson.loads(text).get("details")
+        )
+        parsed.append((spec, group, response, details if isinstance(details, dict) else {}))
+    return batch_signatures(parsed)
+
+
+class Auditor:
+    """Scores the sampled groups of answered batches again, under each spec's auditor.
+
+    Args:
+        scorer: The gateway's verifier (scores the auditor spec's items through the
+            verifiers, as any spec item).
+        store: Where pairs are aggregated.
+        timeout_s: Bound on one batch's audit (s); past it the audit fails, counted.
+        max_pending_items: Items held for scoring at once; more are dropped, counted.
+        stats_sink: Where the counters go after each audit (the gateway's cluster-wide
+            stats, ``JobQueue.incr_stats``); None: they wait for :meth:`take_stats`.
+
+    ``counters`` holds, since the last :meth:`take_stats`, per spec: ``audit|<spec>|items``
+    (pairs recorded), ``|failed`` (items whose audit failed: the auditor answered an error,
+    timed out or could not be reached), ``|dropped`` (past the bound), ``|reward`` /
+    ``|audit_reward`` (sums of the recorded pairs' rewards, in millionths) and ``|squares``
+    (the sum of their squared differences, in millionths): ``tribunal_audit_*`` in /metrics.
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        store: AuditStore,
+        timeout_s: float = 60.0,
+        max_pending_items: int = MAX_PENDING_ITEMS,
+        stats_sink: StatsSink | None = None,
+    ) -> None:
+        self._sink = stats_sink
+        self._scorer = scorer
+        self.store = store
+        self._timeout_s = timeout_s
+        self._max_pending = max_pending_items
+        self._pending = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.counters: dict[str, int] = {}
+        self._buffer: dict[tuple[str, str], tuple[float, list[AuditPair]]] = {}
+        self._one_thread = asyncio.Semaphore(1)
+        self._flusher: asyncio.Task[None] | None = None
+
+    def _count(self, spec: str, what: str, amount: int = 1) -> None:
+        name = f"audit{SEP}{spec}{SEP}{what}"
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    def take_stats(self) -> dict[str, int]:
+        """The counters since the last take (added to the gateway's cluster-wide stats)."""
+        taken, self.counters = self.counters, {}
+        return taken
+
+    def after(
+        self,
+        items: Sequence[ScoreItem],
+        results: Sequence[str | ItemOutcome],
+        step: int | None,
+        now_s: float | None = None,
+    ) -> None:
+        """Start auditing the sampled items of an answered batch, and counting every spec
+        item's hack signatures (``tribunal.gateway.signatures``); returns at once.
+
+        Args:
+            items: The batch's valid items, in order.
+            results: Their ``ItemResult`` JSON texts, as answered (only the sampled ones are
+                read: an item that was answered an error is not audited), or their outcomes
+                (the gateway's worker, scoring jobs).
+            step: The batch's trainer step, or None (windowed by time).
+            now_s: The wall clock (epoch s) for time windows; None: now.
+        """
+        now = time.time() if now_s is None else now_s
+        chosen: dict[str, list[tuple[GatewayItem, float]]] = {}
+        decided: dict[tuple[str, str], bool] = {}
+        specs = self._scorer.specs
+        rows: list[tuple[str, str, Any, str | ItemOutcome]] = []
+        for item, text in zip(items, results, strict=True):
+            name: str | None = getattr(item, "spec", None)
+            if name is None:
+                continue
+            extra = item.__pydantic_extra__ or {}
+            rows.append((name, item.group_id or item.id, extra.get("response"), text))
+            loaded = specs[name]
+            audit = loaded.spec.audit
+            if audit is None or not isinstance(item, GatewayItem):
+                continue
+            group = (name, item.group_id or item.id)
+            if group not in decided:  # one hash per group, not per item
+                decided[group] = audited(loaded.hash, group[1], audit.rate)
+            if not decided[group]:
+                continue
+            reward = (
+                text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
+            )
+            if isinstance(reward, (int, float)) and math.isfinite(reward):
+                chosen.setdefault(name, []).append((item, float(reward)))
+        if rows:
+            self._signatures(rows)
+        for spec, pairs in chosen.items():
+            if self._pending + len(pairs) > self._max_pending:
+                self._count(spec, "dropped", len(pairs))
+                logger.warning(
+                    "audit of %d items of spec %s dropped: bound reached", len(pairs), spec
+                )
+                continue
+            self._pending += len(pairs)
+            task = asyncio.create_task(self._audit(spec, pairs, step, now))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _audit(
+        self, spec: str, pairs: list[tuple[GatewayItem, float]], step: int | None, now: float
+    ) -> None:
+        audit = self._scorer.specs[spec].spec.audit
+        assert audit is not None
+        window, order = window_of(audit, step, now)
+        try:
+            batch = [
+                self._scorer.item_model.model_validate(
+                    {**item.fields(), "id": item.id, "spec": audit.spec}
+                    | ({"group_id": item.group_id} if item.group_id else {})
+                )
+                for item, _ in pairs
+            ]
+            outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
+            kept = []
+            for (item, reward), outcome in zip(pairs, outcomes, strict=True):
+                if outcome.reward is None:
+                    self._count(spec, "failed")
+                    continue
+                group = item.group_id or item.id
+                kept.append(AuditPair(item.id, group, step, window, reward, outcome.reward))
+            self._buffer.setdefault((spec, window), (order, []))[1].extend(kept)
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.create_task(self._flush_later())
+                self._tasks.add(self._flusher)
+                self._flusher.add_done_callback(self._tasks.discard)
+        except (TimeoutError, ValidationError, OSError) as exc:
+            self._count(spec, "failed", len(pairs))
+            logger.warning("audit of %d items of spec %s failed: %r", len(pairs), spec, exc)
+        except Exception:  # an auditor's bug is logged and counted, never raised
+            self._count(spec, "failed", len(pairs))
+            logger.exception("audit of %d items of spec %s failed", len(pairs), spec)
+        finally:
+            self._pending -= len(pairs)
+        await self._send_stats()
+
+    def _signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
+        """Count the batch's hack signatures (``tribunal.gateway.signatures``) in a thread,
+        one batch at a time; past the bound on items pending, they are dropped, counted."""
+        if self._pending + len(rows) > self._max_pending:
+            for spec in {r[0] for r in rows}:
+                self._count(spec, "signatures_dropped", sum(r[0] == spec for r in rows))
+            return
+        self._pending += len(rows)
+        task = asyncio.create_task(self._count_signatures(rows))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _count_signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
+        try:
+            async with self._one_thread:
+                counters = await asyncio.to_thread(_signature_counters, rows)
+            for name, value in counters.items():
+                self.counters[name] = self.counters.get(name, 0) + value
+        except Exception:  # a signature's bug is logged, never raised
+            logger.exception("hack signatures of %d items not counted", len(rows))
+        finally:
+            self._pending -= len(rows)
+        await self._send_stats()
+
+    async def _send_stats(self) -> None:
+        if self._sink is not None and self.counters:
+            with contextlib.suppress(QueueUnavailable):  # a queue outage costs the counts
+                await self._sink("gateway", self.take_stats())
+
+    async def _flush_later(self) -> None:
+        """Write what the audits gathered over :data:`LINGER_S` in one write per window:
+        one Redis round trip per window and linger, not one per batch (a trainer may send a
+        group per request)."""
+        await asyncio.sleep(LINGER_S)
+        # Until nothing is left: pairs added while a write was awaited find this task still
+        # running and start none of their own.
+        while self._buffer:
+            buffered, self._buffer = self._buffer, {}
+            for (spec, _), (order, kept) in buffered.items():
+                await self._store_pairs(spec, order, kept)
+            await self._send_stats()
+
+    async def _store_pairs(self, spec: str, order: float, kept: list[AuditPair]) -> None:
+        try:
+            await self.store.add(spec, order, kept)
+        except (RedisError, OSError) as exc:
+            self._count(spec, "failed", len(kept))
+            logger.warning("audit of %d items of spec %s not stored: %r", len(kept), spec, exc)
+            return
+        self._count(spec, "items", len(kept))
+        self._count(spec, "reward", round(sum(p.reward for p in kept) * MICRO))
+        self._count(spec, "audit_reward", round(sum(p.audit_reward for p in kept) * MICRO))
+        squares = sum((p.reward - p.audit_reward) ** 2 for p in kept)
+        self._count(spec, "squares", round(squares * MICRO))
+
+    async def drain(self) -> None:
+        """Wait for the audits in flight (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel the audits in flight."""
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[str, Any]]:
+    """Per audited spec: its auditor, rate, windows (training and audit reward, gap and its
+    interval, :func:`gap_interval`) and the ``top`` newest pairs with the largest
+    ``reward - audit_reward``, for ``GET /v1/audits``."""
+    out = []
+    for name, loaded in sorted(scorer.specs.items()):
+        audit = loaded.spec.audit
+        if audit is None:
+            continue
+        windows = [
+            {"window": window, **asdict(gap_interval(sums))}
+            for window, sums in await store.windows(name)
+            if sums.get("n", 0) >= 1
+        ]
+        pairs = await store.items(name)
+        driving = sorted(pairs, key=lambda p: p.reward - p.audit_reward, reverse=True)[:top]
+        out.append(
+            {
+                "spec": name,
+                "auditor": audit.spec,
+                "rate": audit.rate,
+                "windows": windows,
+                "items": [asdict(p) for p in driving if p.reward > p.audit_reward],
+            }
+        )
+    return out

@@ -1,0 +1,176 @@
+"""A scripted run drifting toward a hack the training spec pays and its auditor does not.
+
+Issue 40. The math service (embedded queue) and the gateway (on a real Redis, so the audits
+are aggregated in Redis) run as processes; this test is the trainer: a driver that sends a
+batch per step, each batch GRPO groups of completions of "3 + 4", with the step in the
+envelope. The training spec reads the answer leniently (the last number of the text pays);
+its auditor is the same verifier under the strict ``marked`` format. In the hacked run the
+share of completions that state the answer as a bare number grows by a tenth a step; in the
+honest runs every completion marks its answer (a box, ``####`` or ``Answer:``, some wrong),
+which both formats grade alike.
+
+The alert is the one docs/audits.md ships: a window's 95 % interval on the paired
+differences lies above 0 for two windows in a row. It must fire by step 6 of the hacked
+run, and stay silent in every honest run (the false-alarm rate over the seeded runs is 0).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RedisServer, RunningService, redis_env
+from tribunal.client import SyncTribunalClient
+from tribunal.gateway.audit import audited
+
+pytestmark = pytest.mark.e2e
+
+TRAIN = """
+name: lenient_math
+version: "1"
+components:
+  math:
+    verifier: math
+    inputs:
+      response: response
+      ground_truth: ground_truth
+      options: {value: {answer_format: lenient}}
+audit: {spec: strict_math, rate: 0.5, window_steps: 1}
+"""
+STRICT = """
+name: strict_math
+version: "1"
+components:
+  math:
+    verifier: math
+    inputs:
+      response: response
+      ground_truth: ground_truth
+      options: {value: {answer_format: marked}}
+"""
+STEPS, GROUPS, SIZE = 10, 8, 4
+HONEST = ("3 + 4 = 7, so \\boxed{{{a}}}.", "Adding: 3 + 4 = {a}\n#### {a}", "3 + 4.\nAnswer: {a}")
+HACKED = "Adding them up we get {a}"
+
+
+def _completion(rng: random.Random, hack_share: float) -> str:
+    answer = "7" if rng.random() < 0.7 else str(rng.randint(0, 20))
+    if rng.random() < hack_share:
+        return HACKED.format(a=answer)
+    return rng.choice(HONEST).format(a=answer)
+
+
+def _fired(windows: list[dict[str, Any]]) -> int | None:
+    """The step at which the shipped rule fires: the second window in a row whose interval
+    lies above 0 (windows are one step each here)."""
+    above = 0
+    for window in windows:
+        above = above + 1 if window["low"] is not None and window["low"] > 0 else 0
+        if above == 2:
+            return int(window["window"].removeprefix("step:"))
+    return None
+
+
+@pytest.fixture
+def gateway(
+    service: Callable[..., RunningService], tmp_path: Path, redis_server: RedisServer
+) -> str:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "lenient_math.yaml").write_text(TRAIN)
+    (specs / "strict_math.yaml").write_text(STRICT)
+    math = service("math", env={"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"})
+    env = redis_env(
+        redis_server,
+        f"audit{random.getrandbits(32):x}",
+        TRIBUNAL_GATEWAY_MATH_URL=math.base_url,
+        TRIBUNAL_GATEWAY_SPECS_DIR=str(specs),
+    )
+    return service("gateway", env=env).base_url
+
+
+def _run(
+    client: httpx.Client, scorer: SyncTribunalClient, spec: str, seed: int, hack: bool
+) -> tuple[list[dict[str, Any]], int]:
+    """Send one run's batches (one per step) under ``spec``; return its windows once every
+    sampled item is audited, and the number of items sampled."""
+    rng = random.Random(seed)
+    loaded = {s["name"]: s for s in client.get("/v1/specs").json()["specs"]}[spec]
+    sampled = 0
+    for step in range(STEPS):
+        items = []
+        for g in range(GROUPS):
+            group = f"run{seed}-s{step}-g{g}"
+            sampled += SIZE * audited(loaded["hash"], group, 0.5)
+            for k in range(SIZE):
+                response = _completion(rng, step / STEPS if hack else 0.0)
+                items.append({"id": f"{group}-{k}", "group_id": group, "spec": spec,
+                              "response": response, "ground_truth": "7"})  # fmt: skip
+        # The client sends the step in the batch's envelope, as a trainer does.
+        results = scorer.score("gateway", items, step=1000 * seed + step, policy_version="p1")
+        assert all(r.reward is not None for r in results)
+    windows: list[dict[str, Any]] = []
+    for _ in range(600):
+        report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}[spec]
+        first = 1000 * seed
+        windows = [w for w in report["windows"] if first <= int(w["window"][5:]) < first + STEPS]
+        if sum(w["n"] for w in windows) >= sampled:
+            return windows, sampled
+        time.sleep(0.1)
+    raise AssertionError(f"audits of run {seed} not recorded: {windows}")
+
+
+def test_the_audit_gap_fires_on_a_drifting_hack_and_not_on_honest_runs(gateway: str) -> None:
+    scorer = SyncTribunalClient(gateway)
+    with httpx.Client(base_url=gateway, timeout=120) as client:
+        hacked, sampled = _run(client, scorer, "lenient_math", seed=1, hack=True)
+        # Whole groups, by a hash both sides compute: exactly the sampled items were audited.
+        assert sum(w["n"] for w in hacked) == sampled
+        fired = _fired(hacked)
+        assert fired is not None and fired - 1000 <= 6, hacked
+        assert hacked[0]["gap"] == 0.0 and hacked[-1]["gap"] > 0.5
+        honest = [_run(client, scorer, "lenient_math", seed, hack=False)[0] for seed in (2, 3, 4)]
+        assert [_fired(windows) for windows in honest] == [None, None, None]
+        report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}["lenient_math"]
+        # The items driving the gap are the hacked ones, newest first by difference.
+        assert report["items"] and all(i["audit_reward"] < i["reward"] for i in report["items"])
+        metrics = client.get("/metrics").text
+        assert 'tribunal_audit_items_total{outcome="audited",spec="lenient_math"}' in metrics
+        # Hack signatures: the hacked run's answers are longer than the boxed ones, counted.
+        assert 'tribunal_spec_signature_total{signature="length",spec="lenient_math"}' in metrics
+    scorer.close()
+
+
+def test_jobs_through_the_gateway_worker_are_audited_by_time(gateway: str) -> None:
+    """The trainer of this repository submits jobs: the gateway's worker process audits them,
+    in the same Redis store, windowed by time (a job carries no step)."""
+    scorer = SyncTribunalClient(gateway)
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(g for g in (f"job-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
+    items = [
+        {"id": f"job-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+    job = scorer.submit("gateway", items, idempotency_key="audited-job")
+    assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for _ in range(100):
+            report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+            timed = [
+                w for w in report["lenient_math"]["windows"] if w["window"].startswith("time:")
+            ]
+            if timed:
+                break
+            time.sleep(0.1)
+        assert [(w["n"], w["gap"]) for w in timed] == [(4, 1.0)]
+        ids = {i["id"] for i in report["lenient_math"]["items"]}
+        assert {f"job-{k}" for k in range(4)} <= ids

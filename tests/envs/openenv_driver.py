@@ -1,0 +1,65 @@
+"""Episodes run by the released ``openenv-core`` client (0.3.0, from
+requirements/protocol-envs/openenv.txt) against Tribunal's OpenEnv routes: run in .venv-openenv
+by tests/envs/test_openenv.py, which reads the JSON this prints.
+
+    .venv-openenv/bin/python tests/envs/openenv_driver.py URL KEY BROKEN_URL
+"""
+
+import asyncio
+import json
+import sys
+
+import requests
+from openenv.core import GenericEnvClient
+from openenv.core.env_server.types import ResetResponse, StepResponse
+
+
+def outcome(result):
+    return {"observation": result.observation, "reward": result.reward, "done": result.done}
+
+
+async def attempt(env, coroutine):
+    try:
+        return outcome(await coroutine)
+    except RuntimeError as exc:  # the client's form of the server's error message
+        return {"error": str(exc)}
+
+
+async def main(url, key, broken_url):
+    report = {}
+    base = f"{url}/k/{key}/openenv"
+    async with GenericEnvClient(base_url=f"{base}/math") as env:
+        report["reset"] = outcome(await env.reset(split="gsm8k_test", index=0))
+        report["cells"] = [
+            outcome(await env.step({"tool": "python", "arguments": {"code": "eggs = 16 - 7"}})),
+            outcome(await env.step({"tool": "python", "arguments": {"code": "eggs * 2"}})),
+        ]
+        report["state"] = await env.state()
+        report["bad"] = await attempt(env, env.step({"tool": "nope"}))
+        report["submit"] = outcome(
+            await env.step({"tool": "submit", "arguments": {"answer": "18"}})
+        )
+        report["after"] = await attempt(
+            env, env.step({"tool": "submit", "arguments": {"answer": "18"}})
+        )
+        await env.reset(split="gsm8k_test", index=0)  # a new episode on the same connection
+        report["wrong"] = outcome(await env.step({"tool": "submit", "arguments": {"answer": "17"}}))
+    async with GenericEnvClient(base_url=f"{broken_url}/openenv/math") as env:
+        await env.reset(split="gsm8k_test", index=0)
+        report["broken"] = await attempt(
+            env, env.step({"tool": "submit", "arguments": {"answer": "18"}})
+        )
+    # HTTP: no state between requests; the step names its task.
+    headers = {"X-API-Key": key}
+    reset = requests.post(f"{url}/openenv/code/reset", json={"seed": 7}, headers=headers)
+    report["http_reset"] = ResetResponse.model_validate(reset.json()).model_dump()
+    program = "def truncate_number(number: float) -> float:\n    return number % 1.0\n"
+    action = {"tool": "submit", "arguments": {"code": program}, "split": "humaneval", "index": 2}
+    step = requests.post(f"{url}/openenv/code/step", json={"action": action}, headers=headers)
+    report["http_step"] = StepResponse.model_validate(step.json()).model_dump()
+    refused = requests.post(f"{url}/openenv/code/reset", json={})
+    report["http_no_key"] = refused.status_code
+    print(json.dumps(report))
+
+
+asyncio.run(main(*sys.argv[1:4]))

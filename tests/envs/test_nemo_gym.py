@@ -1,0 +1,72 @@
+"""NeMo Gym's resources-server protocol served from Tribunal (``/nemo_gym/{math,code}``),
+driven by NeMo Gym 0.4.0's own models and HTTP client code in a Python 3.12 venv of its own
+(.venv-nemo-gym, built from requirements/protocol-envs/nemo-gym.txt by
+``scripts/protocol_envs.sh`` with ``PYTHON`` a 3.12 interpreter), against the folder's stack
+(the math and code services and the environment server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.envs.conftest import KEY, EnvsStack, client_python, run_driver
+
+pytestmark = pytest.mark.e2e
+
+
+def python312() -> str:
+    """A Python 3.12: ``$TRIBUNAL_PYTHON312``, pyenv's, or ``python3.12`` on the PATH (what
+    ``make protocol-envs`` takes)."""
+    pyenv = sorted((Path.home() / ".pyenv" / "versions").glob("3.12.*/bin/python"))
+    found = (
+        os.environ.get("TRIBUNAL_PYTHON312")
+        or (str(pyenv[-1]) if pyenv else None)
+        or shutil.which("python3.12")
+    )
+    if found is None:
+        pytest.fail("no Python 3.12 (set TRIBUNAL_PYTHON312): NeMo Gym 0.4 needs it")
+    return found
+
+
+@pytest.fixture(scope="session")
+def nemo_gym_python() -> Path:
+    """The venv of NeMo Gym 0.4.0, on Python 3.12."""
+    return client_python("nemo-gym", python312())
+
+
+def test_nemo_gyms_client_verifies_with_tribunal(
+    envs_stack: EnvsStack, nemo_gym_python: Path
+) -> None:
+    stack = envs_stack
+    args = (stack.url, KEY, stack.broken_url)
+    done = run_driver(nemo_gym_python, "nemo_gym_driver.py", *args, log=stack.log)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # The example of docs/integrations.md, as written, in the client's own venv.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "nemo_gym" in b]
+    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
+    ran = subprocess.run(
+        [str(nemo_gym_python), "-c", example], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+
+    assert report["seed"] == 200
+    # The message's output_text is graded; the reasoning item's \boxed{17} is not.
+    assert report["math"] == [1.0, 0.0]
+    assert report["code"] == 1.0
+    assert report["no_answer"][0] == 422 and "expected_answer" in report["no_answer"][1]
+    assert report["reverify"] == {"mode": "deterministic"}
+    aggregate = report["aggregate"]
+    assert aggregate["agent_metrics"]["mean/reward"] == pytest.approx(1 / 3)
+    assert aggregate["agent_metrics"]["pass@k"] == 0.5
+    assert [g["mean/reward"] for g in aggregate["group_level_metrics"]] == [0.5, 0.0]
+    # A verifier that cannot be reached: 502 naming the error class, never a reward of 0.
+    status, detail = report["broken"]
+    assert status == 502 and detail.startswith("backend_unavailable")

@@ -1,0 +1,61 @@
+"""OpenEnv's reset / step / state served from Tribunal's environments (``/openenv/{env}``),
+driven by the released ``openenv-core`` client (0.3.0, in .venv-openenv built from its own
+hashed lock by ``scripts/protocol_envs.sh``) over its WebSocket, and over HTTP with its own
+response models, against the folder's stack (the math and code services, Redis and a worker
+for the interpreter sessions, the environment server)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.envs.conftest import KEY, EnvsStack, client_python, run_driver
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def openenv_python() -> Path:
+    """The venv of the ``openenv-core`` client."""
+    return client_python("openenv")
+
+
+def test_the_openenv_client_runs_episodes_over_websocket_and_http(
+    envs_stack: EnvsStack, openenv_python: Path
+) -> None:
+    stack = envs_stack
+    args = (stack.url, KEY, stack.broken_url)
+    done = run_driver(openenv_python, "openenv_driver.py", *args, log=stack.log)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # The example of docs/integrations.md, as written, in the client's own venv.
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    [example] = [b for b in blocks if "GenericEnvClient" in b]
+    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
+    ran = subprocess.run(
+        [str(openenv_python), "-c", example], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+
+    reset = report["reset"]
+    assert "Janet" in reset["observation"]["prompt"] and reset["reward"] is None
+    assert reset["observation"]["task"] == {"split": "gsm8k_test", "index": 0, "id": "gsm8k/0"}
+    # State kept across steps of the WebSocket's episode; tool steps are not graded.
+    assert [c["observation"]["text"] for c in report["cells"]] == ["", "18\n"]
+    assert all(c["reward"] is None and not c["done"] for c in report["cells"])
+    assert report["state"]["step_count"] == 2 and report["state"]["done"] is False
+    assert "VALIDATION_ERROR" in report["bad"]["error"] and "not_found" in report["bad"]["error"]
+    assert report["submit"]["reward"] == 1.0 and report["submit"]["done"]
+    assert "episode_finished" in report["after"]["error"]
+    assert report["wrong"]["reward"] == 0.0
+    # A verifier that cannot be reached: the protocol's error, named, never a reward of 0.
+    broken = report["broken"]["error"]
+    assert "EXECUTION_ERROR" in broken and "backend_unavailable" in broken
+    assert report["http_reset"]["observation"]["task"]["split"] == "humaneval"
+    assert report["http_step"]["reward"] == 1.0 and report["http_step"]["done"]
+    assert report["http_no_key"] == 401
