@@ -36,7 +36,8 @@ class Verifier(Protocol):
     A verifier may also have optional capabilities, each a ``runtime_checkable`` protocol
     below that the core tests with ``isinstance``: ``ScoresEachItem``, ``DocumentsDetails``,
     ``ReportsPool``, ``ReportsBackend``, ``TakesStats``, ``ProbesReadiness``,
-    ``ServesCompanion``, ``DescribesLayers`` and ``DescribesSpecs``.
+    ``ServesCompanion``, ``DescribesLayers``, ``DescribesSpecs``, ``AttachesQueue`` and
+    ``ReportsAudits``.
     """
 
     name: str
@@ -176,6 +177,27 @@ class DescribesSpecs(Protocol):
 
     def spec_rule(self, name: str) -> dict[str, Any] | None:
         """The rule of the spec ``name``, or None if there is no such spec."""
+        ...
+
+
+@runtime_checkable
+class AttachesQueue(Protocol):
+    """A verifier that audits the jobs it scores (the gateway): the worker process (and the
+    embedded workers) hand it their queue once it has started."""
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Keep ``queue`` for its audits; ``timeout_s`` bounds a wait on a job (s)."""
+        ...
+
+
+@runtime_checkable
+class ReportsAudits(Protocol):
+    """A verifier that audits what it scores: the inspector's monitor view shows its
+    ``audit_report`` (per audited spec: training vs audit reward per window, the gap's
+    interval, the items driving it)."""
+
+    async def audit_report(self) -> list[dict[str, Any]]:
+        """One report per audited spec."""
         ...
 
 

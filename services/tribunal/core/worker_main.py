@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 
 from tribunal.core.inspection.store import build_inspect_store, recorder_for
 from tribunal.core.queue.factory import build_cache, redis_queue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.service import ServiceSpec, settle_heap
 from tribunal.core.settings import CoreSettings
+from tribunal.core.verifier import AttachesQueue, Verifier
 from tribunal.core.worker import WorkerRuntime
 from tribunal.wire.errors import ConfigurationError, QueueUnavailable
 
@@ -53,25 +56,16 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 started.append(verifier)
                 # A verifier that audits what it scores (the gateway) keeps its audits
                 # beside this queue.
-                attach = getattr(verifier, "attach_queue", None)
-                if attach is not None:
-                    attach(queue, settings.sync_timeout_s)
+                if isinstance(verifier, AttachesQueue):
+                    verifier.attach_queue(queue, settings.sync_timeout_s)
         except ConfigurationError as exc:
             # Every verifier of the service is down with this process: say why in the queue,
             # where the API's /readyz and submissions find it (if the queue answers).
-            try:
-                for name in (v.name for v in verifiers):
-                    await queue.set_refusal(name, exc.message)
-            except QueueUnavailable as down:
-                logger.warning("the refusal not recorded in the queue: %s", down.message)
+            await _set_refusals(queue, verifiers, exc.message)
             raise
         # A refusal left by an earlier worker no longer holds. Redis may still be down here
         # (workers wait for it): a stale refusal is only reported while no worker is live.
-        try:
-            for verifier in verifiers:
-                await queue.set_refusal(verifier.name, None)
-        except QueueUnavailable as exc:
-            logger.warning("an earlier refusal not cleared: %s", exc.message)
+        await _set_refusals(queue, verifiers, None)
         settle_heap()
         inspect = build_inspect_store(settings, queue)
         runtimes = [
@@ -94,3 +88,16 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
             await verifier.aclose()
         await queue.aclose()
         logger.info("worker stopped")
+
+
+async def _set_refusals(
+    queue: RedisStreamsQueue, verifiers: Sequence[Verifier], reason: str | None
+) -> None:
+    """Record (or, with None, clear) the verifiers' refusal to start; a queue that does not
+    answer is logged, never raised (the workers wait for Redis)."""
+    try:
+        for verifier in verifiers:
+            await queue.set_refusal(verifier.name, reason)
+    except QueueUnavailable as exc:
+        what = "recorded" if reason is not None else "cleared"
+        logger.warning("the workers' refusal not %s in the queue: %s", what, exc.message)

@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.inspection.store import dump_json, rid_order
-from tribunal.core.verifier import DescribesSpecs
+from tribunal.core.verifier import DescribesSpecs, ReportsAudits
 from tribunal.wire.errors import BadInput
 
 STATIC = {
@@ -353,9 +353,8 @@ async def audits(runtime: RuntimeDep) -> Response:
     items driving it); ``{"specs": []}`` elsewhere."""
     specs: list[Any] = []
     for service in runtime.services.values():
-        report = getattr(service.verifier, "audit_report", None)
-        if report is not None:
-            specs.extend(await report())
+        if isinstance(service.verifier, ReportsAudits):
+            specs.extend(await service.verifier.audit_report())
     return Response(dump_json({"specs": specs}), media_type="application/json")
 
 
