@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from tribunal.code import sandbox
+from tribunal.code.call_role import resolve_target
 from tribunal.code.codec import CodecError, Opaque, RemoteObject, decode_value, encode_value
-from tribunal.code.driver import resolve_target
 from tribunal.code.protocol import dumps, loads
 
 

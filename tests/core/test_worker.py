@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+import redis.asyncio as aioredis
 
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
@@ -91,6 +93,29 @@ async def test_item_errors_are_results_and_never_cached(queue_and_cache) -> None
     assert [c for c in verifier.calls if "bad" in c] == [["bad", "fine"], ["bad"]]
 
 
+async def test_a_cache_that_does_not_answer_costs_speed_never_results(
+    caplog: pytest.LogCaptureFixture, key_prefix: str
+) -> None:
+    """A real Redis client at a port nothing listens on: reads and writes of the cache both
+    fail; every item is scored and written all the same, and each failure leaves a log line."""
+    queue = MemoryQueue(max_queue_items=100, result_ttl_s=60, visibility_timeout_s=5)
+    await queue.ensure_verifier("toy")
+    down = aioredis.Redis.from_url("redis://127.0.0.1:1/0")
+    cache = RedisCache(down, Keys(key_prefix), "toy", 60, max_items=100)
+    verifier = ToyVerifier()
+    runtime = WorkerRuntime(verifier, queue, cache)
+    job = await queue.submit("toy", queued(["a", "b", "a"]), total=3, prefilled={})
+    with caplog.at_level(logging.WARNING, logger="tribunal.core.worker"):
+        await drain(runtime, queue)
+    results = [json.loads(r) for r in (await queue.job(job.job_id)).results.values()]
+    assert len(results) == 3 and all(r["error"] is None and not r["cached"] for r in results)
+    assert verifier.calls == [["a", "b"]]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("scoring without it" in m for m in messages)
+    assert any("2 outcomes not cached" in m for m in messages)
+    await down.aclose()
+
+
 async def test_an_entry_that_keeps_failing_goes_to_dead_letters(queue_and_cache) -> None:
     queue, cache = queue_and_cache
     runtime = WorkerRuntime(ToyVerifier(), queue, cache, max_deliveries=2)
@@ -131,6 +156,47 @@ async def test_run_scores_until_stopped(queue_and_cache) -> None:
     assert await queue.live_workers("toy", within_s=5) == 1
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+class Reporting(ToyVerifier):
+    """Has the optional capabilities a worker reports: a pool, a backend, counters, and a
+    companion that records that it ran and saw the stop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.companion_ran = False
+
+    def utilisation(self) -> tuple[int, int]:
+        return 1, 4
+
+    def backend_load(self) -> tuple[int, int]:
+        return 2, 8
+
+    def take_stats(self) -> dict[str, int]:
+        return {"toy_backend_calls": 1}
+
+    async def companion(self, queue: JobQueue, heartbeat_s: float, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.companion_ran = True
+
+
+async def test_a_verifiers_capabilities_reach_the_queue(queue_and_cache) -> None:
+    """Each capability protocol the verifier satisfies is used: pool and backend load with
+    the heartbeat, counters with the write, the companion beside the claims until stop."""
+    queue, cache = queue_and_cache
+    verifier = Reporting()
+    runtime = WorkerRuntime(verifier, queue, cache, heartbeat_s=0.05, block_s=0.05)
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.run(stop))
+    job = await queue.submit("toy", queued(["a"]), total=1, prefilled={})
+    assert (await queue.wait(job.job_id, 10)).is_done
+    assert await queue.utilisation("toy", within_s=5) == (1, 4)
+    assert await queue.backend_load("toy", within_s=5) == (2, 8)
+    assert (await queue.stats("toy"))["toy_backend_calls"] >= 1
+    assert not verifier.companion_ran
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert verifier.companion_ran
 
 
 class ItemWiseToy(ToyVerifier):

@@ -7,7 +7,7 @@ own (the service moves the sandbox's first process into it before bwrap starts, 
 process of the sandbox is in it), limited to the sandbox's memory and its tmpfs, without swap.
 When the program passes the limit, the kernel's OOM killer picks one of the program's
 processes, never the driver: the driver runs with a low ``oom_score_adj`` and gives every
-process it forks for the program the highest (see ``driver._Driver.confine``), so the
+process it forks for the program the highest (see ``driver_base._Driver.confine``), so the
 program's fault stays its own verdict (``memory_limit``). The program cannot see the cgroup's
 files (bwrap's cgroup namespace starts at it, and cgroupfs is not mounted in the sandbox), so
 its counters (peak usage, failures) carry nothing from one case to the next.

@@ -7,7 +7,7 @@ relayed values (:func:`decode_value`); the service compares the bytes of their J
 wire values without decoding them where the bytes cannot decide (``compare.reply_matches``),
 and encodes the arguments of calls.
 
-This module ships into the sandbox with ``protocol.py`` and ``driver.py`` (see
+This module ships into the sandbox with ``protocol.py`` and the driver's modules (see
 ``sandbox.driver_source``): only cheap C modules at import time.
 """
 

@@ -1,8 +1,8 @@
 """The driver's ``interp`` role: one long-lived Python interpreter, cell after cell.
 
 Ships into the sandbox as part of the driver's unit (``sandbox.driver_source``: after
-``codec.py``, before ``driver.py``, which dispatches the role), so only cheap modules at import
-time and nothing of ``tribunal`` at run time but the unit's own names.
+``driver_base.py``, before ``driver.py``, which dispatches the role), so only cheap modules at
+import time and nothing of ``tribunal`` at run time but the unit's own names.
 
 The driver (trusted, pid 1 of the sandbox) forks one *interpreter* process at setup. That
 process drops every trusted handle (the result channel and its token, the command pipe), the
@@ -45,7 +45,7 @@ MYPY = False
 if MYPY:  # annotations only (``from __future__ import annotations``): never imported at run time
     from typing import Any
 
-    from tribunal.code.driver import _Driver
+    from tribunal.code.driver_base import _Driver
 
 INTERRUPT_GRACE_S = 1.0
 """How long an interrupted cell has to answer before its interpreter is killed (s)."""

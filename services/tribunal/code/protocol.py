@@ -20,7 +20,7 @@ driver rebuilds each one from :data:`WORKER_REPLY_KEYS` (the known statuses and 
 may carry) before it passes anything on; the statuses in :data:`DRIVER_CALL_STATUSES` are the
 driver's own and never come from the worker.
 
-This module ships into the sandbox with ``codec.py`` and ``driver.py`` (see
+This module ships into the sandbox with ``codec.py`` and the driver's modules (see
 ``sandbox.driver_source``): only cheap C modules at import time, and the message types exist
 for the type checker only (``typing`` would pull in ``re`` and ``enum``, about 15 ms per
 sandbox).
@@ -201,6 +201,79 @@ if MYPY:
         status: str
         msg: str
         calls: int
+
+    class InterpSetup(TypedDict):
+        """First command of an ``interp`` sandbox (a code-interpreter session,
+        ``interp_role.py``): the interpreter's limits for the whole session."""
+
+        role: Literal["interp"]
+        seccomp: str | None
+        sys_path: list[str]
+        program_oom_score_adj: int | None
+        memory_mb: int
+        cpu_budget_s: float
+        max_output_bytes: int
+
+    class CellCommand(TypedDict):
+        """Run one cell in the ``interp`` role's interpreter."""
+
+        op: Literal["cell"]
+        code: str
+        timeout_s: float
+        max_output_bytes: int
+
+    class CellError(TypedDict):
+        """What a cell raised (``interp_role.INTERP_REPLY_KEYS["error"]``)."""
+
+        ename: str
+        evalue: str
+        traceback: str
+
+    Command = (
+        StdioSetup
+        | CallSetup
+        | TestSetup
+        | InterpSetup
+        | CaseCommand
+        | CallCommand
+        | CellCommand
+        | RelayReply
+        | ExitCommand
+    )
+    """Any line the service sends to a driver."""
+
+    class Record(TypedDict, total=False):
+        """Any record of the result channel as the service receives it
+        (``sandbox.SandboxSession.receive``): the keys of :class:`ReadyRecord`,
+        :class:`CaseRecord`, :class:`CallRecord`, :class:`TestCall`, :class:`DoneRecord`
+        and the ``interp`` role's cell record, each optional, since which record came is
+        known only once ``op``/``status`` are read. A call's return value arrives as
+        ``value_json``: the bytes that followed the record (``value_bytes`` of
+        :class:`CallRecord`), unparsed."""
+
+        op: str
+        status: str
+        i: int
+        msg: str
+        case_namespaces: bool
+        compile_ms: float
+        exit_code: int | None
+        signal: int | None
+        stdout: str
+        stderr: str
+        stdout_truncated: bool
+        stderr_truncated: bool
+        time_ms: float
+        value_json: bytes
+        exc: str
+        target: str
+        args: Wire
+        kwargs: Wire
+        get: bool
+        calls: int
+        alive: bool
+        display: str | None
+        error: CellError | None
 
     class WorkerRequest(TypedDict):
         """Driver to worker: one call (``args``/``kwargs`` wire values)."""

@@ -27,7 +27,7 @@ import dataclasses
 import logging
 import random
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         CallCommand,
         CallSetup,
         CaseCommand,
+        Record,
         StdioSetup,
         TestSetup,
     )
@@ -189,7 +190,7 @@ def classify_execution(
     return None, None
 
 
-def classify_call(record: dict[str, Any]) -> tuple[TestVerdict, str | None]:
+def classify_call(record: Record) -> tuple[TestVerdict, str | None]:
     """Verdict of a call that did not return a value (status other than ``ok``)."""
     status = record.get("status")
     exc = str(record.get("exc", ""))
@@ -405,9 +406,7 @@ class Runner:
             "compile_memory_mb": self.config.compile_memory_mb,
         }
 
-    async def _setup(
-        self, session: SandboxSession, setup: StdioSetup | CallSetup
-    ) -> dict[str, Any]:
+    async def _setup(self, session: SandboxSession, setup: StdioSetup | CallSetup) -> Record:
         timeout = _STARTUP_S + (
             self.config.compile_timeout_s if setup.get("language") == "cpp" else 0.0
         )
@@ -445,21 +444,15 @@ class Runner:
         self, item: CodeItem, code: str, tests: StdioTests, lease: Lease, limits: CaseLimits
     ) -> ItemRun:
         budget = self._budget_s(len(tests.cases), limits, item.language)
-        stop = item.options.stop_on_first_failure
-        tolerance = item.options.float_tolerance
-        results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
             ready = await self._setup(
                 session, self._stdio_setup(session, item.language, code, True, len(tests.cases))
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
-            order = case_order(len(tests.cases))
-            for position, index in enumerate(order):
+
+            async def run_case(position: int, index: int) -> CaseResult:
                 case = tests.cases[index]
-                if _stopped(stop, results):
-                    results.append(CaseResult(TestVerdict.SKIPPED))
-                    continue
                 command: CaseCommand = {
                     "op": "case",
                     "i": position,
@@ -468,50 +461,23 @@ class Runner:
                     "memory_mb": limits.memory_mb,
                     "max_output_bytes": limits.max_output_bytes,
                 }
-                try:
-                    record = await session.request(command, limits.timeout_s + _GRACE_S)
-                    execution = _execution(record, position, session)
-                except TimeoutError:
-                    timed_out = _fail_rest(results, len(order), TestVerdict.TIME_LIMIT)
-                    return ItemRun(in_case_order(timed_out, order))
-                except ChannelViolation as exc:
-                    return ItemRun(
-                        in_case_order(_fail_rest(results, len(order), _forged(exc)), order)
-                    )
-                verdict, message = classify_execution(execution)
-                if verdict is None:
-                    matched = stdout_matches(case.stdout, execution.stdout, tolerance)
-                    verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
-                if verdict is TestVerdict.ACCEPTED:
-                    results.append(CaseResult(verdict, execution.time_ms, message))
-                else:
-                    results.append(
-                        CaseResult(
-                            verdict,
-                            execution.time_ms,
-                            message,
-                            _excerpt(execution.stdout),
-                            _excerpt(execution.stderr),
-                        )
-                    )
-        return ItemRun(in_case_order(results, order))
+                record = await session.request(command, limits.timeout_s + _GRACE_S)
+                execution = _execution(record, position, session)
+                return _stdio_result(case.stdout, execution, item.options.float_tolerance)
+
+            return await _each_case(len(tests.cases), item.options.stop_on_first_failure, run_case)
 
     async def _score_function(
         self, item: CodeItem, code: str, tests: FunctionTests, lease: Lease, limits: CaseLimits
     ) -> ItemRun:
         budget = self._budget_s(len(tests.cases), limits, item.language)
-        stop = item.options.stop_on_first_failure
-        results: list[CaseResult] = []
         async with self._session(lease, budget) as session:
             ready = await self._setup(session, self._call_setup(session, code, limits, budget))
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("msg", ""))), len(tests.cases))
-            order = case_order(len(tests.cases))
-            for position, index in enumerate(order):
+
+            async def run_case(position: int, index: int) -> CaseResult:
                 case = tests.cases[index]
-                if _stopped(stop, results):
-                    results.append(CaseResult(TestVerdict.SKIPPED))
-                    continue
                 command: CallCommand = {
                     "op": "call",
                     "i": position,
@@ -520,19 +486,12 @@ class Runner:
                     "kwargs": encode_value(case.kwargs),
                     "timeout_s": limits.timeout_s,
                 }
-                try:
-                    # The first call also loads the program (module-level code): two limits.
-                    wait = limits.timeout_s * (2 if position == 0 else 1) + _GRACE_S
-                    record = await session.request(command, wait)
-                except TimeoutError:
-                    timed_out = _fail_rest(results, len(order), TestVerdict.TIME_LIMIT)
-                    return ItemRun(in_case_order(timed_out, order))
-                except ChannelViolation as exc:
-                    return ItemRun(
-                        in_case_order(_fail_rest(results, len(order), _forged(exc)), order)
-                    )
-                results.append(self._call_result(session, record, position, case.expected, item))
-        return ItemRun(in_case_order(results, order))
+                # The first call also loads the program (module-level code): two limits.
+                wait = limits.timeout_s * (2 if position == 0 else 1) + _GRACE_S
+                record = await session.request(command, wait)
+                return self._call_result(session, record, position, case.expected, item)
+
+            return await _each_case(len(tests.cases), item.options.stop_on_first_failure, run_case)
 
     def _call_setup(
         self, session: SandboxSession, code: str, limits: CaseLimits, budget_s: float
@@ -551,7 +510,7 @@ class Runner:
     def _call_result(
         self,
         session: SandboxSession,
-        record: dict[str, Any],
+        record: Record,
         index: int,
         expected: Any,
         item: CodeItem,
@@ -613,15 +572,7 @@ class Runner:
                 return failure or _test_verdict(record)
             if op != "call":
                 raise SandboxError("the test driver sent an unknown record")
-            command: dict[str, Any] = {  # the test role's fields, as it sent them
-                "op": "call",
-                "i": index,
-                "target": record.get("target"),
-                "args": record.get("args"),
-                "kwargs": record.get("kwargs"),
-                "get": bool(record.get("get")),
-                "timeout_s": limits.timeout_s,
-            }
+            command = _relayed_call(record, index, limits.timeout_s)
             wait = limits.timeout_s * (2 if index == 0 else 1) + _GRACE_S
             reply = await solution.request(command, wait)
             if reply.get("i") != index:
@@ -635,7 +586,7 @@ class Runner:
                 await tester.send({"status": "callable"})
             elif status == "raised":
                 await tester.send(
-                    {"status": "raised", "exc": reply.get("exc"), "msg": reply.get("msg", "")}
+                    {"status": "raised", "exc": reply.get("exc", ""), "msg": reply.get("msg", "")}
                 )
             else:
                 verdict, message = classify_call(reply)
@@ -680,7 +631,7 @@ class Runner:
                 raise SandboxError(f"result channel violated: {exc}") from exc
 
 
-def _killed(signaled: bool, sig: Any, session: SandboxSession) -> bool:
+def _killed(signaled: bool, sig: int | None, session: SandboxSession) -> bool:
     """Whether a process that died of SIGKILL (not at its time limit) was killed by the
     kernel for its sandbox's memory cgroup."""
     return signaled and sig == int(signal.SIGKILL) and session.oom_killed()
@@ -697,7 +648,7 @@ async def _remove_cgroup(session: SandboxSession) -> None:
     logger.warning("the memory cgroup %s is still busy; left in place", session.cgroup.path)
 
 
-def _execution(record: dict[str, Any], index: int, session: SandboxSession) -> Execution:
+def _execution(record: Record, index: int, session: SandboxSession) -> Execution:
     if record.get("i") != index:
         raise SandboxError("the sandbox driver answered another case")
     try:
@@ -739,6 +690,73 @@ def _compile_failure(message: str | None, total: int) -> ItemRun:
     )
 
 
+async def _each_case(
+    cases: int, stop_on_first_failure: bool, run_case: Callable[[int, int], Awaitable[CaseResult]]
+) -> ItemRun:
+    """The per-case loop of every role: run ``cases`` cases in a random order
+    (:func:`case_order`), ``run_case(position, index)`` each (``position`` in the run,
+    ``index`` in the item), and return their results in the item's order.
+
+    After a failure, with ``stop_on_first_failure``, the rest are ``skipped``. A driver that
+    stops answering (``TimeoutError``) fails this case and the rest as ``time_limit``; a
+    forged record (``ChannelViolation``) fails them as the program's fault. ``SandboxError``
+    propagates.
+    """
+    order = case_order(cases)
+    results: list[CaseResult] = []
+    for position, index in enumerate(order):
+        if _stopped(stop_on_first_failure, results):
+            results.append(CaseResult(TestVerdict.SKIPPED))
+            continue
+        try:
+            results.append(await run_case(position, index))
+        except TimeoutError:
+            return ItemRun(in_case_order(_fail_rest(results, cases, TestVerdict.TIME_LIMIT), order))
+        except ChannelViolation as exc:
+            return ItemRun(in_case_order(_fail_rest(results, cases, _forged(exc)), order))
+    return ItemRun(in_case_order(results, order))
+
+
+def _stdio_result(expected: str, execution: Execution, tolerance: float | None) -> CaseResult:
+    """A stdio case's verdict: its status, then its output against ``expected``; a failed
+    case keeps excerpts of its output."""
+    verdict, message = classify_execution(execution)
+    if verdict is None:
+        matched = stdout_matches(expected, execution.stdout, tolerance)
+        verdict = TestVerdict.ACCEPTED if matched else TestVerdict.WRONG_ANSWER
+    if verdict is TestVerdict.ACCEPTED:
+        return CaseResult(verdict, execution.time_ms, message)
+    return CaseResult(
+        verdict,
+        execution.time_ms,
+        message,
+        _excerpt(execution.stdout),
+        _excerpt(execution.stderr),
+    )
+
+
+def _relayed_call(record: Record, index: int, timeout_s: float) -> CallCommand:
+    """The call the test role asked for (a ``TestCall``: its fields as it sent them), for
+    the program's sandbox.
+
+    Raises:
+        SandboxError: The record lacks a field of a ``TestCall`` (the driver writes all).
+    """
+    try:
+        target, args, kwargs = record["target"], record["args"], record["kwargs"]
+    except KeyError as exc:
+        raise SandboxError(f"the test driver sent a call without {exc}") from exc
+    return {
+        "op": "call",
+        "i": index,
+        "target": target,
+        "args": args,
+        "kwargs": kwargs,
+        "get": bool(record.get("get")),
+        "timeout_s": timeout_s,
+    }
+
+
 def _stopped(stop_on_first_failure: bool, results: list[CaseResult]) -> bool:
     """True once a case failed and the item asked to stop at the first failure."""
     return (
@@ -756,7 +774,7 @@ def _forged(exc: ChannelViolation) -> TestVerdict:
     return TestVerdict.RUNTIME_ERROR
 
 
-def _value_json(record: dict[str, Any]) -> bytes:
+def _value_json(record: Record) -> bytes:
     """The bytes of a call's return value (``SandboxSession.receive`` reads them)."""
     value = record.get("value_json")
     if type(value) is not bytes:
@@ -768,7 +786,7 @@ def _float_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _test_verdict(record: dict[str, Any]) -> CaseResult:
+def _test_verdict(record: Record) -> CaseResult:
     status = record.get("status")
     message = _cap(str(record.get("msg", "")) or None)
     if status == "passed":

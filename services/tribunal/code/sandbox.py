@@ -40,21 +40,46 @@ import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from tribunal.code import codec, driver, interp_role, protocol
+from tribunal.code import (
+    call_role,
+    check_role,
+    codec,
+    driver,
+    driver_base,
+    driver_channel,
+    driver_confine,
+    interp_role,
+    protocol,
+    stdio_role,
+)
 from tribunal.code.cgroup import SandboxCgroup
 from tribunal.code.config import CodeConfig
 from tribunal.wire import jsonparse
 from tribunal.wire.errors import ConfigurationError, SandboxError
 
+if TYPE_CHECKING:
+    from tribunal.code.protocol import Command, Record
+
 logger = logging.getLogger(__name__)
 
-_SHIPPED = (protocol, codec, interp_role, driver)
+_SHIPPED = (
+    protocol,
+    codec,
+    driver_channel,
+    driver_confine,
+    driver_base,
+    interp_role,
+    stdio_role,
+    call_role,
+    check_role,
+    driver,
+)
 """The modules of the driver's unit, in order: each uses only the ones before it."""
 _MAY_REPEAT = frozenset(("MYPY",))
 
@@ -62,7 +87,8 @@ _MAY_REPEAT = frozenset(("MYPY",))
 def driver_source() -> str:
     """The driver as the one module that ships into a sandbox (which has no ``tribunal``).
 
-    ``protocol.py``, ``codec.py`` and ``driver.py`` concatenated, with their imports of each
+    The modules of ``_SHIPPED`` (``protocol.py``, ``codec.py``, the driver's modules and
+    its roles, ``driver.py`` last) concatenated, with their imports of each
     other (top-level ``from tribunal.code...``) and their ``from __future__`` lines blanked
     and one ``from __future__ import annotations`` first: the names they imported from each
     other are then the names the earlier parts defined in the same namespace.
@@ -188,7 +214,7 @@ class Execution:
     memory_killed: bool = False
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Execution:
+    def from_record(cls, record: Record) -> Execution:
         """Build from a stdio record of the driver (raises ``KeyError``/``ValueError``)."""
         import base64
 
@@ -675,7 +701,7 @@ class SandboxSession:
     def _remaining(self) -> float:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
 
-    async def send(self, command: Mapping[str, Any]) -> None:
+    async def send(self, command: Command) -> None:
         """Send one command (a JSON line) to the driver."""
         # ASCII: a lone surrogate in a relayed value travels as its \\u escape (UTF-8 has none).
         line = json.dumps(command, separators=(",", ":")).encode()
@@ -685,7 +711,7 @@ class SandboxSession:
         """Send one command written already: a JSON object as ASCII, without a newline."""
         await self._write(line + b"\n")
 
-    async def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
+    async def receive(self, timeout_s: float | None = None) -> Record:
         """Wait for the next record of the result channel.
 
         A return value's bytes, which follow their record (``value_bytes`` of
@@ -725,7 +751,8 @@ class SandboxSession:
         if "value_bytes" in record:
             size = record.pop("value_bytes")
             record["value_json"] = await self._read_value(size, deadline)
-        return record
+        # Typed as the protocol declares it; its keys are still read defensively.
+        return cast("Record", record)
 
     async def _read_value(self, size: Any, deadline: float) -> bytes:
         """The ``size`` bytes of a return value that follow its record (one write of the
@@ -742,9 +769,7 @@ class SandboxSession:
                 f"the sandbox driver ended in the middle of a return value ({self.end_reason()})"
             ) from exc
 
-    async def request(
-        self, command: Mapping[str, Any], timeout_s: float | None = None
-    ) -> dict[str, Any]:
+    async def request(self, command: Command, timeout_s: float | None = None) -> Record:
         """Send one command and wait for its record."""
         await self.send(command)
         return await self.receive(timeout_s)

@@ -30,6 +30,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tribunal.code.cgroup import MemoryCgroups
 from tribunal.code.config import CodeConfig
@@ -44,6 +45,9 @@ from tribunal.code.sandbox import (
 )
 from tribunal.code.session_models import CellRequest, CellResult, SessionInfo
 from tribunal.wire.errors import SandboxError, SessionLost, SessionsFull
+
+if TYPE_CHECKING:
+    from tribunal.code.protocol import CellCommand
 
 logger = logging.getLogger(__name__)
 
@@ -274,7 +278,7 @@ class SessionHost:
         wait = timeout + INTERRUPT_GRACE_S + _ANSWER_GRACE_S
         sandbox = session.sandbox
         sandbox.deadline = asyncio.get_running_loop().time() + wait
-        command = {
+        command: CellCommand = {
             "op": "cell",
             "code": request.code,
             "timeout_s": timeout,

@@ -229,7 +229,7 @@ class _CodeBase:
 
     async def _probe_case_namespaces(self) -> None:
         """Two stdio cases of a program that prints its pid: both print 2 where each case
-        has a pid namespace of its own (see ``driver._CaseNamespaces``)."""
+        has a pid namespace of its own (see ``driver_confine._CaseNamespaces``)."""
         assert self._runner is not None
         item = CodeItem.model_validate(
             {

@@ -39,7 +39,7 @@ from tribunal.core.routes.score import score_router
 from tribunal.core.scoring import ScoringService
 from tribunal.core.service import ServiceSpec
 from tribunal.core.settings import CoreSettings
-from tribunal.core.verifier import Verifier
+from tribunal.core.verifier import AttachesQueue, Verifier
 from tribunal.core.worker import WorkerRuntime
 from tribunal.wire.errors import (
     BackendUnavailable,
@@ -157,8 +157,11 @@ async def _runtime(
             )
         else:
             for verifier in verifiers:
-                with contextlib.suppress(QueueUnavailable):
+                try:
                     await queue.ensure_verifier(verifier.name)
+                except QueueUnavailable as exc:
+                    # The workers create it when Redis is back; submissions wait for Redis.
+                    logger.warning("queue of %s not created: %s", verifier.name, exc.message)
         yield runtime
     finally:
         stop.set()
@@ -191,9 +194,8 @@ async def _start_embedded_workers(
             refused.setdefault(exc.message, []).append(verifier.name)
             await queue.set_refusal(verifier.name, exc.message)
             continue
-        attach = getattr(verifier, "attach_queue", None)  # the gateway audits its jobs
-        if attach is not None:
-            attach(queue, settings.sync_timeout_s)
+        if isinstance(verifier, AttachesQueue):  # the gateway audits its jobs
+            verifier.attach_queue(queue, settings.sync_timeout_s)
         worker = WorkerRuntime(
             verifier,
             queue,

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from tribunal.core.verifier import Verifier
+from tribunal.core.verifier import DocumentsDetails, Verifier
 from tribunal.wire.envelope import (
     ItemResult,
     JobState,
@@ -143,15 +143,17 @@ def job_body_type(verifiers: Sequence[Verifier]) -> Any:
 def result_model(verifier: Verifier) -> type[ItemResult]:
     """The ``ItemResult`` that documents ``verifier``'s results: ``<Name>ItemResult`` when it
     names its ``details_model``, else ``ItemResult`` (details a free object)."""
-    details = getattr(verifier, "details_model", None)
-    return ItemResult if details is None else item_result_model(verifier.name, details)
+    if not isinstance(verifier, DocumentsDetails):
+        return ItemResult
+    return item_result_model(verifier.name, verifier.details_model)
 
 
 def score_response_type(verifier: Verifier) -> type[ScoreResponse]:
     """The response model of ``POST /v1/<verifier>/score`` in the OpenAPI document (see
     :func:`result_model`); the route answers pre-rendered JSON, never validated by it."""
-    details = getattr(verifier, "details_model", None)
-    return ScoreResponse if details is None else score_response_model(verifier.name, details)
+    if not isinstance(verifier, DocumentsDetails):
+        return ScoreResponse
+    return score_response_model(verifier.name, verifier.details_model)
 
 
 def job_state_type(verifiers: Sequence[Verifier]) -> type[JobState]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tribunal.wire.envelope import ItemOutcome, ScoreItem, VerifierInfo
 from tribunal.wire.errors import InternalError, TribunalError
+
+if TYPE_CHECKING:
+    from tribunal.core.queue.base import JobQueue
 
 logger = logging.getLogger(__name__)
 
@@ -30,39 +33,11 @@ class Verifier(Protocol):
             result and of the cache key.
         item_model: The pydantic model of one item (a ``ScoreItem`` subclass).
 
-    Optionally, a verifier whose items are scored independently of each other defines
-    ``async score_item(item) -> ItemOutcome`` (raising ``TribunalError`` for that item's
-    error, as ``score_each``'s ``score_one`` does) and makes ``score`` gather it. The worker
-    then calls it once per distinct item and writes each result as soon as it is ready, so
-    one slow item holds back no other; a verifier that gains from seeing the batch together
-    (one that forwards it as a whole) leaves it out and gets ``score``.
-
-    Optionally, a verifier names the type of its results' ``details`` in ``details_model``
-    (a model, or a union of models, such as ``MathDetails``); its OpenAPI document then
-    describes them (``<Name>ItemResult``), else as a free object. It is read for the
-    document only: results are never validated through it.
-
-    Optionally, a verifier with a pool of its own (processes, sandbox slots) defines
-    ``utilisation() -> tuple[int, int]``, its ``(busy, capacity)`` now; workers report it
-    with each heartbeat and ``/metrics`` sums it (``tribunal_pool_busy`` / ``_capacity``);
-    one that calls an LLM backend defines ``backend_load() -> tuple[int, int]``, its calls in
-    flight and concurrency bound (``tribunal_backend_in_flight`` / ``_concurrency``).
-
-    Optionally, a verifier that counts what happens inside it (backend calls and their
-    latency, a reward spec's rewards) defines ``take_stats() -> dict[str, int]``: the
-    counters of a ``tribunal.core.metrics.Tally`` since the last call, which the worker adds
-    to the cluster-wide stats with its next write.
-
-    Optionally, a verifier that scores through something outside its service (an LLM
-    backend, other services) defines ``async unready_reasons() -> list[str]``: why it cannot
-    score now (each a sentence naming the setting or the server at fault), [] when it can.
-    The API's ``/readyz`` asks it on every probe and answers ``degraded`` with the reasons.
-    It must answer within a few seconds whatever it probes.
-
-    Optionally, a verifier that serves a queue of its own beside its verifier's (the code
-    sessions' per-worker stream) defines ``async companion(queue, heartbeat_s, stop)``: the
-    worker runs it beside its claim loop and awaits it once it stops claiming; it returns
-    soon after the ``asyncio.Event`` ``stop`` is set.
+    A verifier may also have optional capabilities, each a ``runtime_checkable`` protocol
+    below that the core tests with ``isinstance``: ``ScoresEachItem``, ``DocumentsDetails``,
+    ``ReportsPool``, ``ReportsBackend``, ``TakesStats``, ``ProbesReadiness``,
+    ``ServesCompanion``, ``DescribesLayers``, ``DescribesSpecs``, ``AttachesQueue`` and
+    ``ReportsAudits``.
     """
 
     name: str
@@ -93,6 +68,136 @@ class Verifier(Protocol):
         ``ItemOutcome.failed(...)``; raising fails every item of the batch. ``score_each``
         does both the gathering and that conversion.
         """
+        ...
+
+
+@runtime_checkable
+class ScoresEachItem(Protocol):
+    """A verifier whose items are scored independently of each other.
+
+    It defines ``async score_item(item) -> ItemOutcome`` (raising ``TribunalError`` for that
+    item's error, as ``score_each``'s ``score_one`` does) and makes ``score`` gather it. The
+    worker then calls it once per distinct item and writes each result as soon as it is
+    ready, so one slow item holds back no other; a verifier that gains from seeing the batch
+    together (one that forwards it as a whole) leaves it out and gets ``score``.
+    """
+
+    async def score_item(self, item: Any) -> ItemOutcome:
+        """Score one item (of the verifier's ``item_model``); may raise ``TribunalError``."""
+        ...
+
+
+@runtime_checkable
+class DocumentsDetails(Protocol):
+    """A verifier that names the type of its results' ``details``.
+
+    ``details_model`` is a model, or a union of models, such as ``MathDetails``; the OpenAPI
+    document then describes them (``<Name>ItemResult``), else as a free object. It is read
+    for the document only: results are never validated through it.
+    """
+
+    details_model: Any
+
+
+@runtime_checkable
+class ReportsPool(Protocol):
+    """A verifier with a pool of its own (processes, sandbox slots).
+
+    Workers report its ``utilisation()`` with each heartbeat and ``/metrics`` sums it
+    (``tribunal_pool_busy`` / ``_capacity``).
+    """
+
+    def utilisation(self) -> tuple[int, int]:
+        """Return ``(busy, capacity)`` of the pool now."""
+        ...
+
+
+@runtime_checkable
+class ReportsBackend(Protocol):
+    """A verifier that calls an LLM backend.
+
+    Workers report its ``backend_load()`` with each heartbeat
+    (``tribunal_backend_in_flight`` / ``_concurrency``).
+    """
+
+    def backend_load(self) -> tuple[int, int]:
+        """Return ``(calls in flight, concurrency bound)`` of the backend now."""
+        ...
+
+
+@runtime_checkable
+class TakesStats(Protocol):
+    """A verifier that counts what happens inside it (backend calls and their latency, a
+    reward spec's rewards); the worker adds the counters to the cluster-wide stats with its
+    next write."""
+
+    def take_stats(self) -> dict[str, int]:
+        """Return the counters of a ``tribunal.core.metrics.Tally`` since the last call."""
+        ...
+
+
+@runtime_checkable
+class ProbesReadiness(Protocol):
+    """A verifier that scores through something outside its service (an LLM backend, other
+    services). The API's ``/readyz`` asks it on every probe and answers ``degraded`` with
+    the reasons."""
+
+    async def unready_reasons(self) -> list[str]:
+        """Why it cannot score now, each a sentence naming the setting or the server at
+        fault; [] when it can. Must answer within a few seconds whatever it probes."""
+        ...
+
+
+@runtime_checkable
+class ServesCompanion(Protocol):
+    """A verifier that serves a queue of its own beside its verifier's (the code sessions'
+    per-worker stream). The worker runs ``companion`` beside its claim loop and awaits it
+    once it stops claiming."""
+
+    async def companion(self, queue: JobQueue, heartbeat_s: float, stop: asyncio.Event) -> None:
+        """Serve until soon after ``stop`` is set; ``heartbeat_s`` is the worker's period (s)."""
+        ...
+
+
+@runtime_checkable
+class DescribesLayers(Protocol):
+    """A verifier that isolates programs: ``layers`` names the isolation layers its
+    configuration asks for, shown by ``/readyz`` (``layers.<verifier>``)."""
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The isolation layers, by name."""
+        ...
+
+
+@runtime_checkable
+class DescribesSpecs(Protocol):
+    """A verifier scored by named reward specs: the reward inspector shows a kept item's
+    rule beside it."""
+
+    def spec_rule(self, name: str) -> dict[str, Any] | None:
+        """The rule of the spec ``name``, or None if there is no such spec."""
+        ...
+
+
+@runtime_checkable
+class AttachesQueue(Protocol):
+    """A verifier that audits the jobs it scores (the gateway): the worker process (and the
+    embedded workers) hand it their queue once it has started."""
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Keep ``queue`` for its audits; ``timeout_s`` bounds a wait on a job (s)."""
+        ...
+
+
+@runtime_checkable
+class ReportsAudits(Protocol):
+    """A verifier that audits what it scores: the inspector's monitor view shows its
+    ``audit_report`` (per audited spec: training vs audit reward per window, the gap's
+    interval, the items driving it)."""
+
+    async def audit_report(self) -> list[dict[str, Any]]:
+        """One report per audited spec."""
         ...
 
 

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -37,7 +37,16 @@ from tribunal.core.cache import ResultCache
 from tribunal.core.inspection.store import InspectRecorder
 from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally, entry_age_s
 from tribunal.core.queue.base import Delivery, JobQueue
-from tribunal.core.verifier import Verifier, score_guarded, verifier_info
+from tribunal.core.verifier import (
+    ReportsBackend,
+    ReportsPool,
+    ScoresEachItem,
+    ServesCompanion,
+    TakesStats,
+    Verifier,
+    score_guarded,
+    verifier_info,
+)
 from tribunal.wire.envelope import ItemOutcome, ScoreItem, result_json
 from tribunal.wire.errors import (
     BadInput,
@@ -78,24 +87,123 @@ def _finite(outcome: ItemOutcome, verifier: str) -> ItemOutcome:
 
 
 def pool_utilisation(verifier: Verifier) -> tuple[int, int] | None:
-    """``(busy, capacity)`` of the verifier's pool, if it has one (``Verifier.utilisation``,
-    optional: a verifier that waits on a remote model has no pool of its own)."""
-    utilisation = getattr(verifier, "utilisation", None)
-    return None if utilisation is None else utilisation()
+    """``(busy, capacity)`` of the verifier's pool, if it has one (``ReportsPool``: a
+    verifier that waits on a remote model has no pool of its own)."""
+    return verifier.utilisation() if isinstance(verifier, ReportsPool) else None
 
 
 def backend_load(verifier: Verifier) -> tuple[int, int] | None:
     """``(in flight, bound)`` of the verifier's LLM backend, if it has one
-    (``Verifier.backend_load``, optional)."""
-    load = getattr(verifier, "backend_load", None)
-    return None if load is None else load()
+    (``ReportsBackend``)."""
+    return verifier.backend_load() if isinstance(verifier, ReportsBackend) else None
 
 
 def verifier_stats(verifier: Verifier) -> dict[str, int]:
-    """The counters the verifier tallied since it was last asked (``Verifier.take_stats``,
-    optional: its backend calls, a gateway's spec rewards)."""
-    take = getattr(verifier, "take_stats", None)
-    return {} if take is None else take()
+    """The counters the verifier tallied since it was last asked (``TakesStats``: its
+    backend calls, a gateway's spec rewards)."""
+    return verifier.take_stats() if isinstance(verifier, TakesStats) else {}
+
+
+async def call_verifier(verifier: Verifier, items: list[ScoreItem]) -> list[ItemOutcome]:
+    """``verifier.score(items)``, one outcome per item, in order, whatever it does.
+
+    A ``TribunalError`` raised for the whole batch becomes every item's error; a crash (a
+    bug, logged with its traceback), a wrong number of outcomes or a non-finite reward
+    becomes ``internal_error``: a failure is never a reward.
+    """
+    started = time.perf_counter()
+    try:
+        outcomes = await verifier.score(items)
+    except TribunalError as exc:
+        logger.exception("verifier %s failed a whole batch", verifier.name)
+        return [ItemOutcome.failed(exc)] * len(items)
+    except Exception:
+        logger.exception("verifier %s crashed on a batch", verifier.name)
+        error = InternalError(f"the {verifier.name} verifier crashed; see its logs")
+        return [ItemOutcome.failed(error)] * len(items)
+    if len(outcomes) != len(items):
+        logger.error(
+            "verifier %s returned %d outcomes for %d items",
+            verifier.name,
+            len(outcomes),
+            len(items),
+        )
+        error = InternalError(
+            f"the {verifier.name} verifier returned {len(outcomes)} outcomes for {len(items)} items"
+        )
+        return [ItemOutcome.failed(error)] * len(items)
+    outcomes = [_finite(outcome, verifier.name) for outcome in outcomes]
+    logger.debug("scored %d items in %.1f ms", len(items), (time.perf_counter() - started) * 1000)
+    return outcomes
+
+
+@dataclass
+class BatchScoring:
+    """What a batch needs to answer and score its entries (where the results go is its
+    ``ResultSink``): the verifier, the queue's dead-letter stream, the cache, and the
+    rendering of a result with its counters.
+
+    Args:
+        verifier: The verifier.
+        queue: The job queue (for dead letters).
+        cache: The result cache.
+        max_deliveries: Deliveries after which an entry is dead-lettered.
+        tally: The worker's tally: item latencies and cache misses, written with its next
+            write.
+    """
+
+    verifier: Verifier
+    queue: JobQueue
+    cache: ResultCache
+    max_deliveries: int
+    tally: Tally
+
+    def __post_init__(self) -> None:
+        self.info = verifier_info(self.verifier)
+
+    async def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Move ``delivery`` to the dead-letter stream; a queue outage is logged (its result,
+        a ``dead_letter`` error, is written all the same)."""
+        try:
+            await self.queue.dead_letter(self.verifier.name, delivery, reason)
+        except QueueUnavailable as exc:
+            logger.warning("dead-lettering %s failed: %s", delivery.entry_id, exc.message)
+
+    async def cached(self, keys: list[str]) -> list[str | None]:
+        """The cached outcomes (JSON) of ``keys``, None where absent; all None if the cache
+        does not answer (a cache outage costs speed, never results)."""
+        try:
+            return await self.cache.get_many(keys)
+        except Exception:
+            logger.warning("result cache unavailable; scoring without it", exc_info=True)
+            return [None] * len(keys)
+
+    def render(
+        self,
+        delivery: Delivery,
+        outcome: ItemOutcome,
+        counters: dict[str, int],
+        *,
+        cached: bool = False,
+    ) -> str:
+        """The entry's ``ItemResult`` as JSON; counts it in ``counters`` (``scored`` or
+        ``error:<code>``) and its latency in the tally."""
+        label = f"error:{outcome.error.code}" if outcome.error else "scored"
+        counters[label] = counters.get(label, 0) + 1
+        age = entry_age_s(delivery.entry_id)
+        if age is not None:
+            self.tally.observe("latency", age, LATENCY_BUCKETS_S)
+        item_id = str(delivery.payload.get("id", delivery.index))
+        return result_json(item_id, outcome, self.info, cached=cached)
+
+
+class ResultSink(Protocol):
+    """Where a batch hands its results: the worker, which writes them and gives their room
+    to the next claim."""
+
+    def accept(self, ready: Ready) -> None:
+        """Take ``ready`` (non-empty) for writing; its items are no longer held."""
+        ...
 
 
 @dataclass
@@ -143,10 +251,13 @@ class WorkerRuntime:
         self._held = 0
         self._room = asyncio.Event()
         self._batches: set[asyncio.Task[None]] = set()
-        self._ready: list[_Ready] = []
+        self._ready: list[Ready] = []
         self._writer: asyncio.Task[None] | None = None
         # Item latencies, added to the stats with the next write.
         self.tally = Tally()
+        self._scoring = BatchScoring(
+            self.verifier, self.queue, self.cache, self.max_deliveries, self.tally
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop claiming, finish the items in progress within
@@ -162,12 +273,11 @@ class WorkerRuntime:
         )
         beat = asyncio.create_task(self._heartbeat())
         # A verifier may serve a queue of its own beside its verifier's (the code sessions'
-        # per-worker stream: ``Verifier.companion``, optional); it stops with the claims (a
+        # per-worker stream: ``ServesCompanion``); it stops with the claims (a
         # Redis claim is not cancelled midway: it sees ``stop`` within its block time).
-        companion = getattr(self.verifier, "companion", None)
         side = None
-        if companion is not None:
-            side = asyncio.create_task(companion(self.queue, self.heartbeat_s, stop))
+        if isinstance(self.verifier, ServesCompanion):
+            side = asyncio.create_task(self.verifier.companion(self.queue, self.heartbeat_s, stop))
         await self._claim_loop(stop)
         if side is not None:
             await asyncio.gather(side, return_exceptions=True)
@@ -190,8 +300,10 @@ class WorkerRuntime:
         with contextlib.suppress(asyncio.CancelledError):
             await beat
         # A worker that stops says so: /readyz need not wait for its heartbeat to age out.
-        with contextlib.suppress(QueueUnavailable):
+        try:
             await self.queue.retire(self.verifier.name, self.consumer)
+        except QueueUnavailable as exc:
+            logger.warning("retiring %s failed (%s); it ages out", self.consumer, exc.message)
 
     async def _retry_until(
         self, stop: asyncio.Event, action: Callable[[], Awaitable[None]]
@@ -288,7 +400,7 @@ class WorkerRuntime:
 
     async def _score_held(self, deliveries: Sequence[Delivery]) -> None:
         """``process``, for a batch whose room is already held."""
-        batch = _Batch(self, deliveries)
+        batch = _Batch(deliveries, self._scoring, self)
         self._in_flight.update(batch.unwritten)
         try:
             await batch.run()
@@ -304,10 +416,11 @@ class WorkerRuntime:
         if self.capacity - self._held >= self._low_water:
             self._room.set()
 
-    def _emit(self, ready: _Ready) -> None:
-        """Queue results for writing (and good outcomes for the cache); the writer tells
-        their batch once they are written. What is emitted while a write is in flight is
-        written together by the next one."""
+    def accept(self, ready: Ready) -> None:
+        """Queue results for writing (and good outcomes for the cache) and give their room
+        back (``ResultSink``); the writer tells their batch once they are written. What is
+        accepted while a write is in flight is written together by the next one."""
+        self._hold(-len(ready.done))
         self._ready.append(ready)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
@@ -358,60 +471,25 @@ class WorkerRuntime:
                 self.write_attempts,
             )
 
-    async def _cache_get(self, keys: list[str]) -> list[str | None]:
-        try:
-            return await self.cache.get_many(keys)
-        except Exception:  # a cache outage costs speed, never results
-            logger.warning("result cache unavailable; scoring without it", exc_info=True)
-            return [None] * len(keys)
-
     async def _cache_set(self, fresh: dict[str, str]) -> None:
-        with contextlib.suppress(Exception):
-            await self.cache.set_many(fresh)
-
-    async def _call_verifier(self, items: list[ScoreItem]) -> list[ItemOutcome]:
-        started = time.perf_counter()
         try:
-            outcomes = await self.verifier.score(items)
-        except TribunalError as exc:
-            logger.exception("verifier %s failed a whole batch", self.verifier.name)
-            return [ItemOutcome.failed(exc)] * len(items)
-        except Exception:
-            logger.exception("verifier %s crashed on a batch", self.verifier.name)
-            error = InternalError(f"the {self.verifier.name} verifier crashed; see its logs")
-            return [ItemOutcome.failed(error)] * len(items)
-        if len(outcomes) != len(items):
-            error = InternalError(
-                f"the {self.verifier.name} verifier returned {len(outcomes)} outcomes "
-                f"for {len(items)} items"
+            await self.cache.set_many(fresh)
+        except Exception:  # a cache outage costs speed, never results
+            logger.warning(
+                "result cache unavailable; %d outcomes not cached", len(fresh), exc_info=True
             )
-            return [ItemOutcome.failed(error)] * len(items)
-        outcomes = [_finite(outcome, self.verifier.name) for outcome in outcomes]
-        logger.debug(
-            "scored %d items in %.1f ms", len(items), (time.perf_counter() - started) * 1000
-        )
-        return outcomes
-
-    def _result(
-        self,
-        delivery: Delivery,
-        outcome: ItemOutcome,
-        counters: dict[str, int],
-        *,
-        cached: bool = False,
-    ) -> str:
-        label = f"error:{outcome.error.code}" if outcome.error else "scored"
-        counters[label] = counters.get(label, 0) + 1
-        age = entry_age_s(delivery.entry_id)
-        if age is not None:
-            self.tally.observe("latency", age, LATENCY_BUCKETS_S)
-        item_id = str(delivery.payload.get("id", delivery.index))
-        return result_json(item_id, outcome, self.info, cached=cached)
 
 
 @dataclass
-class _Ready:
-    """Results of one batch waiting for the writer, with their counters and cache entries."""
+class Ready:
+    """Results of one batch waiting for the writer, with their counters and cache entries.
+
+    Attributes:
+        batch: The batch they belong to (told once they are written).
+        done: Each entry with its result (``ItemResult`` JSON).
+        counters: Counters to add to the stats with the write.
+        fresh: Outcomes (JSON) to cache, by cache key.
+    """
 
     batch: _Batch
     done: list[Written]
@@ -422,19 +500,25 @@ class _Ready:
 class _Batch:
     """One claimed batch on its way through a worker: answered, scored, written.
 
+    It sees the worker only through ``scoring`` (verifier, cache, dead letters, rendering)
+    and ``sink`` (where its results go).
+
     Attributes:
         unwritten: Entry ids whose results have not been through the writer yet (released
             if the batch is cancelled).
         unscored: Items not scored yet (the room they hold in the worker).
     """
 
-    def __init__(self, worker: WorkerRuntime, deliveries: Sequence[Delivery]) -> None:
-        self.worker = worker
+    def __init__(
+        self, deliveries: Sequence[Delivery], scoring: BatchScoring, sink: ResultSink
+    ) -> None:
         self.deliveries = deliveries
+        self.scoring = scoring
+        self.sink = sink
         self.unwritten = {d.entry_id for d in deliveries}
         self.unscored = len(deliveries)
         self._all_written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._turn: _Ready | None = None
+        self._turn: Ready | None = None
 
     def written(self, done: list[Written]) -> None:
         """The writer is through with ``done`` (written, or given up after its attempts)."""
@@ -444,42 +528,44 @@ class _Batch:
 
     async def run(self) -> None:
         """Answer, score and write every entry; return when all results are written."""
-        worker = self.worker
         counters: dict[str, int] = {}
         done: list[Written] = []
         live: list[tuple[Delivery, ScoreItem]] = []
         for delivery in self.deliveries:
-            if delivery.deliveries > worker.max_deliveries:
-                reason = f"delivered {delivery.deliveries} times without a result"
-                with contextlib.suppress(QueueUnavailable):
-                    await worker.queue.dead_letter(worker.verifier.name, delivery, reason)
-                outcome = ItemOutcome.failed(
-                    DeadLettered(f"{reason}: it may crash workers; moved to the dead-letter stream")
-                )
-                done.append((delivery, worker._result(delivery, outcome, counters)))
-                continue
-            try:
-                item = worker.verifier.item_model.model_validate(delivery.payload)
-            except ValidationError as exc:
-                outcome = ItemOutcome.failed(BadInput(f"item no longer validates: {exc}"))
-                done.append((delivery, worker._result(delivery, outcome, counters)))
-                continue
-            live.append((delivery, item))
+            admitted = await self._admit(delivery)
+            if isinstance(admitted, ItemOutcome):
+                done.append((delivery, self.scoring.render(delivery, admitted, counters)))
+            else:
+                live.append((delivery, admitted))
         done += await self._answer_from_cache(live, counters)
-        self._emit(_Ready(self, done, counters, {}))
+        self._emit(Ready(self, done, counters, {}))
         await self._score(live)
         if self.unwritten:
             await self._all_written
+
+    async def _admit(self, delivery: Delivery) -> ScoreItem | ItemOutcome:
+        """The entry's item to score, or the outcome of an entry that is not scored
+        (dead-lettered, or no longer a valid item)."""
+        scoring = self.scoring
+        if delivery.deliveries > scoring.max_deliveries:
+            reason = f"delivered {delivery.deliveries} times without a result"
+            await scoring.dead_letter(delivery, reason)
+            return ItemOutcome.failed(
+                DeadLettered(f"{reason}: it may crash workers; moved to the dead-letter stream")
+            )
+        try:
+            return scoring.verifier.item_model.model_validate(delivery.payload)
+        except ValidationError as exc:
+            return ItemOutcome.failed(BadInput(f"item no longer validates: {exc}"))
 
     async def _answer_from_cache(
         self, live: list[tuple[Delivery, ScoreItem]], counters: dict[str, int]
     ) -> list[Written]:
         """Results of the live items found in the cache (removed from ``live``)."""
-        worker = self.worker
         keys = [d.cache_key for d, _ in live if d.cache_key]
         if not keys:
             return []
-        hits = dict(zip(keys, await worker._cache_get(keys), strict=True))
+        hits = dict(zip(keys, await self.scoring.cached(keys), strict=True))
         done: list[Written] = []
         missed: list[tuple[Delivery, ScoreItem]] = []
         for delivery, item in live:
@@ -489,12 +575,14 @@ class _Batch:
                 continue
             outcome = ItemOutcome.model_validate_json(cached)
             counters["cache_hits"] = counters.get("cache_hits", 0) + 1
-            done.append((delivery, worker._result(delivery, outcome, counters, cached=True)))
+            done.append((delivery, self.scoring.render(delivery, outcome, counters, cached=True)))
         live[:] = missed
         # Each cached item is looked up at submission (a hit is counted there) and, if it
         # missed, here once more: a hit or a miss here counts it once. Misses go to the
         # worker's tally, not to ``counters``, which a batch without hits never writes.
-        worker.tally.add("cache_misses", sum(1 for delivery, _ in missed if delivery.cache_key))
+        self.scoring.tally.add(
+            "cache_misses", sum(1 for delivery, _ in missed if delivery.cache_key)
+        )
         return done
 
     async def _score(self, live: list[tuple[Delivery, ScoreItem]]) -> None:
@@ -507,17 +595,16 @@ class _Batch:
             items.setdefault(key, item)
         if not unique:
             return
-        worker = self.worker
-        score_item = getattr(worker.verifier, "score_item", None)
-        if score_item is None:
+        verifier = self.scoring.verifier
+        if not isinstance(verifier, ScoresEachItem):
             keys = list(unique)
-            outcomes = await worker._call_verifier([items[k] for k in keys])
+            outcomes = await call_verifier(verifier, [items[k] for k in keys])
             self._finish(list(zip([unique[k] for k in keys], outcomes, strict=True)))
             return
 
         async def one(key: str) -> None:
-            outcome = await score_guarded(items[key], worker.verifier.item_model, score_item)
-            self._finish([(unique[key], _finite(outcome, worker.verifier.name))])
+            outcome = await score_guarded(items[key], verifier.item_model, verifier.score_item)
+            self._finish([(unique[key], _finite(outcome, verifier.name))])
 
         await asyncio.gather(*(one(key) for key in unique))
 
@@ -525,14 +612,15 @@ class _Batch:
         """Add the results of scored inputs (each to all its entries), and the good ones for
         the cache, to what the batch emits at the end of this event-loop turn: the items of
         one pool task finish in the same turn, and go to the writer as one."""
-        worker = self.worker
         if self._turn is None:
-            self._turn = _Ready(self, [], {}, {})
+            self._turn = Ready(self, [], {}, {})
             asyncio.get_running_loop().call_soon(self._emit_turn)
         ready = self._turn
         for deliveries, outcome in scored:
             for delivery in deliveries:
-                ready.done.append((delivery, worker._result(delivery, outcome, ready.counters)))
+                ready.done.append(
+                    (delivery, self.scoring.render(delivery, outcome, ready.counters))
+                )
                 if delivery.cache_key and outcome.error is None and outcome.reward is not None:
                     ready.fresh[delivery.cache_key] = outcome.model_dump_json()
 
@@ -541,13 +629,12 @@ class _Batch:
             ready, self._turn = self._turn, None
             self._emit(ready)
 
-    def _emit(self, ready: _Ready) -> None:
-        """Hand results to the worker's writer and give their room back."""
+    def _emit(self, ready: Ready) -> None:
+        """Hand results to the sink (which writes them and gives their room back)."""
         if not ready.done:
             return
         self.unscored -= len(ready.done)
-        self.worker._hold(-len(ready.done))
-        self.worker._emit(ready)
+        self.sink.accept(ready)
 
 
 async def _unless_stopped(awaitable: Awaitable[T], stop: asyncio.Event) -> T | None:

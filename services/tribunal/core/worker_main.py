@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
+from collections.abc import Sequence
 
 from tribunal.core.inspection.store import build_inspect_store, recorder_for
 from tribunal.core.queue.factory import build_cache, redis_queue
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.service import ServiceSpec, settle_heap
 from tribunal.core.settings import CoreSettings
+from tribunal.core.verifier import AttachesQueue, Verifier
 from tribunal.core.worker import WorkerRuntime
 from tribunal.wire.errors import ConfigurationError, QueueUnavailable
 
@@ -38,12 +40,13 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
         loop.add_signal_handler(sig, stop.set)
     queue = redis_queue(settings)
     # A Redis that may evict queue keys is refused here too (a Redis down now is waited for).
-    with contextlib.suppress(QueueUnavailable):
-        try:
-            await queue.check_memory_policy()
-        except ConfigurationError:
-            await queue.aclose()
-            raise
+    try:
+        await queue.check_memory_policy()
+    except ConfigurationError:
+        await queue.aclose()
+        raise
+    except QueueUnavailable as exc:
+        logger.warning("Redis's eviction policy not checked (%s); waiting for Redis", exc.message)
     verifiers = spec.create_verifiers(settings)
     started = []
     try:
@@ -53,21 +56,16 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 started.append(verifier)
                 # A verifier that audits what it scores (the gateway) keeps its audits
                 # beside this queue.
-                attach = getattr(verifier, "attach_queue", None)
-                if attach is not None:
-                    attach(queue, settings.sync_timeout_s)
+                if isinstance(verifier, AttachesQueue):
+                    verifier.attach_queue(queue, settings.sync_timeout_s)
         except ConfigurationError as exc:
             # Every verifier of the service is down with this process: say why in the queue,
             # where the API's /readyz and submissions find it (if the queue answers).
-            with contextlib.suppress(QueueUnavailable):
-                for name in (v.name for v in verifiers):
-                    await queue.set_refusal(name, exc.message)
+            await _set_refusals(queue, verifiers, exc.message)
             raise
         # A refusal left by an earlier worker no longer holds. Redis may still be down here
         # (workers wait for it): a stale refusal is only reported while no worker is live.
-        with contextlib.suppress(QueueUnavailable):
-            for verifier in verifiers:
-                await queue.set_refusal(verifier.name, None)
+        await _set_refusals(queue, verifiers, None)
         settle_heap()
         inspect = build_inspect_store(settings, queue)
         runtimes = [
@@ -90,3 +88,16 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
             await verifier.aclose()
         await queue.aclose()
         logger.info("worker stopped")
+
+
+async def _set_refusals(
+    queue: RedisStreamsQueue, verifiers: Sequence[Verifier], reason: str | None
+) -> None:
+    """Record (or, with None, clear) the verifiers' refusal to start; a queue that does not
+    answer is logged, never raised (the workers wait for Redis)."""
+    try:
+        for verifier in verifiers:
+            await queue.set_refusal(verifier.name, reason)
+    except QueueUnavailable as exc:
+        what = "recorded" if reason is not None else "cleared"
+        logger.warning("the workers' refusal not %s in the queue: %s", what, exc.message)

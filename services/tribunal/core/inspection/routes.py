@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from tribunal.core.deps import AppRuntime, RuntimeDep
 from tribunal.core.inspection.store import dump_json, rid_order
+from tribunal.core.verifier import DescribesSpecs, ReportsAudits
 from tribunal.wire.errors import BadInput
 
 STATIC = {
@@ -338,8 +339,10 @@ async def detail(verifier: str, rid: str, runtime: RuntimeDep) -> Response:
         )
     record["same_id"] = same_id
     spec = record["summary"].get("spec")
-    describe = getattr(runtime.services[verifier].verifier, "spec_rule", None)
-    record["spec_rule"] = describe(spec) if describe is not None and spec else None
+    scorer = runtime.services[verifier].verifier
+    record["spec_rule"] = None
+    if isinstance(scorer, DescribesSpecs) and spec:
+        record["spec_rule"] = scorer.spec_rule(spec)
     return Response(dump_json(record), media_type="application/json")
 
 
@@ -350,9 +353,8 @@ async def audits(runtime: RuntimeDep) -> Response:
     items driving it); ``{"specs": []}`` elsewhere."""
     specs: list[Any] = []
     for service in runtime.services.values():
-        report = getattr(service.verifier, "audit_report", None)
-        if report is not None:
-            specs.extend(await report())
+        if isinstance(service.verifier, ReportsAudits):
+            specs.extend(await service.verifier.audit_report())
     return Response(dump_json({"specs": specs}), media_type="application/json")
 
 

@@ -30,7 +30,6 @@ never its batch. Every drop is added to ``tribunal_inspect_dropped`` in ``/metri
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import itertools
 import json
@@ -552,8 +551,10 @@ class InspectRecorder:
     async def aclose(self) -> None:
         """Wait for the write in flight (a worker stopping keeps what it scored last)."""
         if self._writer is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._writer
+            except Exception:
+                logger.warning("the inspector's last write failed", exc_info=True)
 
 
 def recorder_for(

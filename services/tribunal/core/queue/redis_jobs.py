@@ -241,6 +241,8 @@ class RedisJobStore(RedisConnection):
         """Stop the listener and close the connection pool."""
         self._closing = True
         if self._listener is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(self._listener, 2.0)
+            except Exception:
+                logger.warning("the done-channel listener did not stop cleanly", exc_info=True)
         await super().aclose()

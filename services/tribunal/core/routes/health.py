@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from typing import Any
 
 from fastapi import APIRouter
@@ -11,7 +11,10 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from tribunal.core.deps import RuntimeDep
+from tribunal.core.verifier import DescribesLayers, ProbesReadiness
 from tribunal.wire.errors import QueueUnavailable
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 
@@ -40,9 +43,8 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     # A verifier that isolates programs says which layers its configuration asks for
     # (`layers.<verifier>`; its workers refuse to start when the host cannot give them).
     for name, service in runtime.services.items():
-        layers = getattr(service.verifier, "layers", None)
-        if layers is not None:
-            checks[f"layers.{name}"] = layers
+        if isinstance(service.verifier, DescribesLayers):
+            checks[f"layers.{name}"] = service.verifier.layers
     blocking: list[str] = []
     try:
         await runtime.queue.ping()
@@ -60,9 +62,9 @@ async def readyz(runtime: RuntimeDep) -> JSONResponse:
     if blocking:
         return _readiness("not_ready", blocking, checks, 503)
     probes = [
-        probe()
+        service.verifier.unready_reasons()
         for service in runtime.services.values()
-        if (probe := getattr(service.verifier, "unready_reasons", None)) is not None
+        if isinstance(service.verifier, ProbesReadiness)
     ]
     degraded = [reason for found in await asyncio.gather(*probes) for reason in found]
     return _readiness("degraded" if degraded else "ready", degraded, checks, 200)
@@ -79,7 +81,9 @@ async def metrics(runtime: RuntimeDep) -> Response:
     # Also the stores' sizes and Redis's memory (cluster-wide) and error answers (this
     # process): docs/operations.md. Not in the docstring, which is the OpenAPI document's.
     # Serve the last snapshot when Redis is down: a scrape must not fail because of it.
-    with contextlib.suppress(QueueUnavailable):
+    try:
         caches = {name: service.cache for name, service in runtime.services.items()}
         await runtime.metrics.refresh(runtime.queue, caches)
+    except QueueUnavailable as exc:
+        logger.warning("metrics served from the last snapshot: %s", exc.message)
     return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
