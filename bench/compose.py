@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import results
 from bench._stack import ROOT, free_port, redis_server, tribunal, wait_ready
+from bench.containers import Stack, environment, run, running
 from bench.math_throughput import _warm_up, load_items, service_throughput
-from tests.e2e.containers import Stack, environment, run, running
 
 PROJECT = "tribunal-compose-bench"
 

@@ -23,7 +23,7 @@ tables: ``bench/results/math_fidelity.json`` with ``--record``). Two parts:
   and the GSM8K gold solutions. ``--baseline DIR`` (a checkout's ``services`` directory,
   e.g. from ``git archive`` of the commit before issue 36) times that code's
   ``verify_answer`` on the same items in a subprocess, interleaved with this one's.
-- ``red_team``: the seeded mutation operators of ``tests/math/test_mutations.py`` applied
+- ``red_team``: the seeded mutation operators of ``bench/math_mutations.py`` applied
   to every honest answer of the real set: meaning-changing mutations paid (target 0) and
   meaning-preserving ones refused (target 0), for Tribunal (``marked``) and Math-Verify.
 
@@ -351,7 +351,7 @@ def red_team() -> dict[str, Any]:
 
     from math_verify import parse, verify
 
-    from tests.math import test_mutations as mutations
+    from bench import math_mutations as mutations
     from tribunal.math import verify_answer
 
     def mv(response: str, gold: str) -> bool:

@@ -24,6 +24,7 @@ from tests.conftest import ROOT
 
 HELPERS = {"__init__", "__main__", "registry", "results", "stats", "_stack", "noop", "raw_loop"}
 HELPERS |= {"fault_scenarios", "citation_data", "code_data", "training_data"}
+HELPERS |= {"containers", "math_mutations"}
 """The modules of ``bench/`` that are not benchmarks (the registry's docstring names them)."""
 
 DOCS = [ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "development.md"]
@@ -176,3 +177,14 @@ def test_the_docs_runner_commands_run(tmp_path: Path) -> None:
         done = bench(*argv, tmp_path=tmp_path, timeout=120)
         assert done.returncode == 0, (command, done.stderr[-3000:])
         assert done.stdout, command
+
+
+def test_no_benchmark_imports_the_tests() -> None:
+    # Tests import bench's data and helpers (bench.code_data, bench.containers, ...); the other
+    # way round, a benchmark would run only from a checkout whose tests/ it matches.
+    importers = [
+        path.name
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        if re.search(r"^\s*(?:from|import) tests\b", path.read_text(encoding="utf-8"), re.M)
+    ]
+    assert importers == []

@@ -25,9 +25,9 @@ import jsonschema
 import pytest
 import yaml
 
+from bench.containers import Stack, running
+from bench.containers import run as containers_run
 from tests.conftest import FIXTURES, ROOT, free_port, start_process, stop_process, wait_ready
-from tests.e2e.containers import Stack, running
-from tests.e2e.containers import run as containers_run
 from tests.e2e.test_readme import curl_commands
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,7 @@
 """compose.yaml's stack in real containers, through podman-compose (``make compose-test``).
 
-Used by ``tests/e2e/test_compose.py`` and ``bench/compose.py``. The stack runs under a
+Used by ``bench/compose.py`` and ``tests/e2e/test_compose.py`` (tests import bench's
+helpers, never the other way). The stack runs under a
 project name of its own, with every published port moved to a free host port (Redis is not
 published), so it runs beside a ``make up`` stack and the system Redis. Services of a
 profile (``gpu``, ``monitoring``) are left out. ``scripts/compose-test.sh`` sets the
@@ -26,7 +27,7 @@ import yaml
 
 from tribunal.testing.stack import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "tribunal-compose-test"
 LABEL = "com.docker.compose.project"
 
