@@ -20,6 +20,7 @@ with podman; compose-env.sh sets podman up and picks the base images, as for
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -101,6 +102,8 @@ def make_up() -> Iterator[str]:
 
 
 def main() -> None:
+    # No options; a parser all the same, so that --help describes the run instead of starting it.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     report: dict[str, Any] = {
         "command": "bash -c '. scripts/compose-env.sh && .venv/bin/python bench/compose.py'",
         "cores": os.cpu_count(),
