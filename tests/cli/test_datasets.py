@@ -256,8 +256,16 @@ def test_train_without_its_dataset_says_which_commands_make_it(tmp_path: Path) -
 def test_make_dev_and_make_data_run_what_the_readme_says() -> None:
     # `make -n -B`: every command of the target, printed, none run.
     def commands(*args: str) -> list[str]:
+        # Run from `make test`, this make is a sub-make: without these it would print the
+        # directory it enters and leaves, and take the outer make's flags.
+        env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MAKELEVEL", "MFLAGS"}}
         done = subprocess.run(
-            ["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+            ["make", "--no-print-directory", "-n", "-B", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()
