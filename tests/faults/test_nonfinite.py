@@ -64,14 +64,22 @@ def test_huge_rubric_weights_are_bad_input_naming_the_field_not_a_reward_of_0(
 
 
 @pytest.mark.parametrize("mode", ["weighted_mean", "dr_tulu"])
-def test_an_overflowing_aggregate_raises_instead_of_clipping_nan(mode: Any) -> None:
-    # Static rubric sets are not bounded by the request schema: the aggregate checks too.
-    scored = [(Rubric("a", weight=1e308), 1.0), (Rubric("b", weight=1e308), 1.0)]
-    with pytest.raises(InternalError, match="not finite"):
-        aggregate(scored, mode)
+def test_huge_weights_are_equal_weights_and_an_overflow_raises_instead_of_clipping_nan(
+    mode: Any,
+) -> None:
+    # Static rubric sets are not bounded by the request schema. Weights are used relative to
+    # the largest, so equal huge weights pay what equal unit weights pay ...
+    huge = [(Rubric("a", weight=1e308), 1.0), (Rubric("b", weight=1e308), 0.5)]
+    assert aggregate(huge, mode) == aggregate([(Rubric("a"), 1.0), (Rubric("b"), 0.5)], mode)
+    # ... and where a sum stays in the weights' own units (DR Tulu with no positive rubric:
+    # its denominator is 1), an overflow is an error, never a NaN clipped to a reward of 0.
     negative = [(Rubric("c", Polarity.NEGATIVE, weight=1e308), 1.0)] * 2
-    with pytest.raises(InternalError, match="not finite"):
-        aggregate(negative, mode)
+    if mode == "dr_tulu":
+        with pytest.raises(InternalError, match="not finite"):
+            aggregate(negative, mode)
+    else:
+        unit = [(Rubric("c", Polarity.NEGATIVE), 1.0)] * 2
+        assert aggregate(negative, mode) == aggregate(unit, mode)
 
 
 class NanVerifier(ToyVerifier):
