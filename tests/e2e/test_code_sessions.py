@@ -130,8 +130,8 @@ def test_a_worker_killed_mid_call_loses_its_sessions(
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open (issue 39): in the whole suite under make test, a worker restarted after a "
-    "SIGKILL and holding a session ignored SIGTERM for over 30 s (twice); alone it stops",
+    reason="open (issue 39): a worker restarted after a SIGKILL, holding a session, ignores "
+    "SIGTERM (seen in two whole-suite runs under make test, and in this test alone)",
 )
 def test_a_restarted_worker_holding_a_session_stops_on_sigterm(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
