@@ -191,6 +191,14 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         assert [reason.split(":")[0] for reason in ready["reasons"]] == ["judge", "citation"]
         check = [sys.executable, "-m", "tribunal.cli", "healthcheck", "gateway"]
         assert subprocess.run(check, env=env, capture_output=True).returncode == 0
+        # A container's probe: the port from the environment, no service imported (a
+        # verifier's imports outlast a 5 s healthcheck timeout on a loaded host).
+        probe = [sys.executable, "-X", "importtime", "-m", "tribunal.cli", "healthcheck", "math"]
+        done = subprocess.run(probe, env=env, capture_output=True, text=True)
+        assert done.returncode == 0 and f":{ports['8101']}/readyz: 200" in done.stdout
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+        assert "tribunal.wire.ports" in imported
+        assert not imported & {"fastapi", "sympy", "math_verify", "tribunal.math"}, imported
         strict = subprocess.run([*check, "--strict"], env=env, capture_output=True)
         assert strict.returncode == 1
     finally:

@@ -42,6 +42,22 @@ def _port(spec: ServiceSpec, settings: CoreSettings) -> int:
     return spec.port_of(settings)
 
 
+def _probe_port(name: str) -> int:
+    """The port of service ``name`` on this host, for a probe: a shipped service's from the
+    environment alone (``tribunal.wire.ports``). Loading the service would import its verifier
+    (Math-Verify and sympy, FastAPI: seconds of CPU), and a container's healthcheck that takes
+    longer than its timeout on a loaded host marks a healthy service down."""
+    from tribunal.wire.ports import PORTS, env_port
+
+    if name not in PORTS:
+        spec = _spec(name)  # a verifier of another distribution: only its spec knows
+        return _port(spec, spec.settings())
+    try:
+        return env_port(name) or PORTS[name]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -201,9 +217,7 @@ def healthcheck(
     healthchecks), else 1; with --strict, only if it is ready."""
     import httpx
 
-    spec = _spec(service)
-    settings = spec.settings()
-    url = f"http://127.0.0.1:{port or _port(spec, settings)}/readyz"
+    url = f"http://127.0.0.1:{port or _probe_port(service)}/readyz"
     try:
         response = httpx.get(url, timeout=3.0)
     except httpx.HTTPError as exc:
