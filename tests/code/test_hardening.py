@@ -329,3 +329,57 @@ def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
     assert good["reward"] == 1.0 and good["error"] is None
     assert bad["error"] is None, bad["error"]
     assert bad["reward"] == 0.0 and bad["details"]["tests"][0]["verdict"] == "wrong_answer"
+
+
+def test_hostile_comparisons_as_large_as_their_expected_values_delay_no_honest_item(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> None:
+    # Where the expected value is as large as the reply, no size bound skips the work: a
+    # million-element return value that differs from a million floats only in its last
+    # element, and two million lines of stdout compared with a tolerance, each cost about a
+    # second of CPU to compare, and their items' parse, validation and the inspector's copy
+    # more. On the worker's event loop that stopped its heartbeats past the visibility timeout
+    # (2 s here: the GIL-holding parts that stay, in a thread, last a tenth of that on a loaded
+    # host), the other worker claimed the batch again and, with one delivery allowed, every
+    # item of it was dead-lettered. Two worker processes, a real Redis queue.
+    running = service(
+        "code",
+        workers=2,
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_CODE_SLOTS="2",
+            TRIBUNAL_CODE_WORKERS="2",
+            TRIBUNAL_VISIBILITY_TIMEOUT_S="2",
+            TRIBUNAL_WORKER_HEARTBEAT_S="0.1",
+            TRIBUNAL_MAX_DELIVERIES="1",
+            TRIBUNAL_CACHE_TTL_S="0",
+        ),
+    )
+    n = 1_000_000
+    limits = {"timeout_s": 30.0, "max_output_bytes": CodeConfig().max_output_bytes}
+    reply = {
+        "id": "reply",
+        "language": "python",
+        "code": f"def f():\n    return [1] * {n - 1} + [2]\n",
+        "tests": {"kind": "function", "entry_point": "f", "cases": [{"expected": [1.0] * n}]},
+        "limits": {**limits, "memory_mb": 1024},
+    }
+    stdout = {
+        "id": "stdout",
+        "language": "python",
+        "code": f"import sys\nsys.stdout.write('1.50\\n' * {2 * n} + '9\\n')\n",
+        "tests": {"kind": "stdio", "cases": [{"stdin": "", "stdout": "1.5\n" * (2 * n + 1)}]},
+        "limits": limits,
+        "options": {"float_tolerance": 1e-6},
+    }
+    honest = {"id": "honest", "language": "python", "code": "def f():\n    return [1.5]\n"}
+    honest["tests"] = {"kind": "function", "entry_point": "f", "cases": [{"expected": [1.5]}]}
+    with running.http(timeout_s=170) as client:
+        response = client.post("/v1/code/score", json={"items": [reply, stdout, honest]})
+    assert response.status_code == 200, response.text
+    *hostile, good = response.json()["results"]
+    assert good["reward"] == 1.0 and good["error"] is None, [r["error"] for r in hostile + [good]]
+    for bad in hostile:
+        assert bad["error"] is None, (bad["id"], bad["error"])
+        assert bad["reward"] == 0.0 and bad["details"]["tests"][0]["verdict"] == "wrong_answer"

@@ -44,6 +44,7 @@ from tribunal.code.sandbox import (
     SlotPool,
     sweep,
 )
+from tribunal.core.offload import off_loop_if_large
 from tribunal.wire.code import (
     AssertTests,
     CodeItem,
@@ -463,7 +464,15 @@ class Runner:
                 }
                 record = await session.request(command, limits.timeout_s + _GRACE_S)
                 execution = _execution(record, position, session)
-                return _stdio_result(case.stdout, execution, item.options.float_tolerance)
+                # At the 16 MiB output cap, a comparison with a float tolerance takes
+                # about 1 s of CPU (a walk of a return value the bytes cannot decide too).
+                return await off_loop_if_large(
+                    len(execution.stdout),
+                    _stdio_result,
+                    case.stdout,
+                    execution,
+                    item.options.float_tolerance,
+                )
 
             return await _each_case(len(tests.cases), item.options.stop_on_first_failure, run_case)
 
@@ -489,7 +498,7 @@ class Runner:
                 # The first call also loads the program (module-level code): two limits.
                 wait = limits.timeout_s * (2 if position == 0 else 1) + _GRACE_S
                 record = await session.request(command, wait)
-                return self._call_result(session, record, position, case.expected, item)
+                return await self._call_result(session, record, position, case.expected, item)
 
             return await _each_case(len(tests.cases), item.options.stop_on_first_failure, run_case)
 
@@ -507,7 +516,7 @@ class Runner:
             "max_output_bytes": limits.max_output_bytes,
         }
 
-    def _call_result(
+    async def _call_result(
         self,
         session: SandboxSession,
         record: Record,
@@ -519,9 +528,10 @@ class Runner:
             raise SandboxError("the sandbox driver answered another call")
         time_ms = _float_or_none(record.get("time_ms"))
         if record.get("status") == "ok":
+            reply = _value_json(record)
             try:
-                matched, message = reply_matches(
-                    expected, _value_json(record), item.options.float_tolerance
+                matched, message = await off_loop_if_large(
+                    len(reply), reply_matches, expected, reply, item.options.float_tolerance
                 )
             except (ValueError, RecursionError) as exc:
                 raise SandboxError(f"unreadable return value from the driver: {exc}") from exc

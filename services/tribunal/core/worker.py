@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from tribunal.core.cache import ResultCache
 from tribunal.core.inspection.store import InspectRecorder
 from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally, entry_age_s
+from tribunal.core.offload import off_loop_if_large
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.verifier import (
     ReportsBackend,
@@ -554,7 +555,8 @@ class _Batch:
                 DeadLettered(f"{reason}: it may crash workers; moved to the dead-letter stream")
             )
         try:
-            return scoring.verifier.item_model.model_validate(delivery.payload)
+            validate = scoring.verifier.item_model.model_validate
+            return await off_loop_if_large(delivery.size, validate, delivery.payload)
         except ValidationError as exc:
             return ItemOutcome.failed(BadInput(f"item no longer validates: {exc}"))
 

@@ -45,6 +45,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from tribunal.core.offload import off_loop_if_large
 from tribunal.core.queue.base import Delivery, JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
@@ -102,9 +103,13 @@ class InspectStore(Protocol):
     max_items: int
     ttl_s: int
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]], size: int = 0) -> int:
         """Keep ``records`` (:func:`keep`'s, oldest first), dropping what passes the cap or
-        the TTL; return how many of ``records`` could not be encoded (not kept)."""
+        the TTL; return how many of ``records`` could not be encoded (not kept).
+
+        ``size`` is the bytes of their items' JSON (their deliveries' ``size``): past
+        ``core.offload.INLINE_BYTES`` they are encoded off the event loop (a 16 MiB item's
+        encoding held a worker's loop long enough to lose its claims)."""
         ...
 
     async def summaries(self, verifier: str) -> list[dict[str, Any]]:
@@ -171,16 +176,12 @@ class RedisInspectStore:
         self._newest_entry: dict[str, str] = {}
         self._add = redis.register_script(_ADD)
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]], size: int = 0) -> int:
         """See :class:`InspectStore`."""
         records = records[-self.max_items :]  # a batch larger than the cap keeps its newest
         if not records:
             return 0
-        try:
-            batch, kept = orjson.dumps(records), len(records)  # the common case: one call
-        except orjson.JSONEncodeError:
-            encoded = [e for e in encode_records(records) if e is not None]
-            batch, kept = b"[" + b",".join(encoded) + b"]", len(encoded)
+        batch, kept = await off_loop_if_large(size, _encode_batch, records)
         if kept:
             keys = [
                 self.keys.inspect(verifier),
@@ -224,6 +225,16 @@ class RedisInspectStore:
     async def size(self, verifier: str) -> int:
         """See :class:`InspectStore`."""
         return int(await self.redis.get(self.keys.inspect_count(verifier)) or 0)
+
+
+def _encode_batch(records: Sequence[dict[str, Any]]) -> tuple[bytes, int]:
+    """``records`` as one JSON array, and how many it holds (those that cannot be encoded
+    are left out)."""
+    try:
+        return orjson.dumps(records), len(records)  # the common case: one call
+    except orjson.JSONEncodeError:
+        encoded = [e for e in encode_records(records) if e is not None]
+        return b"[" + b",".join(encoded) + b"]", len(encoded)
 
 
 def encode_records(records: Sequence[dict[str, Any]]) -> list[bytes | None]:
@@ -289,10 +300,10 @@ class MemoryInspectStore:
             entries.popitem(last=False)
         return entries
 
-    async def add(self, verifier: str, records: Sequence[dict[str, Any]]) -> int:
+    async def add(self, verifier: str, records: Sequence[dict[str, Any]], size: int = 0) -> int:
         """See :class:`InspectStore`."""
+        encoded = await off_loop_if_large(size, encode_records, records)
         entries = self._live(verifier)
-        encoded = encode_records(records)
         for one in encoded:
             if one is not None:
                 entries[f"{int(time.time() * 1000)}-{next(self._seq)}"] = one
@@ -529,7 +540,8 @@ class InspectRecorder:
             done, self._buffer = self._buffer, []
             try:
                 records = [keep(delivery, result, self.verifier) for delivery, result in done]
-                if unencodable := await self.store.add(self.verifier, records):
+                size = sum(delivery.size + len(result) for delivery, result in done)
+                if unencodable := await self.store.add(self.verifier, records, size):
                     logger.warning("inspector: %d items not kept: not encodable", unencodable)
                     self._drop(unencodable)
             except (RedisError, OSError, ValueError, TypeError) as exc:

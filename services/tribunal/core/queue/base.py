@@ -49,6 +49,9 @@ class Delivery:
         payload: The item as enqueued.
         cache_key: As enqueued.
         deliveries: How many times this entry has been delivered, this one included.
+        size: Bytes of the item's JSON as the queue stored it (0: not known, the embedded
+            queue keeps items as objects); what the worker reads to validate it off the
+            event loop (``core.offload``).
     """
 
     entry_id: str
@@ -57,6 +60,7 @@ class Delivery:
     payload: Mapping[str, Any]
     cache_key: str | None
     deliveries: int
+    size: int = 0
 
 
 @dataclass(frozen=True)

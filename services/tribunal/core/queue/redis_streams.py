@@ -21,6 +21,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from tribunal.core.offload import off_loop_if_large
 from tribunal.core.queue.base import Delivery
 from tribunal.core.queue.keys import CONSUMER_GROUP, Keys
 from tribunal.core.queue.redis_connection import RedisConnection
@@ -127,8 +128,8 @@ class RedisWorkStream(RedisConnection):
                 answer: Any = await self.redis.xreadgroup(
                     CONSUMER_GROUP, consumer, {stream: ">"}, count=wanted, block=block_ms
                 )
-                for _, entries in answer or []:
-                    deliveries += [_delivery(eid, fields, 1) for eid, fields in entries if fields]
+                entries = [(eid, f, 1) for _, read in answer or [] for eid, f in read if f]
+                deliveries += await _deliveries(entries)
         return deliveries
 
     async def _reclaim(self, verifier: str, consumer: str, count: int) -> list[Delivery]:
@@ -151,10 +152,12 @@ class RedisWorkStream(RedisConnection):
             for eid, _ in entries:
                 pipe.xpending_range(stream, CONSUMER_GROUP, min=eid, max=eid, count=1)
             pending = await pipe.execute()
-        out = []
-        for (eid, fields), info in zip(entries, pending, strict=True):
-            times = int(info[0]["times_delivered"]) if info else 1
-            out.append(_delivery(eid, fields, times))
+        out = await _deliveries(
+            [
+                (eid, fields, int(info[0]["times_delivered"]) if info else 1)
+                for (eid, fields), info in zip(entries, pending, strict=True)
+            ]
+        )
         logger.info("reclaimed %d idle entries of %s", len(out), verifier)
         return out
 
@@ -296,12 +299,23 @@ class RedisStreamsQueue(RedisJobStore, RedisWorkStream, RedisWorkerRegistry, Red
         self._start_stream()
 
 
-def _delivery(entry_id: str, fields: Mapping[str, str], deliveries: int) -> Delivery:
-    return Delivery(
-        entry_id=entry_id,
-        job_id=fields["job"],
-        index=int(fields["index"]),
-        payload=json.loads(fields["item"]),
-        cache_key=fields.get("cache") or None,
-        deliveries=deliveries,
-    )
+async def _deliveries(entries: list[tuple[str, Mapping[str, str], int]]) -> list[Delivery]:
+    """The claimed ``(entry id, fields, times delivered)`` as deliveries, their items parsed
+    off the event loop where they are large (``core.offload``)."""
+    size = sum(len(fields["item"]) for _, fields, _ in entries)
+    return await off_loop_if_large(size, _parse, entries)
+
+
+def _parse(entries: list[tuple[str, Mapping[str, str], int]]) -> list[Delivery]:
+    return [
+        Delivery(
+            entry_id=entry_id,
+            job_id=fields["job"],
+            index=int(fields["index"]),
+            payload=json.loads(fields["item"]),
+            cache_key=fields.get("cache") or None,
+            deliveries=deliveries,
+            size=len(fields["item"]),
+        )
+        for entry_id, fields, deliveries in entries
+    ]
