@@ -175,16 +175,19 @@ def test_mixed_items_across_all_four_verifiers_come_back_in_order(stack: Stack) 
 
 def test_the_synchronous_route_refuses_what_a_job_would_refuse(stack: Stack) -> None:
     """/v1/score checks a batch as POST /v1/jobs does (one service method): past
-    TRIBUNAL_MAX_BATCH_ITEMS (default 4,096) a 413 naming ``items``, with no valid item the
-    first item's error, neither of them scored."""
+    TRIBUNAL_MAX_BATCH_ITEMS (default 4,096) a 413 naming ``items``, not scored; a batch with
+    no valid item is answered item by item, each with its error (issue 36)."""
     bad = {"id": "x", "verifier": "nope", "response": "4"}
     too_many = post(stack.gateway, "/v1/score", {"items": [bad] * 4097})
     assert too_many.status_code == 413
     assert too_many.json()["error"]["field"] == "items"
     assert "split the batch or use /v1/jobs" in too_many.json()["error"]["message"]
     none_valid = post(stack.gateway, "/v1/score", {"items": [bad, bad]})
-    assert none_valid.status_code == 422
-    assert none_valid.json()["error"]["field"] == "items.0", none_valid.text
+    assert none_valid.status_code == 200, none_valid.text
+    errors = [r["error"] for r in none_valid.json()["results"]]
+    assert [(e["code"], e["field"]) for e in errors] == [
+        ("bad_input", f"items.{i}") for i in (0, 1)
+    ]
 
 
 def test_jobs_and_long_poll_on_the_gateway(stack: Stack) -> None:
