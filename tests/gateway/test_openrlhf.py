@@ -159,6 +159,16 @@ def test_a_failed_item_gets_the_failed_reward_and_is_listed_the_rest_is_scored(
     ]
 
 
+def test_a_schema_errors_place_among_the_scored_items_is_not_its_field() -> None:
+    error = ItemError.from_exception(
+        BadInput("items.0.num_turns: not an integer", field="items.0.num_turns")
+    )
+    answer = to_response(
+        [BadInput("labels.0: null", field="labels.0"), result(None, error)], [], 0.0
+    )
+    assert [(e.index, e.field) for e in answer.errors] == [(0, "labels.0"), (1, "num_turns")]
+
+
 def test_an_undecided_item_keeps_its_combined_reward_and_scores_0() -> None:
     answer = to_response([result(-0.9, undecided=True, math=0.0)], ["math"], -2.0)
     assert answer.rewards == [-0.9] and answer.scores == [0.0] and answer.errors == []

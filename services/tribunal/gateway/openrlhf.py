@@ -76,6 +76,8 @@ MIN_TRUNCATED_PROMPT_CHARS = 32
 """The shortest prompt suffix a truncated query must start with: a shorter one (a template's
 last line) could start an unrelated query by chance."""
 
+_SCORED_PREFIX = re.compile(r"^items\.\d+\.?")
+
 RETRIED = DROPPABLE
 """Item error classes that refuse the whole request (retryable) instead of failing the item:
 the infrastructure's (a verifier down, a queue full), which no item causes and a retry may
@@ -354,7 +356,7 @@ def item_score(result: ItemResult, reward: float, score: Formula | None) -> floa
     values = _component_rewards(result)
     values["reward"] = reward
     try:
-        value = score({name: float(values[name]) for name in score.names})  # type: ignore[arg-type]
+        value = score({name: float(values[name]) for name in score.names})
     except (KeyError, TypeError, FormulaError) as exc:
         raise ConfigurationError(
             f"the spec's score {score.source!r} cannot be computed for item {result.id}: "
@@ -396,7 +398,10 @@ def _outcome(
         error = result.error or ItemError(
             code="internal_error", message="no reward", retryable=False
         )
-        return FailedItem(index=index, **error.model_dump())
+        # A schema error names the item's place among those scored (``items.<k>.``), which
+        # is not its place in the request: ``index`` says that.
+        field = _SCORED_PREFIX.sub("", error.field or "") or None
+        return FailedItem(index=index, **error.model_dump(exclude={"field"}), field=field)
     try:
         value = 0.0 if result.details.get("undecided") else item_score(result, result.reward, score)
     except ConfigurationError as exc:
