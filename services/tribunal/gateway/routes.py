@@ -66,7 +66,6 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
 
     Raises:
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
-        BadInput: No item of the batch is valid.
         QueueFull: A verifier shed this batch's items, or this process already scores
             ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items and nothing of the batch was
             started (429, ``Retry-After``; counted in ``tribunal_request_errors_total``).
