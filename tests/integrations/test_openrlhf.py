@@ -412,7 +412,7 @@ def test_a_group_with_failed_samples_trains_and_the_rest_is_scored(
     url = f"{running.base_url}/get_reward/rloo_math"
     good, _ = prompt_of(openrlhf, tokenizer, first["question"], first["label"])
     bad, _ = prompt_of(openrlhf, tokenizer, second["question"], second["label"])
-    script = {good: [first["gold"], first["wrong"]] * 2, bad: [second["gold"]] * 4}
+    script = {good: [first["gold"], first["wrong"]] * 4, bad: [second["gold"]] * 8}
     actor = rollout_actor(openrlhf, url, ScriptedLLM(tokenizer, script))
     strategy = ppo_strategy()
     generator = openrlhf.SamplesGenerator(
@@ -446,6 +446,12 @@ def test_a_group_with_failed_samples_trains_and_the_rest_is_scored(
     # A failed group has no spread: every advantage 0, nothing learnt from it.
     assert all(a == 0 for e in experiences[1:] for a in e.advantages.flatten().tolist())
     assert any(a > 0 for a in experiences[0].advantages.flatten().tolist())
+    # With dynamic filtering on, the failed group's mean score, 0, drops it.
+    batches = iter([(None, [good, bad], [first["label"], ""], [None, None])])
+    kept, _, _ = generator._generate_vllm(
+        batches, num_prompts=2, dynamic_filtering=True, n_samples_per_prompt=4, max_len=2048
+    )
+    assert [e.prompts[0] for e in kept] == [good] * 4
     # Were a key missing from one sample's logs (as when only some items carry it), the
     # replay buffer's split would refuse the whole batch.
     del samples[5].info["failed"]
