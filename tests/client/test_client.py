@@ -237,11 +237,15 @@ async def test_a_lone_surrogate_in_an_item_is_sent_and_answered(math: RunningSer
     assert results[1].error is not None and results[1].error.field == "items.1.response"
 
 
-async def test_a_batch_without_one_valid_item_is_rejected_once(math: RunningService) -> None:
+async def test_a_batch_without_one_valid_item_gets_each_items_error(math: RunningService) -> None:
+    # An item's fault is never the request's (issue 36); the request's shape still is.
     async with math.client() as client:
+        [result] = await client.score("math", [{"id": "x", "response": "1"}])
+        assert result.reward is None and result.error is not None
+        assert (result.error.code, result.error.field) == ("bad_input", "items.0.ground_truth")
         with pytest.raises(RequestRejected) as caught:
-            await client.score("math", [{"id": "x", "response": "1"}])
-    assert caught.value.status == 422 and caught.value.field == "items.0.ground_truth"
+            await client.score("math", [])
+    assert caught.value.status == 422 and caught.value.field == "items"
 
 
 @pytest.mark.slow

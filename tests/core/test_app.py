@@ -52,16 +52,36 @@ async def test_one_bad_item_fails_itself_and_the_rest_is_scored(client: httpx.As
 
 
 @pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"items": [{"id": "q"}]}, "items.0.text"),
-        ({"items": [{"id": "q", "text": ["not", "a", "string"]}]}, "items.0.text"),
-        ({"items": []}, "items"),
-        ({}, "items"),
-        ({"items": "nope"}, "items"),
-    ],
+    "items",
+    [[{"id": "q"}], [{"id": "q", "text": ["not", "a", "string"]}, {"id": "r"}]],
 )
-async def test_a_batch_with_nothing_valid_is_refused_naming_the_field(
+async def test_a_batch_with_nothing_valid_answers_each_items_error(
+    client: httpx.AsyncClient, items: list[dict[str, object]]
+) -> None:
+    # An item's fault is never the request's (issue 36): a one-item batch gets its result.
+    for path, body in (
+        ("/v1/toy/score", {"items": items}),
+        ("/v1/jobs", {"verifier": "toy", "items": items}),
+    ):
+        response = await client.post(path, json=body)
+        assert response.status_code in (200, 202), response.text
+        if path == "/v1/jobs":
+            job = response.json()["job_id"]
+            response = await client.get(f"/v1/jobs/{job}", params={"wait": 5})
+            assert response.json()["status"] == "done"
+        results = response.json()["results"]
+        assert [r["reward"] for r in results] == [None] * len(items)
+        assert [r["error"]["field"] for r in results] == [
+            f"items.{i}.text" for i in range(len(items))
+        ]
+        assert all(r["error"]["code"] == "bad_input" for r in results)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"items": []}, "items"), ({}, "items"), ({"items": "nope"}, "items")],
+)
+async def test_a_request_of_the_wrong_shape_is_refused_naming_the_field(
     client: httpx.AsyncClient, body: dict[str, object], field: str
 ) -> None:
     response = await client.post("/v1/toy/score", json=body)
@@ -119,7 +139,9 @@ async def test_jobs_long_poll_and_idempotency(client: httpx.AsyncClient) -> None
     )
     assert wrong.status_code == 422 and wrong.json()["error"]["field"] == "verifier"
     bad_item = await client.post("/v1/jobs", json={"verifier": "toy", "items": [{"id": 1}]})
-    assert bad_item.status_code == 422 and bad_item.json()["error"]["field"] == "items.0.id"
+    assert bad_item.status_code == 202, bad_item.text
+    job = (await client.get(f"/v1/jobs/{bad_item.json()['job_id']}", params={"wait": 5})).json()
+    assert job["results"][0]["error"]["field"] == "items.0.id"
 
 
 async def test_sync_score_with_an_idempotency_key_scores_a_resent_batch_once() -> None:

@@ -63,7 +63,8 @@ def test_lexical_scores_and_gates_through_the_queue(
         again = client.post("/v1/citation/score", json={"items": items[:1]}).json()
         assert again["results"][0]["cached"] is True
         bad = client.post("/v1/citation/score", json={"items": [{"id": "b"}]})
-        assert bad.status_code == 422 and bad.json()["error"]["field"] == "items.0.response"
+        assert bad.status_code == 200, bad.text
+        assert bad.json()["results"][0]["error"]["field"] == "items.0.response"
 
 
 def test_the_dr_tulu_traces_as_one_job(

@@ -175,16 +175,19 @@ def test_mixed_items_across_all_four_verifiers_come_back_in_order(stack: Stack) 
 
 def test_the_synchronous_route_refuses_what_a_job_would_refuse(stack: Stack) -> None:
     """/v1/score checks a batch as POST /v1/jobs does (one service method): past
-    TRIBUNAL_MAX_BATCH_ITEMS (default 4,096) a 413 naming ``items``, with no valid item the
-    first item's error, neither of them scored."""
+    TRIBUNAL_MAX_BATCH_ITEMS (default 4,096) a 413 naming ``items``, not scored; a batch with
+    no valid item is answered item by item, each with its error (issue 36)."""
     bad = {"id": "x", "verifier": "nope", "response": "4"}
     too_many = post(stack.gateway, "/v1/score", {"items": [bad] * 4097})
     assert too_many.status_code == 413
     assert too_many.json()["error"]["field"] == "items"
     assert "split the batch or use /v1/jobs" in too_many.json()["error"]["message"]
     none_valid = post(stack.gateway, "/v1/score", {"items": [bad, bad]})
-    assert none_valid.status_code == 422
-    assert none_valid.json()["error"]["field"] == "items.0", none_valid.text
+    assert none_valid.status_code == 200, none_valid.text
+    errors = [r["error"] for r in none_valid.json()["results"]]
+    assert [(e["code"], e["field"]) for e in errors] == [
+        ("bad_input", f"items.{i}") for i in (0, 1)
+    ]
 
 
 def test_jobs_and_long_poll_on_the_gateway(stack: Stack) -> None:
@@ -221,21 +224,29 @@ def test_openrlhf_get_reward(stack: Stack) -> None:
     assert answer.json() == {
         "rewards": [1.0, 0.0],
         "scores": [1.0, 0.0],
-        "extra_logs": {"math": [1.0, 0.0]},
+        "extra_logs": {"math": [1.0, 0.0], "undecided": [0.0, 0.0], "failed": [0.0, 0.0]},
+        "errors": [],
     }
     tcr = post(stack.gateway, "/get_reward/tcr_agent", body).json()
     assert tcr["rewards"] == [1.0, -1.0] and tcr["scores"] == [1.0, 0.0]
-    # A missing or null label cannot become a reward: the request is refused, naming it.
+    # No labels at all: the request's shape is wrong, refused naming the field.
     refused = post(stack.gateway, "/get_reward", {"query": queries, "prompts": [prompt, prompt]})
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "bad_input"
     assert refused.json()["error"]["field"] == "labels"
-    null = post(stack.gateway, "/get_reward", {**body, "labels": ["4", None]})
-    assert (null.status_code, null.json()["error"]["field"]) == (422, "labels.1")
-    # An item the verifier refuses (a label object without ground_truth) refuses the request.
-    unscorable = post(stack.gateway, "/get_reward", {**body, "labels": ["4", {"num_turns": 3}]})
-    assert unscorable.status_code == 422, unscorable.text
-    assert "OpenRLHF cannot take a missing reward" in unscorable.json()["error"]["message"]
+    # One null label, or one item the verifier refuses (a label object without ground_truth):
+    # that item alone gets the spec's failed reward (rloo_math: 0) and is listed; the other
+    # is scored.
+    for label, field in ((None, "labels.1"), ({"num_turns": 3}, "math.ground_truth")):
+        for right in (queries[0], prompt + "It is \\boxed{5}.<|im_end|>"):
+            one = {**body, "query": [right, queries[0]], "labels": ["4", label]}
+            failed = post(stack.gateway, "/get_reward", one)
+            assert failed.status_code == 200, failed.text
+            reward = 1.0 if right == queries[0] else 0.0
+            assert failed.json()["rewards"] == [reward, 0.0]
+            assert failed.json()["extra_logs"]["failed"] == [0.0, 1.0]
+            [error] = failed.json()["errors"]
+            assert (error["index"], error["code"], error["field"]) == (1, "bad_input", field)
 
 
 @pytest.mark.parametrize("end", ["<|im_end|>", "</s>", "<|eot_id|>", "<|endoftext|>"])
@@ -273,10 +284,12 @@ def test_openrlhf_an_undecided_answer_gets_the_specs_policy(stack: Stack) -> Non
     assert answer.json()["extra_logs"]["undecided"] == [0.0, 1.0, 0.0]
     tcr = post(stack.gateway, "/get_reward/tcr_agent", body).json()
     assert tcr["rewards"] == [1.0, -1.0, -1.0] and tcr["extra_logs"]["undecided"] == [0, 1, 0]
-    # Its prompt not found: refused by name, never scored whole.
+    # Its prompt not found: failed by name, never scored whole; the others are scored.
     moved = {**body, "prompts": [prompt, "Another question?", prompt]}
-    refused = post(stack.gateway, "/get_reward", moved)
-    assert refused.status_code == 422 and refused.json()["error"]["field"] == "query.1"
+    failed = post(stack.gateway, "/get_reward/tcr_agent", moved)
+    assert failed.status_code == 200, failed.text
+    assert failed.json()["rewards"] == [1.0, -2.1, -1.0]
+    assert [(e["index"], e["field"]) for e in failed.json()["errors"]] == [(1, "query.1")]
     # A number past float range from a rollout is that item's bad input, not a batch's 500.
     text = (
         '{"items": [{"id": "huge", "spec": "tcr_agent", "response": "\\\\boxed{8}", '

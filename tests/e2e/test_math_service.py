@@ -137,9 +137,16 @@ def test_bad_input_is_named_over_real_http(
 ) -> None:
     running = service("math", env=env_for(redis_server, key_prefix, TRIBUNAL_MAX_BATCH_ITEMS="5"))
     with running.http() as client:
+        # One bad item is that item's result (issue 36), even alone in its batch.
+        for item, field in (
+            ({"id": "q", "response": "1"}, "items.0.ground_truth"),
+            ({"id": "q", "response": 1, "ground_truth": "1"}, "items.0.response"),
+        ):
+            answer = client.post("/v1/math/score", json={"items": [item]})
+            assert answer.status_code == 200, answer.text
+            [result] = answer.json()["results"]
+            assert result["reward"] is None and result["error"]["field"] == field
         cases = [
-            ({"items": [{"id": "q", "response": "1"}]}, 422, "items.0.ground_truth"),
-            ({"items": [{"id": "q", "response": 1, "ground_truth": "1"}]}, 422, "items.0.response"),
             ({"items": []}, 422, "items"),
             (
                 {"items": [{"id": str(i), "response": "1", "ground_truth": "1"} for i in range(6)]},

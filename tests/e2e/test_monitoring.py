@@ -372,7 +372,7 @@ def run_scenario(
     score_everything(gateway, "b")
     score_everything(gateway, "b")
     # A refused request: the API processes count their error answers.
-    refused = httpx.post(f"{services['math'].base_url}/v1/math/score", json={"items": []})
+    refused = httpx.post(f"{services['math'].base_url}/v1/math/score", json={"items": "none"})
     assert refused.status_code == 422
     prometheus.wait_for(
         'tribunal_spec_items_total{spec="rloo_math"} >= 8',

@@ -148,7 +148,21 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         assert readme_math["results"][0]["reward"] == 1.0
         answers = by_page.pop("docs/getting-started.md") + by_page.pop("docs/gateway.md")
         answers += by_page.pop("docs/integrations.md")
-        math, job, polled, code, run, raw, judge, citation, error, mixed, specs, openrlhf = answers
+        (
+            math,
+            job,
+            polled,
+            code,
+            run,
+            raw,
+            judge,
+            citation,
+            failed,
+            error,
+            mixed,
+            specs,
+            openrlhf,
+        ) = answers
         assert math["results"][0]["reward"] == 1.0
         assert math["results"][0]["details"]["extracted_answer"] == "\\frac{1}{2}"
         assert job["created"] is True
@@ -160,7 +174,9 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             raw["results"][0]["details"]["extracted_code"] == "def add(a, b):\n    return a + b\n"
         )
         assert judge["results"][0]["error"]["code"] == "backend_unavailable"
-        assert error["error"]["field"] == "items.0.ground_truth"
+        [result] = failed["results"]
+        assert result["reward"] is None and result["error"]["field"] == "items.0.ground_truth"
+        assert error["error"]["field"] == "items"
         cited = citation["results"][0]
         assert cited["reward"] == pytest.approx(5 / 6) and cited["details"]["precision"] == 0.75
         direct, tcr, refiner = mixed["results"]
@@ -179,7 +195,8 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
         assert openrlhf == {
             "rewards": [1.0, 0.0],
             "scores": [1.0, 0.0],
-            "extra_logs": {"math": [1.0, 0.0]},
+            "extra_logs": {"math": [1.0, 0.0], "undecided": [0.0, 0.0], "failed": [0.0, 0.0]},
+            "errors": [],
         }
         # Any other page's examples: each answers a JSON body.
         assert all(isinstance(a, dict) for page in by_page.values() for a in page), by_page

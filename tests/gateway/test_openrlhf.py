@@ -8,6 +8,7 @@ import pytest
 from tribunal.gateway.openrlhf import (
     MIN_TRUNCATED_PROMPT_CHARS,
     GetRewardRequest,
+    failed_reward,
     locate_truncated_response,
     strip_end_tokens,
     to_items,
@@ -20,7 +21,9 @@ from tribunal.wire.errors import (
     BadInput,
     ConfigurationError,
     InternalError,
+    QueueFull,
     ScoringTimeout,
+    TribunalError,
 )
 
 INFO = VerifierInfo(name="spec:rloo_math", version="1", config_hash="0" * 16)
@@ -71,26 +74,31 @@ def test_the_prompt_is_found_as_the_trainer_builds_it(query: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("prompts", "field"),
+    "prompts",
     [
-        (None, "prompts"),
-        (["What is 3 + 4?", "What is 1 + 1?"], "query.1"),
-        (["What is 3 + 4?", "What is 2 + 2? Think."], "query.1"),
-        (["What is 3 + 4?", "What is 2 + 2?!"], "query.1"),
-        (["What is 3 + 4?", "Q: What is 2 + 2?"], "query.1"),
+        ["What is 3 + 4?", "What is 1 + 1?"],
+        ["What is 3 + 4?", "What is 2 + 2? Think."],
+        ["What is 3 + 4?", "What is 2 + 2?!"],
+        ["What is 3 + 4?", "Q: What is 2 + 2?"],
     ],
 )
-def test_a_query_whose_prompt_is_not_found_is_refused_by_name(
-    prompts: list[str] | None, field: str
-) -> None:
+def test_a_query_whose_prompt_is_not_found_fails_alone_by_name(prompts: list[str]) -> None:
     request = GetRewardRequest(
         query=["What is 3 + 4? 7", "What is 2 + 2? I do not know."],
         prompts=prompts,
         labels=["7", "4"],
     )
-    with pytest.raises(BadInput) as caught:
-        to_items(request, "rloo_math")
-    assert caught.value.field == field
+    first, second = to_items(request, "rloo_math")
+    assert isinstance(first, dict) and first["response"] == " 7"
+    assert isinstance(second, BadInput) and second.field == "query.1"
+
+
+def test_a_request_without_prompts_or_labels_is_refused_whole() -> None:
+    for missing in ("prompts", "labels"):
+        body = {"query": ["P: #### 7"], "prompts": ["P: "], "labels": ["7"], missing: None}
+        with pytest.raises(BadInput) as refused:
+            to_items(GetRewardRequest.model_validate(body), "rloo_math")
+        assert refused.value.field == missing
 
 
 def test_lengths_must_agree() -> None:
@@ -98,55 +106,98 @@ def test_lengths_must_agree() -> None:
         GetRewardRequest(query=["a", "b"], labels=["1"])
 
 
-def result(reward: float | None, error: ItemError | None = None, **subs: float) -> ItemResult:
-    details = {"sub_rewards": {name: {"reward": value} for name, value in subs.items()}}
+def result(
+    reward: float | None, error: ItemError | None = None, undecided: bool = False, **subs: float
+) -> ItemResult:
+    details: dict[str, object] = {
+        "sub_rewards": {name: {"reward": value} for name, value in subs.items()}
+    }
+    if undecided:
+        details["undecided"] = ["math"]
     return ItemResult(id="0", reward=reward, error=error, details=details, verifier=INFO)
 
 
 def test_answer_shape_and_component_logs() -> None:
-    answer = to_response([result(1.0, math=1.0), result(0.0, math=0.0)])
+    answer = to_response([result(1.0, math=1.0), result(0.0, math=0.0)], ["math"], 0.0)
     assert answer.model_dump() == {
         "rewards": [1.0, 0.0],
         "scores": [1.0, 0.0],
-        "extra_logs": {"math": [1.0, 0.0]},
+        "extra_logs": {"math": [1.0, 0.0], "undecided": [0.0, 0.0], "failed": [0.0, 0.0]},
+        "errors": [],
     }
 
 
 @pytest.mark.parametrize(
-    ("exc", "status"),
-    [(BadInput("ground_truth: Field required"), 422), (BackendUnavailable("down"), 503)],
+    "exc",
+    [
+        BadInput("ground_truth: Field required", field="math.ground_truth"),
+        ConfigurationError("spec s: formula: math domain error"),
+        InternalError("sympy raised"),
+        ScoringTimeout("math: past the 10 s deadline"),
+    ],
 )
-def test_one_failed_item_refuses_the_batch_with_its_class(exc: Exception, status: int) -> None:
-    assert isinstance(exc, BadInput | BackendUnavailable)
+def test_a_failed_item_gets_the_failed_reward_and_is_listed_the_rest_is_scored(
+    exc: Exception,
+) -> None:
+    assert isinstance(exc, TribunalError)
     error = ItemError.from_exception(exc)
-    with pytest.raises(type(exc)) as caught:
-        to_response([result(1.0), result(None, error)])
-    assert caught.value.http_status == status
-    assert "1 of 2 items could not be scored" in caught.value.message
+    batch = [
+        result(1.0, math=1.0),
+        result(None, error),
+        BadInput("labels.2: null", field="labels.2"),
+    ]
+    answer = to_response([*batch, result(0.0, math=0.0)], ["math"], -1.0)
+    assert answer.rewards == [1.0, -1.0, -1.0, 0.0] and answer.scores == [1.0, 0.0, 0.0, 0.0]
+    assert answer.extra_logs == {
+        "math": [1.0, 0.0, 0.0, 0.0],
+        "undecided": [0.0, 0.0, 0.0, 0.0],
+        "failed": [0.0, 1.0, 1.0, 0.0],
+    }
+    assert [(e.index, e.code, e.field) for e in answer.errors] == [
+        (1, exc.code, exc.field),
+        (2, "bad_input", "labels.2"),
+    ]
 
 
-@pytest.mark.parametrize(
-    "exc", [ScoringTimeout("math: past the 10 s deadline"), InternalError("sympy raised")]
-)
-def test_an_undecided_item_gets_the_specs_policy_not_a_batch_error(exc: Exception) -> None:
-    assert isinstance(exc, ScoringTimeout | InternalError)
-    error = ItemError.from_exception(exc)
-    answer = to_response([result(1.0, math=1.0), result(None, error), result(0.0, math=0.0)], -1.0)
-    # The undecided item scores 0: for dynamic filtering it is a wrong answer.
-    assert answer.rewards == [1.0, -1.0, 0.0] and answer.scores == [1.0, 0.0, 0.0]
-    assert answer.extra_logs["undecided"] == [0.0, 1.0, 0.0]
-    # A spec without the policy refuses the batch, as a setting to fix (not a retry).
-    with pytest.raises(ConfigurationError, match="undecided_reward") as caught:
-        to_response([result(1.0), result(None, error)])
-    assert caught.value.retry_after_s is None and not caught.value.retryable
+def test_a_schema_errors_place_among_the_scored_items_is_not_its_field() -> None:
+    error = ItemError.from_exception(
+        BadInput("items.0.num_turns: not an integer", field="items.0.num_turns")
+    )
+    answer = to_response(
+        [BadInput("labels.0: null", field="labels.0"), result(None, error)], [], 0.0
+    )
+    assert [(e.index, e.field) for e in answer.errors] == [(0, "labels.0"), (1, "num_turns")]
 
 
-def test_the_undecided_policy_never_covers_bad_input_or_a_verifier_down() -> None:
-    for exc in (BadInput("ground_truth: Field required"), BackendUnavailable("down")):
-        assert isinstance(exc, BadInput | BackendUnavailable)
+def test_an_undecided_item_keeps_its_combined_reward_and_scores_0() -> None:
+    answer = to_response([result(-0.9, undecided=True, math=0.0)], ["math"], -2.0)
+    assert answer.rewards == [-0.9] and answer.scores == [0.0] and answer.errors == []
+    assert answer.extra_logs["undecided"] == [1.0] and answer.extra_logs["failed"] == [0.0]
+
+
+def test_only_the_infrastructures_errors_refuse_the_request_retryably() -> None:
+    for exc in (BackendUnavailable("down"), QueueFull("full")):
+        assert isinstance(exc, TribunalError)
         error = ItemError.from_exception(exc)
-        with pytest.raises(type(exc)):
-            to_response([result(1.0), result(None, error)], -1.0)
+        with pytest.raises(type(exc)) as caught:
+            to_response([result(1.0, math=1.0), result(None, error)], ["math"], 0.0)
+        assert caught.value.retryable and caught.value.field == "query.1"
+
+
+def test_a_spec_without_a_failed_reward_is_refused_on_the_trainer_routes() -> None:
+    from tribunal.gateway.specs import load_spec_text
+
+    text = "name: s\nversion: '1'\ncomponents:\n  math: {verifier: math}\n"
+    with pytest.raises(ConfigurationError, match="neither failed_reward nor undecided_reward"):
+        failed_reward(load_spec_text(text).spec)
+    assert failed_reward(load_spec_text(text + "undecided_reward: 0.5\n").spec) == 0.5
+    both = text + "undecided_reward: 0.5\nfailed_reward: -1\n"
+    assert failed_reward(load_spec_text(both).spec) == -1.0
+    # A spec that sets no failed_reward hashes as before the field existed.
+    assert load_spec_text(text).hash != load_spec_text(text + "failed_reward: 0\n").hash
+    for name, loaded in shipped_specs().items():
+        lowest = failed_reward(loaded.spec)
+        assert lowest <= 0.0, f"{name}: a failed item would be paid {lowest}"
 
 
 def test_end_of_sequence_and_padding_tokens_come_off_the_response() -> None:
@@ -167,13 +218,15 @@ def test_end_of_sequence_and_padding_tokens_come_off_the_response() -> None:
     assert item["response"] == "#### 7"
 
 
-@pytest.mark.parametrize("labels", [None, [None], [""], [{}], [[]]])
-def test_a_missing_null_or_empty_label_is_refused_by_name(labels: list[object] | None) -> None:
-    request = GetRewardRequest(query=["P: #### 7"], prompts=["P: "], labels=labels)
-    with pytest.raises(BadInput) as refused:
-        to_items(request, "rloo_math")
-    assert refused.value.field == ("labels" if labels is None else "labels.0")
-    assert "label" in refused.value.message
+@pytest.mark.parametrize("label", [None, "", {}, []])
+def test_a_null_or_empty_label_fails_its_item_by_name(label: object) -> None:
+    request = GetRewardRequest(
+        query=["P: #### 7", "P: #### 7"], prompts=["P: "] * 2, labels=["7", label]
+    )
+    scored, refused = to_items(request, "rloo_math")
+    assert isinstance(scored, dict) and scored["ground_truth"] == "7"
+    assert isinstance(refused, BadInput) and refused.field == "labels.1"
+    assert "label" in refused.message
 
 
 def test_scores_are_each_specs_score_in_0_1_not_its_reward() -> None:
@@ -182,31 +235,40 @@ def test_scores_are_each_specs_score_in_0_1_not_its_reward() -> None:
     tcr = specs["tcr_agent"].score
     right = result(1.0, correct=1.0, num_turns=2.0, overlong=0.0)
     wrong = result(-0.9, correct=0.0, num_turns=4.0, overlong=0.0)
-    answer = to_response([right, wrong], -1.0, tcr)
+    components = list(specs["tcr_agent"].spec.components)
+    answer = to_response([right, wrong], components, -2.1, tcr)
     assert answer.rewards == [1.0, -0.9] and answer.scores == [1.0, 0.0]
     assert answer.extra_logs == {
         "correct": [1.0, 0.0],
         "num_turns": [2.0, 4.0],
         "overlong": [0.0, 0.0],
+        "undecided": [0.0, 0.0],
+        "failed": [0.0, 0.0],
     }
     # A group of one right and one wrong has mean score 0.5: inside OpenRLHF's (0, 1).
     assert 0 < sum(answer.scores) / 2 < 1
     refiner = specs["refiner_balanced"].score
-    answer = to_response([result(5.25, judge=0.5, citation=0.5)], None, refiner)
+    answer = to_response(
+        [result(5.25, judge=0.5, citation=0.5)], ["judge", "citation"], 0.0, refiner
+    )
     assert answer.scores == [0.5]
     for name, loaded in specs.items():
         assert loaded.score is not None, f"{name} says nothing of its score"
 
 
-def test_a_score_outside_0_1_or_over_a_missing_component_is_a_configuration_error() -> None:
+def test_a_score_outside_0_1_or_over_a_missing_component_fails_that_item() -> None:
     from tribunal.gateway.specs import load_spec_text
 
     text = "name: s\nversion: '1'\ncomponents:\n  math: {verifier: math}\nscore: "
-    over = load_spec_text(text + "2 * reward\n").score
-    with pytest.raises(ConfigurationError, match="outside"):
-        to_response([result(1.0, math=1.0)], None, over)
-    with pytest.raises(ConfigurationError, match="cannot be computed"):
-        to_response([result(1.0)], None, load_spec_text(text + "math\n").score)
+    over = load_spec_text(text + "2 * reward - 1\n").score
+    answer = to_response([result(1.0, math=1.0), result(0.4, math=0.4)], ["math"], 0.0, over)
+    assert answer.rewards == [1.0, 0.0] and answer.scores == [1.0, 0.0]
+    [error] = answer.errors
+    assert (error.index, error.code, error.field) == (1, "configuration_error", "score")
+    assert "gave -0.2 for item 0, outside [0, 1]" in error.message
+    missing = to_response([result(1.0)], ["math"], 0.0, load_spec_text(text + "math\n").score)
+    assert [e.code for e in missing.errors] == ["configuration_error"]
+    assert "cannot be computed" in missing.errors[0].message
 
 
 _LONG_PROMPT = (
@@ -235,5 +297,5 @@ def test_a_query_of_another_prompt_or_too_little_of_this_one_is_refused() -> Non
     request = GetRewardRequest(
         query=["<|im_start|>assistant\n#### 18"], prompts=[_LONG_PROMPT], labels=["18"]
     )
-    with pytest.raises(BadInput, match=r"query\.0: its prompt"):
-        to_items(request, "rloo_math")
+    [refused] = to_items(request, "rloo_math")
+    assert isinstance(refused, BadInput) and refused.message.startswith("query.0: its prompt")

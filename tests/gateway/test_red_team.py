@@ -34,7 +34,7 @@ import pytest
 
 from tribunal.gateway import GatewayVerifier, load_spec_text, shipped_specs
 from tribunal.gateway.builtins import estimate_tokens, num_turns
-from tribunal.gateway.openrlhf import GetRewardRequest, to_items, to_response
+from tribunal.gateway.openrlhf import GetRewardRequest, failed_reward, to_items, to_response
 from tribunal.math import MathConfig, verify_answer
 from tribunal.wire.envelope import ItemError, ItemOutcome, ItemResult, VerifierInfo
 from tribunal.wire.errors import ERRORS_BY_CODE, BadInput, TribunalError
@@ -136,14 +136,21 @@ async def test_the_prompt_never_pays_the_response(case: dict[str, Any]) -> None:
 
     async def reward(fields: dict[str, Any]) -> float | None:
         try:
-            items = to_items(request(fields), case["spec"])
+            [item] = to_items(request(fields), case["spec"])
         except BadInput as exc:
-            assert exc.field in ("prompts", "query.0")
+            assert exc.field == "prompts"
             return None
         verifier = _gateway(None)
-        outcomes = await verifier.score([verifier.item_model.model_validate(items[0])])
-        result = ItemResult(id="0", **outcomes[0].model_dump())
-        return to_response([result], 0.0).rewards[0]
+        loaded = verifier.specs[case["spec"]]
+        if isinstance(item, BadInput):  # the query does not hold its prompt: failed alone
+            assert item.field == "query.0"
+            result: ItemResult | BadInput = item
+        else:
+            outcomes = await verifier.score([verifier.item_model.model_validate(item)])
+            result = ItemResult(id="0", **outcomes[0].model_dump())
+        components = list(loaded.spec.components)
+        answer = to_response([result], components, failed_reward(loaded.spec), loaded.score)
+        return answer.rewards[0]
 
     hack, honest = await reward(case["hack"]), await reward(case["honest"])
     assert honest == 1.0

@@ -44,7 +44,8 @@ class ScriptedClient:
         if verifier in self.down:
             raise BackendUnavailable(f"{verifier} is down")
         if verifier in self.refuse:
-            # What a verifier's API does when no item of a batch is valid: 422, first error.
+            # What a verifier of a release before issue 36 did when no item of a batch was
+            # valid: 422, the first error.
             raise BadInput("items.0.ground_truth: Field required", field="items.0.ground_truth")
         results = []
         for item in items:

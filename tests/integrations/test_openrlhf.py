@@ -135,6 +135,7 @@ def openrlhf() -> Iterator[types.SimpleNamespace]:
     sys.modules.update(stubs)
     try:
         from openrlhf.datasets.prompts_dataset import preprocess_data
+        from openrlhf.trainer.ppo_utils.experience import split_experience_batch
         from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
         from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
         from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
@@ -149,6 +150,7 @@ def openrlhf() -> Iterator[types.SimpleNamespace]:
             SamplesGenerator=SamplesGenerator,
             RolloutRayActor=RolloutRayActor,
             SingleTurnAgentExecutor=SingleTurnAgentExecutor,
+            split_experience_batch=split_experience_batch,
         )
     finally:
         refs.loop.close()
@@ -290,7 +292,7 @@ def test_gsm8k_gold_is_paid_and_wrong_is_not_through_openrlhfs_executor(
         query = tokenizer.decode(gold["observation_tokens"], skip_special_tokens=False)
         assert query.startswith(prompt) and query.endswith(row["gold"] + EOS)  # as sent
         paid.append((gold["reward"], wrong["reward"], gold["scores"], wrong["scores"]))
-        assert gold["extra_logs"] == {"math": [1.0]}
+        assert gold["extra_logs"] == {"math": [1.0], "undecided": [0.0], "failed": [0.0]}
     assert paid == [([1.0], [0.0], [1.0], [0.0])] * len(rows)
 
 
@@ -324,6 +326,25 @@ def test_a_prompt_openrlhf_truncates_is_scored_counted_and_logged_once(
     assert log.count("start inside their prompt") == 1  # six samples, one line per minute
 
 
+def ppo_strategy() -> Any:
+    """The arguments OpenRLHF's sample generator and experience maker read: groups of 4,
+    group-normalised advantages, dynamic filtering's default range (0, 1)."""
+    args = types.SimpleNamespace(
+        rollout=types.SimpleNamespace(n_samples_per_prompt=4, micro_batch_size=4),
+        algo=types.SimpleNamespace(
+            dynamic_filtering_range=(0.0, 1.0),
+            advantage=types.SimpleNamespace(
+                estimator="group_norm", is_correction_level="off", gamma=1.0, no_std_norm=False
+            ),
+            kl=types.SimpleNamespace(use_loss=False),
+        ),
+        reward=types.SimpleNamespace(clip_range=(-10.0, 10.0)),
+        train=types.SimpleNamespace(dynamic_batch_enable=False),
+        data=types.SimpleNamespace(max_len=2048),
+    )
+    return types.SimpleNamespace(args=args)
+
+
 def test_a_tcr_agent_group_survives_dynamic_filtering_and_gets_advantages(
     openrlhf: Any, tokenizer: Any, gateway: Callable[..., RunningService]
 ) -> None:
@@ -339,20 +360,7 @@ def test_a_tcr_agent_group_survives_dynamic_filtering_and_gets_advantages(
         labels.append(label)
         script[prompt] = [row["gold"]] * gold + [row["wrong"]] * wrong
     actor = rollout_actor(openrlhf, url, ScriptedLLM(tokenizer, script))
-    args = types.SimpleNamespace(
-        rollout=types.SimpleNamespace(n_samples_per_prompt=4, micro_batch_size=4),
-        algo=types.SimpleNamespace(
-            dynamic_filtering_range=(0.0, 1.0),
-            advantage=types.SimpleNamespace(
-                estimator="group_norm", is_correction_level="off", gamma=1.0, no_std_norm=False
-            ),
-            kl=types.SimpleNamespace(use_loss=False),
-        ),
-        reward=types.SimpleNamespace(clip_range=(-10.0, 10.0)),
-        train=types.SimpleNamespace(dynamic_batch_enable=False),
-        data=types.SimpleNamespace(max_len=2048),
-    )
-    strategy = types.SimpleNamespace(args=args)
+    strategy = ppo_strategy()
     engine = openrlhf.refs.handle(actor)
     generator = openrlhf.SamplesGenerator(strategy, None, None, tokenizer, [engine])
     batches = iter([(None, prompts, labels, [None] * len(prompts))])
@@ -384,14 +392,72 @@ def test_a_tcr_agent_group_survives_dynamic_filtering_and_gets_advantages(
     assert group_std == pytest.approx([2 / 3**0.5] * 4)  # std of (1, 1, -1, -1), unbiased
 
 
-def metric(base_url: str, route: str, spec: str, code: str) -> float:
+def metric(base_url: str, route: str, spec: str, code: str, name: str = "samples_refused") -> float:
     text = httpx.get(f"{base_url}/metrics").text
     pattern = (
-        rf'tribunal_trainer_samples_refused_total\{{code="{code}",route="{route}",'
+        rf'tribunal_trainer_{name}_total\{{code="{code}",route="{route}",'
         rf'spec="{spec}"\}} ([0-9.]+)'
     )
     found = re.search(pattern, text)
     return float(found[1]) if found else 0.0
+
+
+def test_a_group_with_failed_samples_trains_and_the_rest_is_scored(
+    openrlhf: Any, tokenizer: Any, gateway: Callable[..., RunningService]
+) -> None:
+    # Two prompts of four samples each: one with its label, one with an empty label (what
+    # OpenRLHF sends without --data.label_key). Each sample is one request, as in training.
+    first, second = gsm8k(2)
+    running = gateway()
+    url = f"{running.base_url}/get_reward/rloo_math"
+    good, _ = prompt_of(openrlhf, tokenizer, first["question"], first["label"])
+    bad, _ = prompt_of(openrlhf, tokenizer, second["question"], second["label"])
+    script = {good: [first["gold"], first["wrong"]] * 4, bad: [second["gold"]] * 8}
+    actor = rollout_actor(openrlhf, url, ScriptedLLM(tokenizer, script))
+    strategy = ppo_strategy()
+    generator = openrlhf.SamplesGenerator(
+        strategy, None, None, tokenizer, [openrlhf.refs.handle(actor)]
+    )
+    batches = iter([(None, [good, bad], [first["label"], ""], [None, None])])
+    samples, consumed, _ = generator._generate_vllm(
+        batches, num_prompts=2, dynamic_filtering=False, n_samples_per_prompt=4, max_len=2048
+    )
+    assert consumed == 2 and len(samples) == 8
+    # The good prompt's samples are scored; the bad one's get rloo_math's failed reward (its
+    # undecided_reward, 0, its lowest), a score of 0 and a 1 in info["failed"].
+    assert [e.rewards.item() for e in samples] == [1.0, 0.0] * 2 + [0.0] * 4
+    assert [e.info["failed"].item() for e in samples] == [0.0] * 4 + [1.0] * 4
+    assert metric(running.base_url, "openrlhf", "rloo_math", "bad_input", "items_failed") == 4
+    log = running.log_text()
+    assert log.count("openrlhf item 0 failed (bad_input), given the spec's failed reward 0") == 4
+    assert 'labels.0: \'labels.0: the label is ""; set --data.label_key' in log
+
+    # OpenRLHF's experience making and its replay buffer's split take the batch: every
+    # sample's logs have the same keys.
+    maker = openrlhf.RemoteExperienceMaker(
+        None, None, None, None, openrlhf.FixedKLController(0.0), strategy, tokenizer
+    )
+    batch = maker.split_rollout_samples(samples)
+    for experience in batch:
+        experience.kl = experience.action_mask.float() * 0
+    experiences = maker.compute_advantages_and_returns(batch)
+    items = [item for e in experiences for item in openrlhf.split_experience_batch(e)]
+    assert [item.info["failed"].item() for item in items] == [0.0] * 4 + [1.0] * 4
+    # A failed group has no spread: every advantage 0, nothing learnt from it.
+    assert all(a == 0 for e in experiences[1:] for a in e.advantages.flatten().tolist())
+    assert any(a > 0 for a in experiences[0].advantages.flatten().tolist())
+    # With dynamic filtering on, the failed group's mean score, 0, drops it.
+    batches = iter([(None, [good, bad], [first["label"], ""], [None, None])])
+    kept, _, _ = generator._generate_vllm(
+        batches, num_prompts=2, dynamic_filtering=True, n_samples_per_prompt=4, max_len=2048
+    )
+    assert [e.prompts[0] for e in kept] == [good] * 4
+    # Were a key missing from one sample's logs (as when only some items carry it), the
+    # replay buffer's split would refuse the whole batch.
+    del samples[5].info["failed"]
+    [_, broken] = maker.split_rollout_samples(samples)
+    with pytest.raises(ValueError, match=r"Size of info\[failed\] \(3\)"):
+        openrlhf.split_experience_batch(broken)
 
 
 def test_what_openrlhf_does_with_a_refused_sample_a_verifier_down_and_the_gateway_down(
@@ -405,19 +471,15 @@ def test_what_openrlhf_does_with_a_refused_sample_a_verifier_down_and_the_gatewa
     prompt, _ = prompt_of(openrlhf, tokenizer, row["question"], row["label"])
     script = {prompt: [row["gold"]] * 4}
     llm = ScriptedLLM(tokenizer, script)
-    # A null label (no --data.label_key gives ""): refused, 422, and OpenRLHF, after its five
-    # tries 1 s apart, logs at INFO and keeps the sample with a reward of None.
-    actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/rloo_math", llm)
-    refused = execute(openrlhf, actor, tokenizer, prompt, "")
-    assert (refused["reward"], refused["scores"], refused["extra_logs"]) == (None, None, {})
-    assert metric(running.base_url, "openrlhf", "rloo_math", "bad_input") == 5.0
-    log = running.log_text()
-    assert "openrlhf sample refused (bad_input, HTTP 422): spec 'rloo_math', prompt '" in log
-    assert """label '' (1 queries); labels.0: 'labels.0: the label is ""; set""" in log
-    # An unknown spec: counted under "unknown", whatever name was sent.
+    # An unknown spec is the request's error (422): OpenRLHF, after its five tries 1 s apart,
+    # logs at INFO and keeps the sample with a reward of None. Counted under "unknown",
+    # whatever name was sent.
     actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/no_such_spec", llm)
-    assert execute(openrlhf, actor, tokenizer, prompt, row["label"])["reward"] is None
+    refused = execute(openrlhf, actor, tokenizer, prompt, row["label"])
+    assert (refused["reward"], refused["scores"], refused["extra_logs"]) == (None, None, {})
     assert metric(running.base_url, "openrlhf", "unknown", "bad_input") == 5.0
+    log = running.log_text()
+    assert "openrlhf sample refused (bad_input, HTTP 422): spec 'no_such_spec', prompt '" in log
     # The math service down behind the gateway: 503, the same None, counted by its class.
     math.stop()
     actor = rollout_actor(openrlhf, f"{running.base_url}/get_reward/rloo_math", llm)

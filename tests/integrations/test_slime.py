@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 
 from tests.conftest import RunningService
@@ -73,11 +74,40 @@ def test_slime_with_a_reward_key_gets_the_components(gateway_url: str) -> None:
     assert set(reply) > {"reward"}
 
 
-def test_what_slime_sees_when_a_sample_cannot_be_scored(gateway_url: str) -> None:
-    args = types.SimpleNamespace(rm_url=f"{gateway_url}/slime/rloo_math", reward_key=None)
-    with pytest.raises(aiohttp.ClientResponseError) as refused:
-        asyncio.run(remote_rm(args, sample("#### 7", None)))
-    assert refused.value.status == 422
+async def remote_rm_failure(args: Any, sample: Any) -> tuple[Any, str | None]:
+    """:func:`remote_rm`, with the answer's ``Tribunal-Item-Error`` header (which slime does
+    not read)."""
+    payload = {"prompt": sample.prompt, "response": sample.response, "label": sample.label}
+    async with aiohttp.ClientSession() as session, session.post(args.rm_url, json=payload) as resp:
+        resp.raise_for_status()
+        return await resp.json(), resp.headers.get("Tribunal-Item-Error")
+
+
+def test_a_sample_that_fails_gets_the_specs_failed_reward_and_says_why(gateway_url: str) -> None:
+    # slime raises on a non-2xx answer and stops the rollout: a failed sample (a null label,
+    # an item error of the spec) is answered with the spec's failed reward instead (rloo_math:
+    # 0; tcr_agent: -2.1, its lowest), and the failure is in a header and in /components.
+    for spec, reward, component in (("rloo_math", 0.0, "math"), ("tcr_agent", -2.1, "correct")):
+        args = types.SimpleNamespace(rm_url=f"{gateway_url}/slime/{spec}", reward_key=None)
+        for label, header in ((None, "bad_input; field=label"), ({"num_turns": 3}, None)):
+            reply, failure = asyncio.run(remote_rm_failure(args, sample("#### 7", label)))
+            assert reward_value(args, reply) == reward
+            assert failure == (header or f"bad_input; field={component}.ground_truth")
+        keyed = types.SimpleNamespace(
+            rm_url=f"{gateway_url}/slime/{spec}/components", reward_key="reward"
+        )
+        reply = asyncio.run(remote_rm(keyed, sample("#### 7", None)))
+        assert reward_value(keyed, reply) == reward and reply["failed"] == 1.0
+        scored, failure = asyncio.run(remote_rm_failure(keyed, sample("#### 7", "7")))
+        assert scored["reward"] == 1.0 and scored["failed"] == 0.0 and failure is None
+    text = httpx.get(f"{gateway_url}/metrics").text
+    assert (
+        'tribunal_trainer_items_failed_total{code="bad_input",route="slime",spec="tcr_agent"} 3.0'
+        in text
+    )
+
+
+def test_what_slime_sees_when_a_request_cannot_be_scored(gateway_url: str) -> None:
     unknown = types.SimpleNamespace(rm_url=f"{gateway_url}/slime/no_such_spec", reward_key=None)
     with pytest.raises(aiohttp.ClientResponseError) as missing:
         asyncio.run(remote_rm(unknown, sample("#### 7", "7")))

@@ -184,7 +184,7 @@ class TribunalClient:
             One result per item, in order; failed items have ``reward=None`` and an error.
 
         Raises:
-            RequestRejected: 4xx (no valid item, too many items, auth).
+            RequestRejected: 4xx (no items, too many items, auth).
             ServerError: 504 (not scored within the service's deadline; ``.job_id`` is the
                 batch's job) or 500.
             Overloaded, TransportError: After every retry (TransportError at once on a read

@@ -462,6 +462,15 @@ class Metrics:
             labelnames=["route", "spec", "code"],
             registry=None if self._shared else self.registry,
         )
+        # An item a trainer route could not score is answered with its spec's failed reward
+        # (those trainers have no missing value): counted here, beside the answer's errors.
+        self.trainer_items_failed = Counter(
+            "tribunal_trainer_items_failed",
+            "Items a trainer route (openrlhf, slime) answered with the spec's failed reward "
+            "(this process), by route, spec and error code.",
+            labelnames=["route", "spec", "code"],
+            registry=None if self._shared else self.registry,
+        )
         # OpenRLHF truncates a prompt longer than max_len - max_new_tokens and sends the query
         # from inside it: scored, and counted here, since the cut may hide what was asked.
         self.trainer_prompts_truncated = Counter(

@@ -1,9 +1,11 @@
 """The API side of scoring: validate items, answer cache hits, enqueue, wait, assemble.
 
 Validation is per item. An item that does not match the verifier's schema gets a
-``bad_input`` result naming its field, and the rest of the batch is scored; only a batch in
-which no item is valid is refused as a whole (422), so a curl with a typo gets a plain error
-while a trainer's batch with one broken item loses only that item.
+``bad_input`` result naming its field, and the rest of the batch is scored; a batch in which
+no item is valid is answered the same way (every item with its own error), since an item's
+fault is never the request's (issue 36): a trainer sending one sample a request (verl's
+``compute_score``) gets that sample's error as the result, like any other. Only the request's
+own shape (not JSON, ``items`` not a non-empty list, too large) is refused as a whole.
 """
 
 from __future__ import annotations
@@ -108,7 +110,6 @@ class ScoringService:
 
         Raises:
             PayloadTooLarge: More than ``max_batch_items`` items.
-            BadInput: No item of the batch is valid (the first item's error is raised).
             QueueFull, QueueUnavailable, IdempotencyConflict: From the queue.
             BackendUnavailable: The verifier's workers refused to start and none is live
                 (the items would wait for nothing).
@@ -186,12 +187,11 @@ class ScoringService:
 
         Raises:
             PayloadTooLarge: More than ``max_batch_items`` items.
-            BadInput: No item of the batch is valid (the first item's error is raised).
             Exception: Whatever ``score_valid`` raises.
         """
         self._check_batch(items, "use /v1/jobs")
         valid = [(i, item) for i, item in enumerate(items) if isinstance(item, ScoreItem)]
-        scored = await score_valid([item for _, item in valid])
+        scored = await score_valid([item for _, item in valid]) if valid else []
         texts = [
             self._invalid_result(index, item) if isinstance(item, InvalidItem) else ""
             for index, item in enumerate(items)
@@ -203,8 +203,8 @@ class ScoringService:
         return _response_json(texts)
 
     def _check_batch(self, items: Sequence[ScoreItem | InvalidItem], instead: str) -> None:
-        """Refuse a batch that is never scored: too many items (``instead``: what to do
-        instead besides splitting it) or no valid one."""
+        """Refuse a batch of too many items (``instead``: what to do instead besides
+        splitting it)."""
         if len(items) > self.max_batch_items:
             raise PayloadTooLarge(
                 f"items: {len(items)} items in one request; the limit is "
@@ -212,10 +212,6 @@ class ScoringService:
                 f"{instead}",
                 field="items",
             )
-        if all(isinstance(item, InvalidItem) for item in items):
-            first = items[0]
-            assert isinstance(first, InvalidItem)
-            raise first.bad_input(0)
 
     def _invalid_result(self, index: int, item: InvalidItem) -> str:
         """The ``ItemResult`` JSON of an item that failed validation."""

@@ -26,22 +26,36 @@ whitespace are skipped on both sides. A prompt longer than ``max_len - max_new_t
 tokens is truncated by OpenRLHF to its last tokens before generation, while ``prompts`` still
 holds all of it: a query that starts with a suffix of its prompt (of at least
 :data:`MIN_TRUNCATED_PROMPT_CHARS` characters; :func:`locate_truncated_response`) is scored
-from the end of that suffix, and the route counts it. A request without ``prompts``, or a
-query whose prompt cannot be located either way, is refused (422, naming ``prompts`` or
-``query.<i>``): scored whole, the question's own numbers would pay a response that has none.
+from the end of that suffix, and the route counts it. A request without ``prompts`` or
+``labels`` is refused (422 naming the field): that is the request's shape, not an item's.
 
-A missing ``labels`` or a null or empty label is refused (422 naming ``labels.<i>``): scored
-against nothing, a verifier would pay 0 for a right answer.
+Every item is answered, whatever happened to the others (a batch with one bad item scores the
+rest). OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward, and on
+an HTTP error it keeps the sample with a reward of ``None``, which fails the training step
+later, far from the cause. So an item that failed gets the spec's failed reward
+(:func:`failed_reward`: ``failed_reward``, else ``undecided_reward``; the spec's lowest
+reward, so that no failure is paid more than an answer), a score of 0, a 1 in
+``extra_logs.failed``, and an entry in the answer's ``errors`` (its index in the request, the
+error's code, field and message); the route logs and counts it. Failures of that kind: a
+null or empty label (``labels.<i>``: scored against nothing, a verifier would pay 0 for a
+right answer), a query whose prompt cannot be located either way (``query.<i>``: scored
+whole, the question's own numbers would pay a response that has none), an item error of the
+spec (a component's bad input, a ``score`` formula that cannot be computed for the item's
+values). OpenRLHF reads ``rewards``, ``scores`` and ``extra_logs`` and nothing else, so
+``errors`` reaches the gateway's log and a client that reads it, not OpenRLHF.
 
-OpenRLHF turns ``rewards`` into a tensor and so cannot carry a missing reward. A component
-the verifiers could not decide (``timeout``, ``internal_error``: a power tower, a huge
-factorial) takes the spec's ``undecided_reward`` in place of its own value, and the other
-components still apply (``tribunal.gateway.scorer``: an overlong penalty is not escaped by
-an answer sympy cannot finish); such an item gets a score of 0 and a 1 in
-``extra_logs.undecided``, since OpenRLHF would retry the sample into the same failure. Any
-other item error (bad input, a verifier down) refuses the whole request with that error (its
-class and status), rather than a made-up number; an undecided item under a spec without
-``undecided_reward`` refuses it as a ``configuration_error`` naming the setting.
+A component the verifiers could not decide (``timeout``, ``internal_error``: a power tower,
+a huge factorial) takes the spec's ``undecided_reward`` in place of its own value, and the
+other components still apply (``tribunal.gateway.scorer``: an overlong penalty is not
+escaped by an answer sympy cannot finish); such an item gets a score of 0 and a 1 in
+``extra_logs.undecided``. Only the infrastructure's own failures, which no item causes and a
+retry may cure (:data:`RETRIED`: a verifier down or full), refuse the request with their
+class and status (retryable), as a full queue does.
+
+``extra_logs`` holds the same keys for every item of a spec (each component, ``undecided``
+and ``failed``; 0 for a component without a value: skipped by a gate, or the item failed):
+OpenRLHF concatenates the samples' logs key by key, and a key one sample lacks makes
+``split_experience_batch`` refuse the batch (``Size of info[...] does not match``).
 """
 
 from __future__ import annotations
@@ -53,15 +67,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tribunal.gateway.expression import Formula, FormulaError
-from tribunal.wire.envelope import ItemResult
+from tribunal.gateway.scorer import DROPPABLE
+from tribunal.gateway.specs import RewardSpec
+from tribunal.wire.envelope import ItemError, ItemResult
 from tribunal.wire.errors import ERRORS_BY_CODE, BadInput, ConfigurationError, TribunalError
 
 MIN_TRUNCATED_PROMPT_CHARS = 32
 """The shortest prompt suffix a truncated query must start with: a shorter one (a template's
 last line) could start an unrelated query by chance."""
 
-UNDECIDED = frozenset({"timeout", "internal_error"})
-"""Item error classes that mean "the verifier could not decide this answer"."""
+_SCORED_PREFIX = re.compile(r"^items\.\d+\.?")
+
+RETRIED = DROPPABLE
+"""Item error classes that refuse the whole request (retryable) instead of failing the item:
+the infrastructure's (a verifier down, a queue full), which no item causes and a retry may
+cure (``tribunal.gateway.scorer.DROPPABLE``)."""
 # What decoding may leave around a prompt: whitespace, padding, BOS / EOS tokens.
 _PADDING = re.compile(
     r"(?:\s|<\|endoftext\|>|<\|pad\|>|<pad>|\[PAD\]|<\|finetune_right_pad_id\|>"
@@ -131,14 +151,27 @@ class GetRewardRequest(BaseModel):
         return self
 
 
+class FailedItem(ItemError):
+    """An item a trainer route answered with its spec's failed reward, and why."""
+
+    index: int = Field(ge=0, description="The item's position in the request (`query.<index>`).")
+
+
 class GetRewardResponse(BaseModel):
     """What OpenRLHF reads: ``rewards`` (advantages), ``scores`` (dynamic filtering: each in
-    [0, 1], the spec's ``score``) and ``extra_logs`` (logged per sample: here each spec
-    component's reward)."""
+    [0, 1], the spec's ``score``) and ``extra_logs`` (logged per sample: each spec component's
+    reward, ``undecided`` and ``failed``); and what it does not read: ``errors``, the items
+    that failed."""
 
     rewards: list[float]
     scores: list[float]
     extra_logs: dict[str, list[float]]
+    errors: list[FailedItem] = Field(
+        default_factory=list,
+        description="The items that failed, in request order: each was given the spec's "
+        "failed reward (`failed_reward`, else `undecided_reward`), a score of 0 and a 1 in "
+        "`extra_logs.failed`.",
+    )
 
 
 def rollout_fields(label: Any) -> dict[str, Any]:
@@ -220,11 +253,13 @@ def to_items(
     spec: str,
     end_tokens: tuple[str, ...] = (),
     truncated: list[int] | None = None,
-) -> list[dict[str, Any]]:
-    """One gateway item per query, for ``spec``: the response is what follows the prompt
-    (:func:`locate_response`, else what follows the part of it a truncated query kept:
-    :func:`locate_truncated_response`), without the end-of-sequence and padding tokens at its
-    end (:func:`strip_end_tokens`, with ``end_tokens`` and the request's own).
+) -> list[dict[str, Any] | BadInput]:
+    """One gateway item per query, for ``spec``, or the error that fails that query alone.
+
+    The response is what follows the prompt (:func:`locate_response`, else what follows the
+    part of it a truncated query kept: :func:`locate_truncated_response`), without the
+    end-of-sequence and padding tokens at its end (:func:`strip_end_tokens`, with
+    ``end_tokens`` and the request's own).
 
     Args:
         request: OpenRLHF's request.
@@ -233,10 +268,13 @@ def to_items(
         truncated: When given, the index of each query located as a truncated one is
             appended to it.
 
+    Returns:
+        Per query, its item, or a ``BadInput`` when its label is null or empty
+        (``field="labels.<i>"``) or it does not hold its prompt (``field="query.<i>"``).
+
     Raises:
-        BadInput: ``prompts`` or ``labels`` is missing (``field="prompts"`` / ``"labels"``),
-            a label is null or empty (``field="labels.<i>"``), or a query does not hold its
-            prompt (``field="query.<i>"``).
+        BadInput: ``prompts`` or ``labels`` is missing (``field="prompts"`` / ``"labels"``):
+            the request's shape, not an item's.
     """
     if request.prompts is None:
         raise BadInput(
@@ -249,38 +287,60 @@ def to_items(
             "labels: no labels; OpenRLHF sends each prompt's label from --data.label_key",
             field="labels",
         )
-    for index, label in enumerate(request.labels):
+    items: list[dict[str, Any] | BadInput] = []
+    for index, (query, prompt) in enumerate(zip(request.query, request.prompts, strict=True)):
+        label = request.labels[index]
         if label is None or (isinstance(label, str | list | dict) and not label):
-            raise BadInput(
-                f"labels.{index}: the label is {json.dumps(label)}; set --data.label_key to "
-                "the dataset's answer field (a null label would be scored against nothing)",
-                field=f"labels.{index}",
+            items.append(
+                BadInput(
+                    f"labels.{index}: the label is {json.dumps(label)}; set --data.label_key "
+                    "to the dataset's answer field (a null label would be scored against "
+                    "nothing)",
+                    field=f"labels.{index}",
+                )
             )
-    items = []
-    for index, query in enumerate(request.query):
-        prompt = request.prompts[index]
+            continue
         response = locate_response(query, prompt)
         if response is None:
             response = locate_truncated_response(query, prompt)
             if response is not None and truncated is not None:
                 truncated.append(index)
         if response is None:
-            raise BadInput(
-                f"query.{index}: its prompt (prompts.{index}) is not where the query starts, "
-                "even with padding and whitespace skipped, nor does the query start with its "
-                f"last {MIN_TRUNCATED_PROMPT_CHARS} characters or more (a truncated prompt)",
-                field=f"query.{index}",
+            items.append(
+                BadInput(
+                    f"query.{index}: its prompt (prompts.{index}) is not where the query "
+                    "starts, even with padding and whitespace skipped, nor does the query "
+                    f"start with its last {MIN_TRUNCATED_PROMPT_CHARS} characters or more (a "
+                    "truncated prompt)",
+                    field=f"query.{index}",
+                )
             )
+            continue
         response = strip_end_tokens(response, (*end_tokens, *request.end_tokens))
         item: dict[str, Any] = {"id": str(index), "spec": spec, "response": response}
         item["question"] = prompt
-        item.update(rollout_fields(request.labels[index]))
+        item.update(rollout_fields(label))
         items.append(item)
     return items
 
 
-def _undecided(result: ItemResult) -> bool:
-    return result.error is not None and result.error.code in UNDECIDED
+def failed_reward(spec: RewardSpec) -> float:
+    """The reward a trainer route gives a failed item of ``spec``: its ``failed_reward``,
+    else its ``undecided_reward``.
+
+    Raises:
+        ConfigurationError: The spec sets neither (asked before any item is scored, so that
+            every request to it is refused alike, not only those with a failed item).
+    """
+    value = spec.failed_reward if spec.failed_reward is not None else spec.undecided_reward
+    if value is None:
+        raise ConfigurationError(
+            f"spec {spec.name} sets neither failed_reward nor undecided_reward: the trainer "
+            "routes cannot carry a missing reward, so they need the value a failed item gets "
+            "(the spec's lowest reward)",
+            field="failed_reward",
+        )
+    return value
 
 
 def item_score(result: ItemResult, reward: float, score: Formula | None) -> float:
@@ -289,83 +349,108 @@ def item_score(result: ItemResult, reward: float, score: Formula | None) -> floa
 
     Raises:
         ConfigurationError: The formula reads a component the item has no reward for, fails,
-            or gives a value outside [0, 1] (the spec's ``score`` is wrong, not the item).
+            or gives a value outside [0, 1] (the spec's ``score`` is wrong for this item).
     """
     if score is None:
         return reward
-    subs = result.details.get("sub_rewards", {})
-    values = {name: sub.get("reward") for name, sub in subs.items() if isinstance(sub, dict)}
+    values = _component_rewards(result)
     values["reward"] = reward
     try:
-        value = score({name: float(values[name]) for name in score.names})  # type: ignore[arg-type]
+        value = score({name: float(values[name]) for name in score.names})
     except (KeyError, TypeError, FormulaError) as exc:
         raise ConfigurationError(
             f"the spec's score {score.source!r} cannot be computed for item {result.id}: "
-            f"{type(exc).__name__} {exc}"
+            f"{type(exc).__name__} {exc}",
+            field="score",
         ) from None
     if not 0.0 <= value <= 1.0:
         raise ConfigurationError(
             f"the spec's score {score.source!r} gave {value:g} for item {result.id}, outside "
-            "[0, 1]; OpenRLHF's dynamic filtering compares the mean score with (0, 1)"
+            "[0, 1]; OpenRLHF's dynamic filtering compares the mean score with (0, 1)",
+            field="score",
         )
     return value
 
 
-def to_response(
-    results: list[ItemResult], undecided_reward: float | None = None, score: Formula | None = None
-) -> GetRewardResponse:
-    """OpenRLHF's answer, or the first item error raised for the whole request.
+def _component_rewards(result: ItemResult) -> dict[str, Any]:
+    subs = result.details.get("sub_rewards", {})
+    return {name: sub.get("reward") for name, sub in subs.items() if isinstance(sub, dict)}
 
-    Args:
-        results: One per query, in order.
-        undecided_reward: The spec's reward for an item the verifiers could not decide
-            (:data:`UNDECIDED`); None refuses such a batch (non-retryable).
-        score: The spec's ``score`` formula (:func:`item_score`); an undecided item scores 0.
+
+def _outcome(
+    index: int, result: ItemResult | BadInput, score: Formula | None
+) -> tuple[float, float] | FailedItem:
+    """One item's (reward, score), or why it failed.
 
     Raises:
-        TribunalError: Some item has no reward and is not an undecided one given
-            ``undecided_reward`` (its class; the message counts them).
-        ConfigurationError: The spec's score cannot be computed (:func:`item_score`).
+        TribunalError: The item's error is one of :data:`RETRIED` (its class).
     """
-    failed = [
-        r
-        for r in results
-        if (r.error is not None or r.reward is None)
-        and not (undecided_reward is not None and _undecided(r))
-    ]
-    if failed:
-        first = failed[0]
-        code = first.error.code if first.error else "internal_error"
-        message = first.error.message if first.error else "no reward"
-        # Retrying an undecided item decides nothing: a configuration error, not a retry.
-        cls = ConfigurationError if _undecided(first) else ERRORS_BY_CODE.get(code, TribunalError)
-        hint = " (the spec sets no undecided_reward)" if _undecided(first) else ""
+    if isinstance(result, BadInput):
+        return FailedItem(index=index, **ItemError.from_exception(result).model_dump())
+    if result.error is not None and result.error.code in RETRIED:
+        cls = ERRORS_BY_CODE.get(result.error.code, TribunalError)
         raise cls(
-            f"{len(failed)} of {len(results)} items could not be scored{hint}; OpenRLHF cannot "
-            f"take a missing reward, so the batch is refused. First, item {first.id}: {message}",
-            field=f"query.{first.id}",
-            retry_after_s=1.0 if cls.retryable else None,
+            f"item {index}: {result.error.message}; retry when the verifier is back",
+            field=f"query.{index}",
+            retry_after_s=1.0,
         )
-    undecided = [_undecided(r) or bool(r.details.get("undecided")) for r in results]
-    rewards = [
-        float(undecided_reward)
-        if r.reward is None and undecided_reward is not None
-        else float(r.reward or 0)
-        for r in results
-    ]
-    scores = [
-        0.0 if flag else item_score(r, reward, score)
-        for r, reward, flag in zip(results, rewards, undecided, strict=True)
-    ]
-    logs: dict[str, list[float]] = {}
-    names = results[0].details.get("sub_rewards", {}) if results else {}
-    for name in names:
-        values = [r.details.get("sub_rewards", {}).get(name, {}).get("reward") for r in results]
-        if all(isinstance(v, int | float) for v in values):
-            logs[name] = [float(v) for v in values]
-    if any(undecided):
-        logs["undecided"] = [float(flag) for flag in undecided]
-    return GetRewardResponse(rewards=rewards, scores=scores, extra_logs=logs)
+    if result.error is not None or result.reward is None:
+        error = result.error or ItemError(
+            code="internal_error", message="no reward", retryable=False
+        )
+        # A schema error names the item's place among those scored (``items.<k>.``), which
+        # is not its place in the request: ``index`` says that.
+        field = _SCORED_PREFIX.sub("", error.field or "") or None
+        return FailedItem(index=index, **error.model_dump(exclude={"field"}), field=field)
+    try:
+        value = 0.0 if result.details.get("undecided") else item_score(result, result.reward, score)
+    except ConfigurationError as exc:
+        return FailedItem(index=index, **ItemError.from_exception(exc).model_dump())
+    return result.reward, value
+
+
+def to_response(
+    results: list[ItemResult | BadInput],
+    components: list[str],
+    failed: float,
+    score: Formula | None = None,
+) -> GetRewardResponse:
+    """OpenRLHF's answer: every item's reward, score and logs, and the items that failed.
+
+    Args:
+        results: One per query, in order: its result, or the error that kept it from being
+            scored (:func:`to_items`).
+        components: The spec's component names (the keys of ``extra_logs`` beside
+            ``undecided`` and ``failed``).
+        failed: The reward of an item that failed (:func:`failed_reward`).
+        score: The spec's ``score`` formula (:func:`item_score`); an undecided or failed
+            item scores 0.
+
+    Raises:
+        TribunalError: Some item's error is the infrastructure's (:data:`RETRIED`): the
+            request is refused with its class, retryable.
+    """
+    answer = GetRewardResponse(rewards=[], scores=[], extra_logs={}, errors=[])
+    logs: dict[str, list[float]] = {name: [] for name in (*components, "undecided", "failed")}
+    for index, result in enumerate(results):
+        outcome = _outcome(index, result, score)
+        is_failed = isinstance(outcome, FailedItem)
+        reward, value = (failed, 0.0) if isinstance(outcome, FailedItem) else outcome
+        answer.rewards.append(reward)
+        answer.scores.append(value)
+        if isinstance(outcome, FailedItem):
+            answer.errors.append(outcome)
+        subs = {} if is_failed or isinstance(result, BadInput) else _component_rewards(result)
+        for name in components:
+            sub = subs.get(name)
+            logs[name].append(float(sub) if isinstance(sub, int | float) else 0.0)
+        undecided = (
+            not is_failed and isinstance(result, ItemResult) and result.details.get("undecided")
+        )
+        logs["undecided"].append(1.0 if undecided else 0.0)
+        logs["failed"].append(1.0 if is_failed else 0.0)
+    answer.extra_logs = logs
+    return answer
 
 
 def check_spec(spec: str, known: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
     check_spec,
+    failed_reward,
     to_items,
     to_response,
 )
@@ -30,7 +31,7 @@ from tribunal.gateway.slime import SlimeRewardRequest
 from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
 from tribunal.wire.envelope import ScoreItem, ScoreResponse, score_response_model
-from tribunal.wire.errors import QueueUnavailable, ScoringTimeout, TribunalError
+from tribunal.wire.errors import BadInput, QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,6 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
 
     Raises:
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
-        BadInput: No item of the batch is valid.
         QueueFull: A verifier shed this batch's items, or this process already scores
             ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items and nothing of the batch was
             started (429, ``Retry-After``; counted in ``tribunal_request_errors_total``).
@@ -198,26 +198,53 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
 
 
 def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:
-    """The gateway's verifier, once ``spec`` is known to it.
+    """The gateway's verifier, once ``spec`` is known to it and can answer a trainer route.
 
     Raises:
         BadInput: An unknown spec, naming the known ones.
+        ConfigurationError: The spec has no reward for a failed item (:func:`failed_reward`).
     """
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     check_spec(spec, verifier.specs)
+    failed_reward(verifier.specs[spec].spec)
     return verifier
 
 
 async def _spec_rewards(
-    items: list[dict[str, Any]], spec: str, verifier: GatewayVerifier, runtime: AppRuntime
+    items: list[dict[str, Any] | BadInput],
+    spec: str,
+    verifier: GatewayVerifier,
+    runtime: AppRuntime,
+    route: str,
+    sample: str,
 ) -> GetRewardResponse:
     """The rewards of a trainer route's items under ``spec``, in OpenRLHF's shape (the slime
-    routes read theirs from it)."""
-    text = await score_here(runtime, items)
+    routes read theirs from it); items that failed are logged (with ``sample``, the request
+    described) and counted in ``tribunal_trainer_items_failed_total``."""
+    valid = [item for item in items if not isinstance(item, BadInput)]
+    scored = iter(
+        ScoreResponse.model_validate_json(await score_here(runtime, valid)).results if valid else []
+    )
+    results = [item if isinstance(item, BadInput) else next(scored) for item in items]
     loaded = verifier.specs[spec]
-    results = ScoreResponse.model_validate_json(text).results
-    return to_response(results, loaded.spec.undecided_reward, loaded.score)
+    answer = to_response(
+        results, list(loaded.spec.components), failed_reward(loaded.spec), loaded.score
+    )
+    for failure in answer.errors:
+        runtime.metrics.trainer_items_failed.labels(route, spec, failure.code).inc()
+        logger.warning(
+            "%s item %d failed (%s), given the spec's failed reward %g: spec %r, %s; %s: %r",
+            route,
+            failure.index,
+            failure.code,
+            answer.rewards[failure.index],
+            _excerpt(spec, 64),
+            sample,
+            failure.field or "-",
+            failure.message,
+        )
+    return answer
 
 
 def _excerpt(value: Any, limit: int = 80) -> str:
@@ -283,17 +310,18 @@ def _note_truncation(
 async def _get_reward(
     body: GetRewardRequest, spec: str, runtime: AppRuntime, end_tokens: tuple[str, ...]
 ) -> GetRewardResponse:
+    prompt = body.prompts[0] if body.prompts else body.query[0]
+    label = body.labels[0] if body.labels else None
+    sample = f"prompt {_excerpt(prompt)!r}, label {_excerpt(label)!r} ({len(body.query)} queries)"
+
     async def answer() -> GetRewardResponse:
         verifier = _gateway_for(spec, runtime)
         truncated: list[int] = []
         items = to_items(body, spec, end_tokens, truncated)
         if truncated:
             _note_truncation(spec, len(truncated), len(body.query), verifier, runtime)
-        return await _spec_rewards(items, spec, verifier, runtime)
+        return await _spec_rewards(items, spec, verifier, runtime, "openrlhf", sample)
 
-    prompt = body.prompts[0] if body.prompts else body.query[0]
-    label = body.labels[0] if body.labels else None
-    sample = f"prompt {_excerpt(prompt)!r}, label {_excerpt(label)!r} ({len(body.query)} queries)"
     return await _counted("openrlhf", spec, runtime, sample, answer())
 
 
@@ -328,15 +356,29 @@ async def get_reward_spec(
     return await _get_reward(body, spec, runtime, end_tokens)
 
 
+def _item_error_header(answer: GetRewardResponse) -> dict[str, str]:
+    """``Tribunal-Item-Error: <code>; field=<field>`` for a failed slime sample (printable
+    ASCII only: a header cannot carry the rest)."""
+    if not answer.errors:
+        return {}
+    failure = answer.errors[0]
+    value = failure.code + (f"; field={failure.field}" if failure.field else "")
+    return {"Tribunal-Item-Error": "".join(c for c in value if " " <= c <= "~")}
+
+
 async def _slime_result(
-    body: SlimeRewardRequest, spec: str, runtime: AppRuntime
+    body: SlimeRewardRequest, spec: str, runtime: AppRuntime, response: Response
 ) -> GetRewardResponse:
+    sample = f"prompt {_excerpt(body.prompt)!r}, label {_excerpt(body.label)!r}"
+
     async def answer() -> GetRewardResponse:
         verifier = _gateway_for(spec, runtime)
-        return await _spec_rewards([to_slime_item(body, spec)], spec, verifier, runtime)
+        item = to_slime_item(body, spec)
+        return await _spec_rewards([item], spec, verifier, runtime, "slime", sample)
 
-    sample = f"prompt {_excerpt(body.prompt)!r}, label {_excerpt(body.label)!r}"
-    return await _counted("slime", spec, runtime, sample, answer())
+    result = await _counted("slime", spec, runtime, sample, answer())
+    response.headers.update(_item_error_header(result))
+    return result
 
 
 @router.post(
@@ -346,10 +388,13 @@ async def _slime_result(
     tags=["slime"],
     responses=ERROR_RESPONSES,
 )
-async def slime_reward(spec: str, body: SlimeRewardRequest, runtime: RuntimeDep) -> float:
+async def slime_reward(
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
+) -> float:
     """slime ``--rm-type remote_rm --rm-url http://host:8100/slime/<spec>``: the reward of
-    ``spec`` for one sample, as a bare number (what slime uses without ``--reward-key``)."""
-    answer = await _slime_result(body, spec, runtime)
+    ``spec`` for one sample, as a bare number (what slime uses without ``--reward-key``); a
+    sample that failed gets the spec's failed reward and a ``Tribunal-Item-Error`` header."""
+    answer = await _slime_result(body, spec, runtime, response)
     return float(answer.rewards[0])
 
 
@@ -361,11 +406,12 @@ async def slime_reward(spec: str, body: SlimeRewardRequest, runtime: RuntimeDep)
     responses=ERROR_RESPONSES,
 )
 async def slime_reward_components(
-    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
 ) -> dict[str, float]:
-    """slime with ``--reward-key reward``: ``{"reward": r, "<component>": ...}``, every
-    component of ``spec`` beside the reward (slime keeps the whole mapping in the sample)."""
-    answer = await _slime_result(body, spec, runtime)
+    """slime with ``--reward-key reward``: ``{"reward": r, "<component>": ..., "undecided",
+    "failed"}``, every component of ``spec`` beside the reward (slime keeps the whole mapping
+    in the sample); a sample that failed also gets a ``Tribunal-Item-Error`` header."""
+    answer = await _slime_result(body, spec, runtime, response)
     logs = {name: values[0] for name, values in answer.extra_logs.items()}
     return {"reward": float(answer.rewards[0]), **logs}
 
@@ -391,9 +437,11 @@ async def get_reward_keyed(
     tags=["slime"],
     responses=ERROR_RESPONSES,
 )
-async def slime_reward_keyed(spec: str, body: SlimeRewardRequest, runtime: RuntimeDep) -> float:
+async def slime_reward_keyed(
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
+) -> float:
     """``POST /slime/<spec>`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
-    return await slime_reward(spec, body, runtime)
+    return await slime_reward(spec, body, runtime, response)
 
 
 @keyed.post(
@@ -404,7 +452,7 @@ async def slime_reward_keyed(spec: str, body: SlimeRewardRequest, runtime: Runti
     responses=ERROR_RESPONSES,
 )
 async def slime_reward_components_keyed(
-    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep
+    spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
 ) -> dict[str, float]:
     """``POST /slime/<spec>/components`` with ``TRIBUNAL_API_KEY`` as the path's ``token``."""
-    return await slime_reward_components(spec, body, runtime)
+    return await slime_reward_components(spec, body, runtime, response)

@@ -6,9 +6,16 @@ retrying it ten times) and uses the JSON reply as the sample's reward: a number,
 ``--reward-key K`` a mapping read at ``K``. Here the sample becomes one rollout of a reward
 spec, as on OpenRLHF's route: ``response`` is the response, ``question`` the prompt (the text
 of its messages when slime sends a chat list), and the label the ``ground_truth``, or, when
-it is a JSON object, rollout fields merged in. An answer the verifiers could not decide gets
-the spec's ``undecided_reward``; any other item error is the request's error (its status),
-which slime's retries then surface.
+it is a JSON object, rollout fields merged in.
+
+slime turns a non-2xx answer, after its retries, into an exception that stops the rollout,
+and its reward is a number: so a sample that fails (a null or empty label, an item error of
+the spec) is answered 200 with the spec's failed reward, as on OpenRLHF's route
+(``tribunal.gateway.openrlhf``), and the failure is in the answer's ``Tribunal-Item-Error``
+header (``<code>; field=<field>``), in ``failed: 1`` of ``/slime/<spec>/components``, in the
+gateway's log and in ``tribunal_trainer_items_failed_total``. A component the verifiers could
+not decide takes the spec's ``undecided_reward``. Only a verifier down or full refuses the
+request (retryable, its status), which slime retries.
 """
 
 from __future__ import annotations
@@ -38,17 +45,14 @@ def prompt_text(prompt: str | list[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
 
 
-def to_item(request: SlimeRewardRequest, spec: str) -> dict[str, Any]:
-    """The gateway item of one slime sample, for ``spec``.
-
-    Raises:
-        BadInput: The label is null or empty (``field="label"``): without it a verifier would
-            score against nothing.
-    """
+def to_item(request: SlimeRewardRequest, spec: str) -> dict[str, Any] | BadInput:
+    """The gateway item of one slime sample, for ``spec``, or the ``BadInput`` that fails it:
+    a null or empty label (``field="label"``; without it a verifier would score against
+    nothing)."""
     if request.label is None or (
         isinstance(request.label, str | list | dict) and not request.label
     ):
-        raise BadInput(
+        return BadInput(
             "label: slime sends the sample's label (--label-key); it is null or empty",
             field="label",
         )

@@ -30,8 +30,16 @@ component's value is replaced, and the others (an overlong penalty, a tool-call 
 apply, on every route (``tribunal.gateway.scorer``; the item's ``details.undecided`` names
 the components). It is also the item's reward when the formula is undefined for its values
 (an overflow; a division by a component is refused at load). Trainer routes mark such items
-in ``extra_logs.undecided``. Without it, an undecided component fails the item, and
-OpenRLHF's route refuses the batch with a non-retryable error.
+in ``extra_logs.undecided``. Without it, an undecided component fails the item.
+
+``failed_reward`` is what the trainer routes (OpenRLHF's ``/get_reward``, slime's
+``/slime/<spec>``) give an item that failed (a bad label, a query without its prompt, an
+error of its own): those trainers hold rewards in tensors, which cannot carry a missing one,
+and an HTTP error would cost the whole request. It should be the spec's lowest reward, so
+that no failure is paid more than an answer; the item is listed in the answer's ``errors``
+(index, code, field), flagged in ``extra_logs.failed``, logged and counted. Without it the
+routes use ``undecided_reward``, and a spec with neither is refused on them
+(``tribunal.gateway.openrlhf.failed_reward``).
 
 Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
 (``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
@@ -225,8 +233,14 @@ class RewardSpec(_Model):
     )
     undecided_reward: float | None = Field(
         default=None,
-        description="The reward OpenRLHF's route gives an item whose answer could not be "
-        "decided (timeout, internal_error); null: such a batch is refused, not retried.",
+        description="The value of a component whose verifier could not decide it (timeout, "
+        "internal_error); the other components still apply. null: such an item fails.",
+    )
+    failed_reward: float | None = Field(
+        default=None,
+        description="The reward the trainer routes (OpenRLHF, slime), which cannot carry a "
+        "missing one, give an item that failed (bad input, an error of its own); it is listed "
+        "with its error. null: `undecided_reward`; a spec with neither is refused there.",
     )
     reverify: Literal["stateless", "stateful"] = Field(
         default="stateless",
@@ -241,8 +255,10 @@ class RewardSpec(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardSpec:
-        if self.undecided_reward is not None and not math.isfinite(self.undecided_reward):
-            raise ValueError("undecided_reward must be a finite number")
+        for name in ("undecided_reward", "failed_reward"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number")
         for name in self.components:
             if not re.match(_NAME, name) or name in FUNCTIONS:
                 raise ValueError(f"component name {name!r}: lowercase identifier, not a function")
@@ -325,11 +341,11 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
         score = parse_formula(spec.score, {*spec.components, "reward"}) if spec.score else None
     except FormulaError as exc:
         raise SpecError(f"{origin}: score: {exc}") from None
-    # A spec without a score hashes as it did before the field existed; the audit moves no
-    # reward, so a spec's hash is the same with or without one.
-    exclude = {"description", "sources", "audit", "reverify"} | (
-        {"score"} if spec.score is None else set()
-    )
+    # A spec without a score or a failed_reward hashes as it did before the field existed;
+    # the audit moves no reward, so a spec's hash is the same with or without one.
+    exclude = {"description", "sources", "audit", "reverify"} | {
+        name for name in ("score", "failed_reward") if getattr(spec, name) is None
+    }
     payload = spec.model_dump(mode="json", exclude=exclude)
     for component in payload["components"].values():
         component.pop("description", None)

@@ -135,8 +135,9 @@ class _Calls:
             if len(results) != len(sinks):
                 raise InternalError(f"{verifier} answered {len(results)} results for {len(sinks)}")
         except BadInput as exc:
-            # The verifier refuses a batch whole only when no item of it is valid: give each
-            # item its own reason where its schema is known here.
+            # A verifier refuses a batch whole for its shape, and one of a release before
+            # issue 36 also when no item of it is valid: give each item its own reason where
+            # its schema is known here.
             for item, sink in zip(self.items[verifier], sinks, strict=True):
                 sink(_own_error(verifier, item, exc))
             return
