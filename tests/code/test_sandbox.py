@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -75,6 +77,60 @@ def test_kill_uid_kills_only_that_uid() -> None:
         proc.kill()
 
 
+def _orphan(uid: int) -> int:
+    """A process of ``uid`` that is not this process's descendant (its parent exited): what
+    a sandbox of a code worker in a container without a user namespace is, seen from the host."""
+    shell = subprocess.run(
+        ["/bin/sh", "-c", "/bin/sleep 60 >/dev/null 2>&1 & echo $!"],
+        user=uid,
+        group=uid,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(shell.stdout)
+    deadline = time.monotonic() + 2
+    while pid not in processes_of_uid(uid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pid in processes_of_uid(uid)
+    return pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run as another uid")
+def test_a_sweep_spares_a_process_of_the_uid_that_is_not_its_own() -> None:
+    # A sandbox of a containerised code worker runs as the same host uid as this service's
+    # slot: sweeping every process of the uid killed it mid-item (the compose test's
+    # "killed by SIGKILL" sandbox_error while the host's suite ran).
+    uid = 63510
+    pid = _orphan(uid)
+    try:
+        assert kill_uid(uid) == 0
+        assert processes_of_uid(uid) == [pid]
+        # Without pid namespaces (isolation none), a program's daemon is nobody's child.
+        assert kill_uid(uid, descendants_only=False) == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-slot uids need root")
+def test_a_pool_skips_a_block_whose_uids_run_another_services_processes(
+    tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    pid = _orphan(63601)
+    try:
+        pool = SlotPool(CodeConfig(slots=1, uid_base=63600), str(tmp_path))
+        try:
+            assert pool.uids == [63602, 63603]
+        finally:
+            pool.close()
+        assert "slot uids 63600-63601 run processes of another service" in caplog.text
+        assert processes_of_uid(63601) == [pid]  # claimed around, not killed
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_memory_cgroups_are_made_and_what_a_dead_service_left_is_removed() -> None:
     cgroups = MemoryCgroups.detect()
     if cgroups.version is None or cgroups.base is None:
@@ -91,6 +147,7 @@ def test_memory_cgroups_are_made_and_what_a_dead_service_left_is_removed() -> No
 
 
 _DETECT = """
+import contextlib
 import json
 from tribunal.code.cgroup import MemoryCgroups
 cgroups = MemoryCgroups.detect()

@@ -263,7 +263,7 @@ class Runner:
             session = await task
             if session is not None:
                 await session.close()
-            sweep(uid)
+            sweep(uid, confined=self.config.isolation == "bwrap")
             if session is not None:
                 await _remove_cgroup(session)
         while self._cleanups:
@@ -326,7 +326,7 @@ class Runner:
         sessions = [*lease.used, *([lease.spare] if lease.spare else [])]
         for session in sessions:
             await session.close()
-        sweep(lease.uid)
+        sweep(lease.uid, confined=self.config.isolation == "bwrap")
         for session in sessions:
             await _remove_cgroup(session)
 

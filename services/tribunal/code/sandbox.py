@@ -380,14 +380,31 @@ def limits_prefix(uid: int | None, limits: SandboxLimits) -> list[str] | None:
     return [*prefix, "--"]
 
 
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process owned by host ``uid``; return how many were signalled."""
+def kill_uid(uid: int, descendants_only: bool = True) -> int:
+    """SIGKILL every process owned by host ``uid`` that descends from this process (a
+    sandbox of this service's), or with ``descendants_only`` False every one; return how many
+    were signalled.
+
+    Only descendants, where sandboxes have pid namespaces of their own: a uid is this pool's
+    by a lock file, and a lock file is only seen by the processes that share its folder. A
+    code worker in a container without a user namespace (Docker's and rootful podman's
+    default) runs its sandboxes as the same host uids as a service on the host, or in another
+    container, whose lock folder it cannot see: a sweep of every process of the uid killed the
+    other's sandboxes mid-item (``sandbox_error``, "killed by SIGKILL", no output). A
+    sandbox's own processes all descend from the service: its pid namespace ends with its pid
+    1, the driver, a child of bwrap, a child of this process. Without pid namespaces
+    (``TRIBUNAL_CODE_ISOLATION=none``, for development), a double-forked daemon of a program
+    is init's child, not ours: every process of the uid is killed there.
+    """
     killed = 0
+    ours = os.getpid() if descendants_only else None
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             if entry.stat().st_uid != uid:
+                continue
+            if ours is not None and not _descends_from(int(entry.name), ours):
                 continue
             pidfd = os.pidfd_open(int(entry.name))
         except OSError:
@@ -402,6 +419,27 @@ def kill_uid(uid: int) -> int:
         finally:
             os.close(pidfd)
     return killed
+
+
+_MAX_ANCESTORS = 64
+"""How far up its parents a process is followed to find this one (a sandbox is a few deep)."""
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is among ``pid``'s parents, read from ``/proc`` (False where a
+    parent cannot be read: the process is gone)."""
+    for _ in range(_MAX_ANCESTORS):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                pid = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
 
 
 def processes_of_uid(uid: int) -> list[int]:
@@ -480,11 +518,22 @@ class SlotPool:
                     os.close(fd)
                     break
                 held.append((fd, path))
-            if len(held) == width:
+            # A block whose uids run processes is someone else's, whatever the lock files say
+            # (a service in another container, or on the host, sees other lock files). A
+            # crashed owner leaves none: bwrap dies with it, and its pid namespace with bwrap.
+            locked = len(held) == width
+            busy = locked and any(processes_of_uid(uid) for uid in range(base, base + width))
+            if locked and not busy:
                 self._lock_fds = held
-                for uid in range(base, base + width):
-                    kill_uid(uid)  # whatever a crashed previous owner left behind
                 return base
+            if busy:
+                logger.warning(
+                    "slot uids %d-%d run processes of another service (a code worker in a "
+                    "container without a user namespace shares the host's uids): skipping "
+                    "them; give each code worker on a host a TRIBUNAL_CODE_UID_BASE of its own",
+                    base,
+                    base + width - 1,
+                )
             for fd, _ in held:
                 os.close(fd)
         raise ConfigurationError(f"no free block of {width} slot uids from {config.uid_base}")
@@ -510,10 +559,12 @@ class SlotPool:
             self._free.put_nowait(slot)
 
 
-def sweep(uid: int | None) -> None:
-    """Kill whatever a released uid still runs (belt and braces after the pid namespace)."""
+def sweep(uid: int | None, *, confined: bool) -> None:
+    """Kill whatever a released uid still runs (belt and braces after the pid namespace):
+    where sandboxes are ``confined`` to pid namespaces of their own, only this process's
+    descendants (see :func:`kill_uid`)."""
     if uid is not None:
-        left = kill_uid(uid)
+        left = kill_uid(uid, descendants_only=confined)
         if left:
             logger.debug("killed %d leftover process(es) of uid %d", left, uid)
 

@@ -378,7 +378,7 @@ def _death(result: CellResult) -> str:
 async def _teardown(sandbox: SandboxSession, uid: int | None) -> None:
     """Kill a sandbox, sweep its uid and remove its cgroup."""
     await sandbox.close()
-    sweep(uid)
+    sweep(uid, confined=sandbox.pid1)
     if sandbox.cgroup is None:
         return
     for _ in range(50):
