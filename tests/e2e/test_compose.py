@@ -229,7 +229,7 @@ in_containers = pytest.mark.skipif(
 def check_readme_answer(command: str, answer: dict[str, Any]) -> str:
     """Check one README curl answer by what it asks; returns the kind of example it was."""
     if "error" in answer:
-        # The one documented failure: a field missing, named by the error.
+        # A request that is no batch (no items): refused, the field named.
         assert answer["error"]["code"] == "bad_input" and answer["error"]["field"], answer
         return "error"
     if re.search(r"/v1/jobs/\w", command):
@@ -249,8 +249,13 @@ def check_readme_answer(command: str, answer: dict[str, Any]) -> str:
     if "results" not in answer:  # a listing (the gateway's specs): an answer, not an error
         assert answer, command
         return path
+    kind = path
     for result in answer["results"]:
-        if result["reward"] is None:
+        if result["reward"] is None and result["error"]["code"] == "bad_input":
+            # The documented item failure: a field missing, named by the item's error.
+            assert result["error"]["field"], result
+            kind = "error"
+        elif result["reward"] is None:
             # No judge model runs without the gpu profile: the documented answer.
             assert result["error"]["code"] == "backend_unavailable", result
         elif "/v1/math/" in command or "/v1/code/" in command:
@@ -258,7 +263,7 @@ def check_readme_answer(command: str, answer: dict[str, Any]) -> str:
         else:
             # Gateway specs may combine rewards by a formula, below 0 or above 1.
             assert math.isfinite(result["reward"]), result
-    return path
+    return kind
 
 
 def host_oom_kills() -> list[str]:
