@@ -25,6 +25,7 @@ from tests.conftest import ROOT, RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
 from tribunal.client import TribunalClient
 from tribunal.core.queue.keys import Keys
+from tribunal.core.request_models import job_request_model
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text
 from tribunal.gateway import audit as audit_module
 from tribunal.gateway.audit import (
@@ -109,6 +110,33 @@ def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path
     assert (request.step, request.policy_version) == (120, "ckpt-120")
     gateway = GatewayVerifier({"lenient_math": loaded}, lambda: ScriptedClient({}))
     gateway.item_model.model_validate(request.items[0])
+    job = page.split("<!-- tribunal:audit-job -->\n```json\n", 1)[1].split("```")[0]
+    body = job_request_model(gateway).model_validate_json(job)
+    assert body.step == 120  # type: ignore[attr-defined]
+    [item] = body.items  # type: ignore[attr-defined]
+    assert gateway.at_step(item, body.step).trainer_step == 120  # type: ignore[attr-defined]
+
+
+async def test_the_documented_format_only_spec_and_signatures_answer() -> None:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:format-only-spec -->\n```yaml\n", 1)[1].split("```")[0]
+    loaded = load_spec_text(block)
+    assert loaded.format_terms == {"math": False, "tags": True}
+    answer = page.split("<!-- tribunal:signatures-answer -->\n```json\n", 1)[1].split("```")[0]
+    [documented] = orjson.loads(answer)["specs"]
+    # The documented answer has the keys of a real one.
+    client = ScriptedClient({"math": const(1.0)})
+    gateway = GatewayVerifier({"tagged_math": loaded}, lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    raw = {"id": "a", "spec": "tagged_math", "response": "<answer>7</answer>", "ground_truth": "7"}
+    items = [gateway.item_model.model_validate(raw)]
+    auditor.after(items, await gateway.score_results(items, gateway_info()), step=0)
+    await auditor.drain()
+    [real] = await signature_report(gateway, auditor.store)
+    assert set(real) == set(documented)
+    assert set(real["windows"][0]) == set(documented["windows"][0])
+    assert real["windows"][0]["format_share"] == pytest.approx(0.2 / 1.2, abs=1e-6)
+    await gateway.aclose()
 
 
 def test_an_audit_names_another_served_spec_and_moves_no_hash(
