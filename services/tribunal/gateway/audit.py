@@ -303,10 +303,7 @@ class RedisAuditStore:
 
     async def windows(self, spec: str) -> list[tuple[str, dict[str, float]]]:
         """See :class:`AuditStore`."""
-        names = [
-            w.decode() if isinstance(w, bytes) else str(w)
-            for w in await self._redis.zrange(self._key(spec, "windows"), 0, -1)
-        ]
+        names = await self._window_names(self._key(spec, "windows"))
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.hgetall(self._key(spec, "w", name))
@@ -316,6 +313,13 @@ class RedisAuditStore:
             if raw:
                 out.append((name, {_text(k): float(v) for k, v in raw.items()}))
         return out
+
+    async def _window_names(self, key: str) -> list[str]:
+        """The window names of the sorted set ``key``, by order."""
+        return [
+            w.decode() if isinstance(w, bytes) else str(w)
+            for w in await self._redis.zrange(key, 0, -1)
+        ]
 
     async def items(self, spec: str) -> list[AuditPair]:
         """See :class:`AuditStore`."""
@@ -343,7 +347,7 @@ class RedisAuditStore:
 
     async def signature_windows(self, spec: str) -> list[tuple[str, dict[str, int]]]:
         """See :class:`AuditStore`."""
-        names = [_text(w) for w in await self._redis.zrange(self._key(spec, "sigwindows"), 0, -1)]
+        names = await self._window_names(self._key(spec, "sigwindows"))
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.hgetall(self._key(spec, "s", name))

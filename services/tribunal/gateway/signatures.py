@@ -46,6 +46,9 @@ format-only component)."""
 NGRAM = 4
 """Words per n-gram of ``repetition``."""
 
+_SUMS = ("items", *SIGNATURES)
+"""A window's sums, in :func:`batch_signatures`' order."""
+
 
 def repetition(text: str) -> float:
     """The share of word ``NGRAM``-grams of ``text`` that repeat an earlier one, in [0, 1].
@@ -147,31 +150,38 @@ def batch_signatures(
     Returns:
         The counters for /metrics and the sums per window (:class:`SignatureTally`).
     """
-    tally = SignatureTally()
-    counters = tally.counters
     shares = format_terms or {}
     seen: set[tuple[str, str, bytes]] = set()
-
+    # Per (spec, window): [order, items, length, repetition, duplicate, uncommitted,
+    # no_region, format_share], as plain integers: named sums are built once per window at
+    # the end, not per item.
+    sums: dict[tuple[str, str], list[Any]] = {}
     for spec, group, response, details, window, order in rows:
         text = response if isinstance(response, str) else ""
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         duplicate = (spec, group, digest) in seen
         seen.add((spec, group, digest))
         uncommitted, no_region = _math_flags(details)
-        values = {
-            "items": 1,
-            "length": len(text),
-            "repetition": round(repetition(text) * MICRO),
-            "duplicate": MICRO * duplicate,
-            "uncommitted": MICRO * uncommitted,
-            "no_region": MICRO * no_region,
-        }
+        at = sums.get((spec, window))
+        if at is None:
+            at = sums[(spec, window)] = [order, 0, 0, 0, 0, 0, 0, 0]
+        at[1] += 1
+        at[2] += len(text)
+        at[3] += round(repetition(text) * MICRO)
+        at[4] += MICRO * duplicate
+        at[5] += MICRO * uncommitted
+        at[6] += MICRO * no_region
         terms = shares.get(spec)
         if terms is not None:
-            values["format_share"] = round(format_share(details, terms) * MICRO)
-        _, sums = tally.windows.setdefault((spec, window), (order, {}))
-        for name, amount in values.items():
+            at[7] += round(format_share(details, terms) * MICRO)
+    tally = SignatureTally()
+    counters = tally.counters
+    for (spec, window), (order, *values) in sums.items():
+        named = dict(zip(_SUMS, values, strict=True))
+        if spec not in shares:
+            del named["format_share"]
+        tally.windows[(spec, window)] = (order, named)
+        for name, amount in named.items():
             key = f"sig{SEP}{spec}{SEP}{name}"
             counters[key] = counters.get(key, 0) + amount
-            sums[name] = sums.get(name, 0) + amount
     return tally
