@@ -19,9 +19,10 @@ Rate ``-1`` is the gateway with neither audits nor hack signatures
 ``signatures_overhead`` is rate 0 against it.
 
 ``redis_bytes_per_million`` is what Redis holds of one spec's audits after ``--fill`` items
-(a batch of 512 per trainer step, windows of 10 steps, every item audited): the sum of
-``MEMORY USAGE`` of its keys. The store keeps the last 1,000 windows and 1,000 pairs, so the
-figure is bounded whatever the number of items.
+(a batch of 512 per trainer step, windows of 10 steps, every item audited, the hack
+signatures' sums written once per step as the auditor writes them): the sum of
+``MEMORY USAGE`` of its keys. The store keeps the last 1,000 windows (of pairs and of
+signatures) and 1,000 pairs, so the figure is bounded whatever the number of items.
 """
 
 from __future__ import annotations
@@ -138,12 +139,22 @@ async def fill(url: str, total: int) -> dict[str, Any]:
             for i in range(per_step)
         ]
         await store.add("train", float(step - step % 10), pairs)
+        sums = {"items": per_step, "length": 40 * per_step, "repetition": 0, "duplicate": 0}
+        await store.add_signatures("train", window, float(step - step % 10), sums)
     keys = [k async for k in client.scan_iter(match="fill:audit:*", count=1000)]
     used = sum([await client.memory_usage(k) or 0 for k in keys])
     windows = len(await store.windows("train"))
     kept = len(await store.items("train"))
+    signed = len(await store.signature_windows("train"))
     await client.aclose()
-    return {"items": total, "keys": len(keys), "bytes": used, "windows": windows, "pairs": kept}
+    return {
+        "items": total,
+        "keys": len(keys),
+        "bytes": used,
+        "windows": windows,
+        "pairs": kept,
+        "signature_windows": signed,
+    }
 
 
 def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -165,7 +176,14 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
             title=f"{report['items']:,} items per pass, {report['rounds']} rounds",
         ),
         results.table(
-            ["items audited", "Redis keys", "Redis bytes", "windows kept", "pairs kept"],
+            [
+                "items audited",
+                "Redis keys",
+                "Redis bytes",
+                "windows kept",
+                "pairs kept",
+                "signature windows kept",
+            ],
             [
                 [
                     f"{memory['items']:,}",
@@ -173,6 +191,7 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
                     f"{memory['bytes']:,}",
                     memory["windows"],
                     memory["pairs"],
+                    memory.get("signature_windows", "-"),
                 ]
             ],
             title="The audit store of one spec",

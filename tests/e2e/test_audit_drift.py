@@ -28,6 +28,7 @@ import pytest
 from tests.conftest import RedisServer, RunningService, redis_env
 from tribunal.client import SyncTribunalClient
 from tribunal.gateway.audit import audited
+from tribunal.trainer.config import GRPOConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -174,3 +175,88 @@ def test_jobs_through_the_gateway_worker_are_audited_by_time(gateway: str) -> No
         assert [(w["n"], w["gap"]) for w in timed] == [(4, 1.0)]
         ids = {i["id"] for i in report["lenient_math"]["items"]}
         assert {f"job-{k}" for k in range(4)} <= ids
+
+
+def _signatures(client: httpx.Client, spec: str, items: int) -> list[dict[str, Any]]:
+    """``spec``'s signature windows once ``items`` items are counted in them."""
+    windows: list[dict[str, Any]] = []
+    for _ in range(300):
+        report = {s["spec"]: s for s in client.get("/v1/signatures").json()["specs"]}
+        windows = report.get(spec, {}).get("windows", [])
+        if sum(w["items"] for w in windows) >= items:
+            return windows
+        time.sleep(0.1)
+    raise AssertionError(f"signatures of {items} items of {spec} not stored: {windows}")
+
+
+def test_the_trainer_sends_its_step_with_each_job(gateway: str) -> None:
+    """The GRPO trainer's reward scheduler (``tribunal.trainer.rewards``) submits one job per
+    group to the gateway, each with the group's training step: the gateway's worker audits
+    and counts the signatures of each in the window of its step, never by time."""
+    from tribunal.trainer.rewards import RewardScheduler, build_sources
+    from tribunal.trainer.rollout import Completion, RolloutGroup
+
+    config = GRPOConfig(
+        model="unused",
+        dataset="unused",
+        gateway_url=gateway,
+        reward_spec="strict_math",
+        reward_spec_fields={"ground_truth": "answer"},
+    )
+    scheduler = RewardScheduler(build_sources(config), "stop", run_id="steps")
+    texts = ("\\boxed{7}", "\\boxed{8}", "#### 7", "7")
+    futures = [
+        scheduler.submit(
+            RolloutGroup(
+                index,
+                step,
+                [1],
+                {"answer": "7"},
+                [Completion([1], [1], [0.0], text, False) for text in texts],
+            )
+        )
+        for step in (3, 12, 14)
+        for index in range(2)
+    ]
+    assert [f.result(timeout=60).rewards for f in futures] == [[1.0, 0.0, 1.0, 0.0]] * 6
+    scheduler.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        windows = _signatures(client, "strict_math", 24)
+    # strict_math has no audit: windows of the default 10 steps; 8 items at step 3, 16 at
+    # 12 and 14, none by time.
+    assert [(w["window"], w["items"]) for w in windows] == [("step:0", 8), ("step:10", 16)]
+    assert windows[0]["length"] == sum(map(len, texts)) / 4
+
+
+def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: str) -> None:
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(g for g in (f"step-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
+    items = [
+        {"id": f"stepped-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for step, field in (("7", "step"), (-1, "step"), (True, "step")):
+            body = {"verifier": "gateway", "items": items, "step": step}
+            refused = client.post("/v1/jobs", json=body)
+            assert refused.status_code == 422, refused.text
+            assert field in refused.text
+        # A verifier's job takes no step: only the gateway windows by it.
+        math_job = {"verifier": "math", "items": [{"id": "a", "response": "1"}], "step": 3}
+        assert client.post("/v1/jobs", json=math_job).status_code == 422
+    scorer = SyncTribunalClient(gateway)
+    job = scorer.submit("gateway", items, idempotency_key="stepped-job", step=5000)
+    assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for _ in range(100):
+            report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+            stepped = [w for w in report["lenient_math"]["windows"] if w["window"] == "step:5000"]
+            if stepped:
+                break
+            time.sleep(0.1)
+        assert [(w["n"], w["gap"]) for w in stepped] == [(4, 1.0)]
+        kept = [i for i in report["lenient_math"]["items"] if i["id"].startswith("stepped-")]
+        assert sorted(i["step"] for i in kept) == [5000] * 4

@@ -14,14 +14,18 @@ import statistics
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 
 from tests.conftest import ROOT, RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
 from tribunal.client import TribunalClient
 from tribunal.core.queue.keys import Keys
+from tribunal.core.request_models import job_request_model
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text
 from tribunal.gateway import audit as audit_module
 from tribunal.gateway.audit import (
@@ -32,10 +36,11 @@ from tribunal.gateway.audit import (
     RedisAuditStore,
     audited,
     gap_interval,
+    signature_report,
     window_of,
 )
 from tribunal.gateway.signatures import batch_signatures
-from tribunal.gateway.specs import SHIPPED_DIR, Audit, load_specs
+from tribunal.gateway.specs import SHIPPED_DIR, WINDOW_S, WINDOW_STEPS, Audit, load_specs
 from tribunal.wire.envelope import VerifierInfo
 from tribunal.wire.gateway import GatewayScoreRequest
 
@@ -66,9 +71,11 @@ def test_sampling_is_per_group_deterministic_and_near_its_rate() -> None:
 
 
 def test_windows_by_step_or_by_time() -> None:
-    audit = Audit(spec="strict", rate=0.5, window_steps=10, window_s=60.0)
-    assert window_of(audit, 27, 0.0) == ("step:20", 20.0)
-    assert window_of(audit, None, 125.0) == ("time:120", 120.0)
+    assert window_of((10, 60.0), 27, 0.0) == ("step:20", 20.0)
+    assert window_of((10, 60.0), None, 125.0) == ("time:120", 120.0)
+    # A spec's windows are its audit's, else the defaults.
+    assert load_spec_text(TRAIN).windows == (5, 60.0)
+    assert load_spec_text(STRICT).windows == (WINDOW_STEPS, WINDOW_S) == (10, 60.0)
 
 
 def test_the_gap_interval_is_a_normal_interval_on_paired_differences() -> None:
@@ -103,6 +110,33 @@ def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path
     assert (request.step, request.policy_version) == (120, "ckpt-120")
     gateway = GatewayVerifier({"lenient_math": loaded}, lambda: ScriptedClient({}))
     gateway.item_model.model_validate(request.items[0])
+    job = page.split("<!-- tribunal:audit-job -->\n```json\n", 1)[1].split("```")[0]
+    body = job_request_model(gateway).model_validate_json(job)
+    assert body.step == 120  # type: ignore[attr-defined]
+    [item] = body.items  # type: ignore[attr-defined]
+    assert gateway.at_step(item, body.step).trainer_step == 120  # type: ignore[attr-defined]
+
+
+async def test_the_documented_format_only_spec_and_signatures_answer() -> None:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:format-only-spec -->\n```yaml\n", 1)[1].split("```")[0]
+    loaded = load_spec_text(block)
+    assert loaded.format_terms == {"math": False, "tags": True}
+    answer = page.split("<!-- tribunal:signatures-answer -->\n```json\n", 1)[1].split("```")[0]
+    [documented] = orjson.loads(answer)["specs"]
+    # The documented answer has the keys of a real one.
+    client = ScriptedClient({"math": const(1.0)})
+    gateway = GatewayVerifier({"tagged_math": loaded}, lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    raw = {"id": "a", "spec": "tagged_math", "response": "<answer>7</answer>", "ground_truth": "7"}
+    items = [gateway.item_model.model_validate(raw)]
+    auditor.after(items, await gateway.score_results(items, gateway_info()), step=0)
+    await auditor.drain()
+    [real] = await signature_report(gateway, auditor.store)
+    assert set(real) == set(documented)
+    assert set(real["windows"][0]) == set(documented["windows"][0])
+    assert real["windows"][0]["format_share"] == pytest.approx(0.2 / 1.2, abs=1e-6)
+    await gateway.aclose()
 
 
 def test_an_audit_names_another_served_spec_and_moves_no_hash(
@@ -154,6 +188,19 @@ async def test_a_store_keeps_its_newest_windows_and_items(
     assert windows[-1][1] == {"n": 3.0, "t": 2.5, "a": 1.0, "d": 1.5, "d2": 1.25}
     assert [p.id for p in await store.items("train")] == ["late", "i4-1", "i4-0", "i3-1"]
     assert await store.windows("other") == [] and await store.items("other") == []
+
+
+async def test_a_store_keeps_its_newest_signature_windows(
+    store: AuditStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit_module, "MAX_WINDOWS", 3)
+    for step in range(5):
+        await store.add_signatures("train", f"step:{step}", float(step), {"items": 2, "length": 9})
+    await store.add_signatures("train", "step:4", 4.0, {"items": 1, "length": 3, "duplicate": 7})
+    windows = await store.signature_windows("train")
+    assert [w for w, _ in windows] == ["step:2", "step:3", "step:4"]
+    assert windows[-1][1] == {"items": 3, "length": 12, "duplicate": 7}
+    assert await store.signature_windows("other") == []
 
 
 async def test_the_auditor_records_pairs_after_the_answer_and_counts_failures() -> None:
@@ -211,19 +258,26 @@ async def test_the_client_sends_a_step_only_to_the_gateway() -> None:
 def test_signatures_of_a_batch() -> None:
     math_sub = {"source": "math", "details": {"uncommitted": "multiple", "region": None}}
     rows = [
-        ("s", "g", "the answer is 7", {}),
-        ("s", "g", "the answer is 7", {}),  # the same completion again in its group
-        ("s", "h", "the answer is 7", {}),  # the same text in another group: not a duplicate
-        ("s", "h", "a b c d a b c d a b c d", {"sub_rewards": {"math": math_sub}}),
-        ("t", "g", None, {}),
+        ("s", "g", "the answer is 7", {}, "step:0", 0.0),
+        ("s", "g", "the answer is 7", {}, "step:0", 0.0),  # the same completion in its group
+        ("s", "h", "the answer is 7", {}, "step:10", 10.0),  # another group: no duplicate
+        ("s", "h", "a b c d a b c d a b c d", {"sub_rewards": {"math": math_sub}}, "step:10", 10.0),
+        ("t", "g", None, {}, "time:60", 60.0),
     ]
-    counters = batch_signatures(rows)
+    tally = batch_signatures(rows)
+    counters = tally.counters
     assert counters["sig|s|items"] == 4 and counters["sig|t|items"] == 1
     assert counters["sig|s|length"] == 15 * 3 + 23 and counters["sig|t|length"] == 0
     assert counters["sig|s|duplicate"] == 1_000_000
     assert counters["sig|s|repetition"] == round(5 / 9 * 1_000_000)
     assert counters["sig|s|uncommitted"] == counters["sig|s|no_region"] == 1_000_000
     assert counters["sig|t|uncommitted"] == 0
+    # The same sums per window, which the prefix-free names of the store carry.
+    assert list(tally.windows) == [("s", "step:0"), ("s", "step:10"), ("t", "time:60")]
+    order, first = tally.windows[("s", "step:0")]
+    assert order == 0.0 and first["items"] == 2 and first["duplicate"] == 1_000_000
+    assert tally.windows[("s", "step:10")][1]["uncommitted"] == 1_000_000
+    assert "format_share" not in first  # no format-only component declared
 
 
 async def test_specs_auditing_each_other_audit_once_on_the_jobs_path() -> None:
@@ -242,4 +296,124 @@ async def test_specs_auditing_each_other_audit_once_on_the_jobs_path() -> None:
     assert [verifier for verifier, _ in client.requests] == ["math", "judge"]
     [(window, sums)] = await gateway.auditor.store.windows("train")
     assert window.startswith("time:") and sums["n"] == 1 and sums["d"] == 1.0
+    await gateway.aclose()
+
+
+FORMATTED = """
+name: formatted
+version: "1"
+components:
+  answer: {verifier: math, inputs: {response: response, ground_truth: ground_truth}}
+  tags:
+    builtin: contains
+    params: {all_of: ["<answer>"]}
+    weight: 0.5
+    format_only: true
+  shown:
+    builtin: contains
+    params: {all_of: ["<think>"]}
+    gate: {threshold: 1.0, reward: 0.0}
+"""
+
+
+def test_format_only_moves_no_hash_and_is_refused_where_no_share_exists() -> None:
+    loaded = load_spec_text(FORMATTED)
+    plain = load_spec_text(FORMATTED.replace("    format_only: true\n", ""))
+    assert loaded.hash == plain.hash
+    # The gate pays nothing itself: it is not among the summed components.
+    assert loaded.format_terms == {"answer": False, "tags": True}
+    assert plain.format_terms is None
+    with pytest.raises(SpecError, match=r"components\.tags\.format_only: needs combine"):
+        load_spec_text(FORMATTED + "formula: answer + tags\n")
+    with pytest.raises(SpecError, match=r"components\.tags\.format_only: needs combine"):
+        load_spec_text(FORMATTED.replace("weight: 0.5", "weight: 1.0") + "combine: min\n")
+    gated = FORMATTED.replace("    gate: {threshold", "    format_only: true\n    gate: {threshold")
+    with pytest.raises(SpecError, match=r"components\.shown\.format_only: a gate pays nothing"):
+        load_spec_text(gated)
+
+
+async def test_the_format_share_per_item_and_per_step_window() -> None:
+    """Items paid by the tags alone (a wrong answer in tags) have a share of 1, a right answer
+    in tags 0.5 / 1.5, an unpaid item 0; each item in the window of its own step."""
+    specs = {"formatted": load_spec_text(FORMATTED)}
+    right = {"7"}
+    client = ScriptedClient({"math": lambda item: (float(item["ground_truth"] in right), None)})
+    gateway = GatewayVerifier(specs, lambda: client)
+    store = MemoryAuditStore()
+    auditor = Auditor(gateway, store)
+
+    def item(k: int, response: str, truth: str, **extra: int) -> Any:
+        return gateway.item_model.model_validate(
+            {"id": f"i{k}", "group_id": f"g{k}", "spec": "formatted",
+             "response": response, "ground_truth": truth, **extra}
+        )  # fmt: skip
+
+    items = [
+        item(0, "<think>x</think><answer>8</answer>", "8"),  # tags only: share 1
+        item(1, "<think>x</think><answer>7</answer>", "7"),  # both: 0.5 / 1.5
+        item(2, "<think>x</think> no tags", "8"),  # nothing paid: 0
+        item(3, "<think>x</think><answer>8</answer>", "8", trainer_step=31),  # its own step
+    ]
+    texts = await gateway.score_results(items, gateway_info())
+    assert [orjson.loads(t)["reward"] for t in texts] == [0.5, 1.5, 0.0, 0.5]
+    auditor.after(items, texts, step=12, now_s=1000.0)
+    await auditor.drain()
+    stats = auditor.take_stats()
+    assert stats["sig|formatted|items"] == 4
+    assert stats["sig|formatted|format_share"] == 1_000_000 + round(1e6 / 3) + 0 + 1_000_000
+    windows = dict(await store.signature_windows("formatted"))
+    assert list(windows) == ["step:10", "step:30"]
+    assert windows["step:10"]["items"] == 3 and windows["step:30"]["items"] == 1
+    assert windows["step:10"]["format_share"] == 1_000_000 + round(1e6 / 3)
+    [report] = await signature_report(gateway, store)
+    assert (report["spec"], report["window_steps"], report["window_s"]) == ("formatted", 10, 60.0)
+    first, second = report["windows"]
+    assert first["window"] == "step:10" and first["items"] == 3
+    assert first["format_share"] == pytest.approx((1 + 1 / 3) / 3, abs=1e-6)
+    assert second["format_share"] == 1.0 and second["length"] == len(items[3].response)
+    await gateway.aclose()
+
+
+async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() -> None:
+    specs = {"train": load_spec_text(TRAIN), "strict": load_spec_text(STRICT)}
+    client = ScriptedClient({"math": const(1.0), "judge": const(0.0)})
+    gateway = GatewayVerifier(specs, lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    raw = [
+        {"id": "a", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7"},
+        {"id": "b", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7",
+         "trainer_step": 7},
+        {"id": "c", "group_id": "h", "spec": "train", "response": "7", "ground_truth": "7",
+         "trainer_step": 12},
+    ]  # fmt: skip
+    items = [gateway.item_model.model_validate(r) for r in raw]
+    texts = await gateway.score_results(items, gateway_info())
+    auditor.after(items, texts, step=3, now_s=1000.0)  # `a` takes the batch's step
+    auditor.after(items[:1], texts[:1], step=None, now_s=1000.0)  # no step at all: time
+    await auditor.drain()
+    windows = await auditor.store.windows("train")
+    assert [(w, s["n"]) for w, s in windows] == [
+        ("step:0", 1),
+        ("step:5", 1),
+        ("step:10", 1),
+        ("time:960", 1),
+    ]
+    signed = await auditor.store.signature_windows("train")
+    assert [(w, s["items"]) for w, s in signed] == [
+        ("step:0", 1),
+        ("step:5", 1),
+        ("step:10", 1),
+        ("time:960", 1),
+    ]
+    pairs = sorted((p.id, str(p.step)) for p in await auditor.store.items("train"))
+    assert pairs == [("a", "3"), ("a", "None"), ("b", "7"), ("c", "12")]
+    # A step is an integer >= 0 (the item's own, a batch's): anything else is refused, named.
+    with pytest.raises(ValidationError, match="trainer_step"):
+        gateway.item_model.model_validate({**raw[0], "trainer_step": -1})
+    with pytest.raises(ValidationError, match="step"):
+        GatewayScoreRequest.model_validate({"items": raw, "step": "seven"})
+    # The trainer's step is never a rollout field (a spec cannot read it, an audit not send it).
+    assert "trainer_step" not in items[1].fields()
+    assert gateway.at_step(items[0], 40).trainer_step == 40
+    assert gateway.at_step(items[1], 40).trainer_step == 7
     await gateway.aclose()

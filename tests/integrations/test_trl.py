@@ -5,13 +5,16 @@ trained here: nothing is downloaded. The trainer runs examples/trl_grpo.py in a 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -49,6 +52,19 @@ def gateway_requests(url: str) -> float:
     return sum(float(v) for v in re.findall(pattern, text, re.MULTILINE))
 
 
+def signature_windows(url: str, spec: str, items: int) -> list[dict[str, Any]]:
+    """``spec``'s hack signature windows (``GET /v1/signatures``) once ``items`` items are
+    counted in them: the gateway counts them after its answer."""
+    windows: list[dict[str, Any]] = []
+    for _ in range(100):
+        specs = httpx.get(f"{url}/v1/signatures").json()["specs"]
+        windows = next((s["windows"] for s in specs if s["spec"] == spec), [])
+        if sum(w["items"] for w in windows) >= items:
+            return windows
+        time.sleep(0.1)
+    raise AssertionError(f"{items} items of {spec} not counted: {windows}")
+
+
 @pytest.mark.slow
 def test_grpo_trainer_two_steps_on_cpu_against_the_gateway(
     service: Callable[..., RunningService], tiny_qwen3: Path, tmp_path: Path
@@ -75,6 +91,9 @@ def test_grpo_trainer_two_steps_on_cpu_against_the_gateway(
         assert "tribunal_rloo_math/math" in entry  # the component's mean, logged by the function
     # One request per batch: 2 steps, one generation batch each.
     assert gateway_requests(gateway.base_url) - before == 2
+    # Each at TRL's global step (0, then 1): four completions each, in the window of step 0.
+    windows = signature_windows(gateway.base_url, "rloo_math", 8)
+    assert [(w["window"], w["items"]) for w in windows] == [("step:0", 8)]
 
 
 async def test_errors_become_none_and_a_down_gateway_gives_none_for_all(
@@ -112,3 +131,23 @@ async def test_errors_become_none_and_a_down_gateway_gives_none_for_all(
     assert is_async_callable(copy) and get_callable_name(copy) == "tribunal_rloo_math"
     again = await copy(prompts=conversational, completions=completions, answer=["2", "2", "2"])
     assert again == [1.0, 0.0, 1.0]
+
+
+async def test_the_batch_goes_at_trls_global_step(service: Callable[..., RunningService]) -> None:
+    """TRL hands its ``TrainerState`` to reward functions: the batch carries its
+    ``global_step``, and the gateway windows the batch's hack signatures by it."""
+    memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    math = service("math", env=memory)
+    gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url})
+    reward = remote_reward("rloo_math", url=gateway.base_url)
+    for step, answers in ((7, ["\\boxed{2}", "\\boxed{3}"]), (23, ["\\boxed{2}"])):
+        rewards = await reward(
+            prompts=["1+1?"] * len(answers),
+            completions=answers,
+            ground_truth=["2"] * len(answers),
+            trainer_state=transformers.TrainerState(global_step=step),
+        )
+        assert rewards == [1.0, 0.0][: len(answers)]
+    windows = await asyncio.to_thread(signature_windows, gateway.base_url, "rloo_math", 3)
+    # rloo_math has no audit: windows of 10 steps.
+    assert [(w["window"], w["items"]) for w in windows] == [("step:0", 2), ("step:20", 1)]

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,9 +151,10 @@ def reward_loop(
     rollouts: list[Rollout],
     *extra: str,
     num_turns: int | None = None,
+    extra_fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """verl's reward loop (driver ``reward_loop``) over ``rollouts`` with the documented config
-    plus ``extra`` overrides."""
+    plus ``extra`` overrides; ``extra_fields``: the agent loop's output fields of each."""
     return run_verl(
         {
             "op": "reward_loop",
@@ -160,6 +162,7 @@ def reward_loop(
             "tokenizer": str(tokenizer_dir),
             "rollouts": rollouts,
             "num_turns": num_turns,
+            "extra_fields": extra_fields,
         }
     )
 
@@ -235,6 +238,35 @@ def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> 
     # naive's passes the agent loop's 6 turns: a wrong answer is punished less.
     assert naive["scores"] == pytest.approx([1.0, -0.8, 1.0, -0.8])
     assert naive["extra"]["num_turns"] == [6.0] * 4
+
+
+def test_a_sample_goes_at_the_step_of_the_weights_that_wrote_it(
+    stack: str, tokenizer_dir: Path
+) -> None:
+    """verl 0.9's rollout servers stamp each output with the global step of their weights
+    (``min_global_steps`` / ``max_global_steps``), which the reward loop merges into
+    ``extra_info``: each sample goes at its ``max_global_steps``, and the gateway windows its
+    hack signatures by it; samples without one (a server never sent weights) by time."""
+    import httpx
+
+    rollouts = math_rollouts()[:2]
+    spec = "+reward.custom_reward_function.reward_kwargs.spec=rloo_math"
+    stamped = {"global_steps": 23, "min_global_steps": 22, "max_global_steps": 23}
+    paid = reward_loop(stack, tokenizer_dir, rollouts, spec, extra_fields=stamped)
+    unstamped = {"global_steps": None, "min_global_steps": None, "max_global_steps": None}
+    again = reward_loop(stack, tokenizer_dir, rollouts, spec, extra_fields=unstamped)
+    assert paid["scores"] == again["scores"] == [1.0, 0.0]
+    windows: list[dict[str, Any]] = []
+    for _ in range(100):
+        specs = httpx.get(f"{stack}/v1/signatures").json()["specs"]
+        windows = next((s["windows"] for s in specs if s["spec"] == "rloo_math"), [])
+        if sum(w["items"] for w in windows) >= 4:
+            break
+        time.sleep(0.1)
+    # rloo_math has no audit: windows of 10 steps (steps 20-29), then one of 60 s.
+    assert [(w["window"], w["items"]) for w in windows][:1] == [("step:20", 2)]
+    assert [w["window"][:5] for w in windows[1:]] == ["time:"] * (len(windows) - 1)
+    assert sum(w["items"] for w in windows[1:]) == 2
 
 
 def documented_managers() -> list[tuple[str, str, str]]:

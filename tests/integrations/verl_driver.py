@@ -79,9 +79,16 @@ def load(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def data_proto(tokenizer: Any, rollouts: list[list[Any]], num_turns: int | None) -> DataProto:
+def data_proto(
+    tokenizer: Any,
+    rollouts: list[list[Any]],
+    num_turns: int | None,
+    extra_fields: dict[str, Any] | None = None,
+) -> DataProto:
     """A ``DataProto`` as verl's agent loop hands it to the reward loop: left-padded prompt
-    ids, right-padded response ids ending in the EOS token, one attention mask over both."""
+    ids, right-padded response ids ending in the EOS token, one attention mask over both;
+    ``extra_fields``, the agent loop's output fields of every sample (``tool_extra_fields``:
+    ``min_global_steps`` / ``max_global_steps`` as verl's rollout servers stamp them)."""
     prompts = [tokenizer.encode(r[1], add_special_tokens=False) for r in rollouts]
     responses = [
         [*tokenizer.encode(r[2], add_special_tokens=False), tokenizer.eos_token_id]
@@ -104,6 +111,10 @@ def data_proto(tokenizer: Any, rollouts: list[list[Any]], num_turns: int | None)
     }
     if num_turns is not None:
         non_tensors["__num_turns__"] = np.array([num_turns] * len(rollouts), dtype=np.int32)
+    if extra_fields is not None:
+        non_tensors["tool_extra_fields"] = np.array(
+            [dict(extra_fields) for _ in rollouts], dtype=object
+        )
     return DataProto.from_dict(
         tensors={
             "prompts": prompt_ids,
@@ -118,7 +129,12 @@ def data_proto(tokenizer: Any, rollouts: list[list[Any]], num_turns: int | None)
 def reward_loop(request: dict[str, Any]) -> dict[str, Any]:
     overrides = [*request["overrides"], f"actor_rollout_ref.model.path={request['tokenizer']}"]
     worker = RewardLoopWorker(config_of("ppo_trainer", overrides))
-    proto = data_proto(worker.input_tokenizer, request["rollouts"], request.get("num_turns"))
+    proto = data_proto(
+        worker.input_tokenizer,
+        request["rollouts"],
+        request.get("num_turns"),
+        request.get("extra_fields"),
+    )
     # The worker and its manager take the thread's event loop when built (as in a Ray actor)
     # and schedule on it: run on that one.
     try:

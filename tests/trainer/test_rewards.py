@@ -140,7 +140,9 @@ class SpecSource:
     def build_items(self, group: RolloutGroup) -> list[dict[str, Any]]:
         return [{"response": c.text} for c in group.completions]
 
-    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
+    async def score(
+        self, items: list[dict[str, Any]], key: str, step: int | None
+    ) -> list[ItemReward]:
         self.calls += 1
         if self.calls > 1:
             raise RewardFailure("transport", "down")

@@ -84,6 +84,19 @@ def item_json(item: Item) -> Mapping[str, Any]:
     raise TypeError(f"an item is a dict or a pydantic model, not {type(item).__name__}")
 
 
+def _step(step: int | None) -> int | None:
+    """``step`` as the gateway takes it: None, or an integer >= 0.
+
+    Raises:
+        ValueError: Anything else (a bool, a float, a negative number), naming ``step``.
+    """
+    if step is None:
+        return None
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step: the trainer's step is an integer >= 0, not {step!r}")
+    return step
+
+
 class TribunalClient:
     """Async client of one Tribunal service.
 
@@ -190,10 +203,10 @@ class TribunalClient:
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
             ValueError: ``step`` or ``policy_version`` for a verifier other than the gateway
-                (a verifier's envelope has no such field).
+                (a verifier's envelope has no such field), or ``step`` not an integer >= 0.
         """
         body: dict[str, Any] = {"items": [item_json(item) for item in items]}
-        for name, value in (("step", step), ("policy_version", policy_version)):
+        for name, value in (("step", _step(step)), ("policy_version", policy_version)):
             if value is None:
                 continue
             if verifier != "gateway":
@@ -250,7 +263,12 @@ class TribunalClient:
         return results
 
     async def submit(
-        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+        self,
+        verifier: str,
+        items: Sequence[Item],
+        *,
+        idempotency_key: str | None = None,
+        step: int | None = None,
     ) -> str:
         """Queue a batch as a job (``POST /v1/jobs``) and return its id at once.
 
@@ -259,11 +277,15 @@ class TribunalClient:
             items: Dicts or wire models.
             idempotency_key: The same key with the same batch returns the same job (scored
                 once), e.g. after a crash; with another batch it is a 409.
+            step: The trainer's step of the batch (``gateway`` only): the gateway windows
+                the job's audits and hack signatures by it (docs/audits.md); None: by time.
 
         Raises:
             RequestRejected: 4xx (409 idempotency_conflict, 413, 422 ...).
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
+            ValueError: ``step`` for a verifier other than the gateway, or not an integer
+                >= 0.
         """
         body: dict[str, Any] = {
             "verifier": verifier,
@@ -271,6 +293,10 @@ class TribunalClient:
         }
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
+        if step is not None:
+            if verifier != "gateway":
+                raise ValueError("step: only the gateway takes a batch's step")
+            body["step"] = _step(step)
         response = await self._request(
             "POST", "/v1/jobs", body=body, idempotent=idempotency_key is not None
         )

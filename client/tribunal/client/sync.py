@@ -65,11 +65,16 @@ class SyncTribunalClient:
         )
 
     def submit(
-        self, verifier: str, items: Sequence[Item], *, idempotency_key: str | None = None
+        self,
+        verifier: str,
+        items: Sequence[Item],
+        *,
+        idempotency_key: str | None = None,
+        step: int | None = None,
     ) -> str:
         """See :meth:`TribunalClient.submit`."""
         return self._runner.run(
-            self._client.submit(verifier, items, idempotency_key=idempotency_key)
+            self._client.submit(verifier, items, idempotency_key=idempotency_key, step=step)
         )
 
     def job(self, job_id: str, *, wait_s: float = 0.0) -> JobState:

@@ -133,16 +133,18 @@ async def score_on_gateway(
     api_key: str | None,
     timeout_s: float,
     max_retries: int = 6,
+    step: int | None = None,
 ) -> list[ItemResult]:
     """``POST <url>/v1/gateway/score`` with ``items``; one result per item, in order, on the
-    running loop's client (:func:`gateway_client`).
+    running loop's client (:func:`gateway_client`). ``step``: the trainer's step of the
+    batch, sent in its envelope (None: the gateway windows it by time).
 
     Raises:
         tribunal.client.ClientError: The gateway cannot be reached or refused the batch
             (after the client's retries).
     """
     client = await gateway_client(url, api_key, timeout_s, max_retries)
-    return await client.score("gateway", items)
+    return await client.score("gateway", items, step=step)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

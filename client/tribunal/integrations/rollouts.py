@@ -49,8 +49,8 @@ def require_reward(result: ItemResult) -> float:
     return result.reward
 
 
-_RESERVED = frozenset({"id", "spec", "verifier", "response"})
-"""Fields a dataset column may not override."""
+_RESERVED = frozenset({"id", "spec", "verifier", "response", "trainer_step"})
+"""Fields a dataset column may not override (the trainer's step is the trainer's to send)."""
 
 
 def rollout_item(

@@ -21,7 +21,9 @@ its ``question``, and every dataset column (``ground_truth``, ``tests``,
 (``columns`` renames them). An item the gateway could not score is ``None``, which TRL treats
 as missing (NaN, left out of the group baseline), never 0; if the gateway cannot be reached at
 all, every reward of the batch is ``None`` and the error is logged. Each spec component's
-mean is logged as the metric ``<name>/<component>``.
+mean is logged as the metric ``<name>/<component>``. The batch carries TRL's
+``trainer_state.global_step`` (which TRL passes to reward functions) as its ``step``, so
+that the gateway windows its audits and hack signatures by training step.
 
 TRL's reward functions are described in its docs ("Using a custom reward function",
 GRPOTrainer): ``f(prompts, completions, completion_ids, **columns) -> list[float | None]``;
@@ -135,9 +137,16 @@ class RemoteReward:
             )
             for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
         ]
+        # TRL hands its TrainerState to reward functions: the batch goes at its global step.
+        step = getattr(kwargs.get("trainer_state"), "global_step", None)
         try:
             results = await score_on_gateway(
-                self.base_url, items, self.api_key, self.timeout_s, self.max_retries
+                self.base_url,
+                items,
+                self.api_key,
+                self.timeout_s,
+                self.max_retries,
+                step=step if isinstance(step, int) and not isinstance(step, bool) else None,
             )
         except ClientError as exc:
             logger.error(

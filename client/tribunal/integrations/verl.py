@@ -27,6 +27,12 @@ What is scored:
   is refused by name (``ValueError``), not scored by a guess.
 - with a spec, every sample is a rollout for it: the response, ``ground_truth`` (a dict is
   merged into the rollout) and ``extra_info``'s entries (``num_turns`` ...) as rollout fields.
+  Its ``trainer_step`` is ``extra_info["max_global_steps"]`` when verl's reward loop passes
+  one: verl 0.9's rollout servers stamp each output with the global step of the weights that
+  wrote it (``min_global_steps`` / ``max_global_steps`` in the agent loop's extra fields,
+  which the reward loop merges into ``extra_info``), so the gateway windows its audits and
+  hack signatures by the policy's step; without it (an older verl, a server that was never
+  sent weights) by time.
 
 A code ``ground_truth`` is verl's ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``, as a
 dict or its JSON string; it becomes stdio tests (``tests`` of the rollout). Call-based tests
@@ -225,15 +231,27 @@ def _items(
             for index, (source, solution, truth, info) in enumerate(rows)
         ]
     return [
-        rollout_item(
-            index,
-            {"spec": spec},
-            solution,
-            None,
-            {"data_source": str(_plain(source)), **_spec_fields(truth, info)},
+        _at_policy_step(
+            rollout_item(
+                index,
+                {"spec": spec},
+                solution,
+                None,
+                {"data_source": str(_plain(source)), **_spec_fields(truth, info)},
+            )
         )
         for index, (source, solution, truth, info) in enumerate(rows)
     ]
+
+
+def _at_policy_step(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with ``trainer_step``: the global step of the weights that wrote the sample's
+    last tokens (``extra_info["max_global_steps"]``, a rollout field by then: verl 0.9's
+    async rollout servers), when verl passed one that is an integer >= 0."""
+    step = item.get("max_global_steps")
+    if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        item["trainer_step"] = step
+    return item
 
 
 def _check_kwargs(extra: Mapping[str, Any]) -> None:

@@ -17,13 +17,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     WrapValidator,
     create_model,
 )
 from pydantic_core import ErrorDetails
 
-from tribunal.core.verifier import DocumentsDetails, Verifier
+from tribunal.core.verifier import DocumentsDetails, TakesStep, Verifier
 from tribunal.wire.envelope import (
     ItemResult,
     JobState,
@@ -115,18 +116,32 @@ IdempotencyKey = Annotated[
 ]
 
 
+STEP_DESCRIPTION = (
+    "The trainer's step of this batch (optional): each item that carries no step of its own "
+    "is at this step, and the verifier's audits and hack signatures are windowed by it; a "
+    "job without one is windowed by time."
+)
+
+
 def job_request_model(verifier: Verifier) -> type[BaseModel]:
     """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
-    with the verifier's lenient items, one member of the ``/v1/jobs`` union."""
+    with the verifier's lenient items, one member of the ``/v1/jobs`` union; a verifier that
+    takes the trainer's step (``TakesStep``: the gateway) also takes an optional ``step``."""
     name = "".join(part.capitalize() for part in verifier.name.split("_"))
     items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
     tag: Any = Literal[verifier.name]
+    fields: dict[str, Any] = {
+        "verifier": (tag, Field(description="Which verifier scores the items.")),
+        "items": (items_type, Field(min_length=1)),
+        "idempotency_key": (IdempotencyKey, None),
+    }
+    if isinstance(verifier, TakesStep):
+        fields["step"] = (
+            StrictInt | None,
+            Field(default=None, ge=0, description=STEP_DESCRIPTION),
+        )
     model: type[BaseModel] = create_model(
-        f"{name}JobCreate",
-        __config__=ConfigDict(extra="forbid"),
-        verifier=(tag, Field(description="Which verifier scores the items.")),
-        items=(items_type, Field(min_length=1)),
-        idempotency_key=(IdempotencyKey, None),
+        f"{name}JobCreate", __config__=ConfigDict(extra="forbid"), **fields
     )
     return model
 

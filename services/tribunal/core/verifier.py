@@ -36,8 +36,8 @@ class Verifier(Protocol):
     A verifier may also have optional capabilities, each a ``runtime_checkable`` protocol
     below that the core tests with ``isinstance``: ``ScoresEachItem``, ``DocumentsDetails``,
     ``ReportsPool``, ``ReportsBackend``, ``TakesStats``, ``ProbesReadiness``,
-    ``ServesCompanion``, ``DescribesLayers``, ``DescribesSpecs``, ``AttachesQueue`` and
-    ``ReportsAudits``.
+    ``ServesCompanion``, ``DescribesLayers``, ``DescribesSpecs``, ``AttachesQueue``,
+    ``TakesStep`` and ``ReportsAudits``.
     """
 
     name: str
@@ -187,6 +187,18 @@ class AttachesQueue(Protocol):
 
     def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
         """Keep ``queue`` for its audits; ``timeout_s`` bounds a wait on a job (s)."""
+        ...
+
+
+@runtime_checkable
+class TakesStep(Protocol):
+    """A verifier whose batches may carry the trainer's step (the gateway: its audits and
+    hack signatures are windowed by it). Its job body (``POST /v1/jobs``) then takes an
+    optional ``step``, which :meth:`at_step` gives to each valid item before the batch is
+    queued: the worker that scores an item may hold items of several jobs at once."""
+
+    def at_step(self, item: ScoreItem, step: int) -> ScoreItem:
+        """``item`` at the trainer's ``step``; an item that carries its own step keeps it."""
         ...
 
 

@@ -11,15 +11,19 @@ the group id) falls below the rate (:func:`audited`), so every retry, API replic
 agrees, and a group is audited whole (an item without ``group_id`` is its own group).
 
 Each audited pair (training reward, audit reward) is added to its **window**: the trainer's
-``step`` (sent as the batch's optional ``step``) divided by ``window_steps``, or, for a batch
-without one, the wall clock divided by ``window_s``. A window keeps ``n``, the sums of both
-rewards, and the sum and sum of squares of the paired differences ``d = reward - audit``,
-from which :func:`gap_interval` gives the gap (mean of ``d``) and its 95 % normal interval
-on the paired differences, ``mean(d) ± 1.96 · sd(d) / sqrt(n)`` (sd with n - 1). The store
-(:class:`RedisAuditStore` beside the Redis queue, :class:`MemoryAuditStore` with the embedded
-one) keeps the last :data:`MAX_WINDOWS` windows and the last :data:`MAX_ITEMS` pairs of each
-spec, and expires with :data:`TTL_S` after the last write: its size does not grow with the
-number of items audited.
+step of its item (the item's ``trainer_step``, which a batch's or a job's optional ``step``
+gives to its items) divided by ``window_steps``, or, for an item without one, the wall clock
+divided by ``window_s``. Every spec item's hack signatures (``tribunal.gateway.signatures``)
+are summed per window the same way (a spec without an audit has windows of
+``tribunal.gateway.specs.WINDOW_STEPS`` steps or ``WINDOW_S`` seconds), in the same store.
+A window of pairs keeps ``n``, the sums of both rewards, and the sum and sum of squares of
+the paired differences ``d = reward - audit``, from which :func:`gap_interval` gives the gap
+(mean of ``d``) and its 95 % normal interval on the paired differences,
+``mean(d) ± 1.96 · sd(d) / sqrt(n)`` (sd with n - 1). The store (:class:`RedisAuditStore`
+beside the Redis queue, :class:`MemoryAuditStore` with the embedded one) keeps the last
+:data:`MAX_WINDOWS` windows (of pairs, and of signatures) and the last :data:`MAX_ITEMS`
+pairs of each spec, and expires with :data:`TTL_S` after the last write: its size does not
+grow with the number of items audited.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ from tribunal.core.metrics import MICRO, SEP
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
-from tribunal.gateway.signatures import batch_signatures
-from tribunal.gateway.specs import Audit, LoadedSpec
+from tribunal.gateway.signatures import SIGNATURES, SignatureTally, batch_signatures
+from tribunal.gateway.specs import LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
 from tribunal.wire.gateway import GatewayItem
@@ -85,16 +89,23 @@ def audited(spec_hash: str, group: str, rate: float) -> bool:
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
-def window_of(audit: Audit, step: int | None, now_s: float) -> tuple[str, float]:
-    """The window of a batch: its name and its order (the first step, or the start time).
+def window_of(windows: tuple[int, float], step: int | None, now_s: float) -> tuple[str, float]:
+    """The window of an item: its name and its order (the first step, or the start time).
 
-    ``step:<first step>`` for a batch that carries a step, ``time:<start, epoch s>``
-    otherwise.
+    Args:
+        windows: ``(steps, seconds)`` per window (``LoadedSpec.windows``).
+        step: The item's trainer step, or None.
+        now_s: The wall clock (epoch s).
+
+    Returns:
+        ``("step:<first step>", first step)`` for an item that carries a step,
+        ``("time:<start, epoch s>", start)`` otherwise.
     """
+    steps, seconds = windows
     if step is not None:
-        first = step - step % audit.window_steps
+        first = step - step % steps
         return f"step:{first}", float(first)
-    start = math.floor(now_s / audit.window_s) * audit.window_s
+    start = math.floor(now_s / seconds) * seconds
     return f"time:{start:g}", start
 
 
@@ -162,6 +173,11 @@ def gap_interval(sums: Mapping[str, float]) -> GapInterval:
     return GapInterval(n, sums["t"] / n, sums["a"] / n, mean, mean - half, mean + half)
 
 
+SigSums = Mapping[str, int]
+"""A window's hack signature sums: ``items`` and each signature's sum (millionths, but
+``length`` in characters; ``tribunal.gateway.signatures``)."""
+
+
 class AuditStore(Protocol):
     """Where audited pairs are aggregated (per spec and window) and the newest kept."""
 
@@ -175,6 +191,15 @@ class AuditStore(Protocol):
 
     async def items(self, spec: str) -> list[AuditPair]:
         """``spec``'s newest audited pairs (at most :data:`MAX_ITEMS`), newest first."""
+        ...
+
+    async def add_signatures(self, spec: str, window: str, order: float, sums: SigSums) -> None:
+        """Add a batch's hack signature sums (``{"items": n, "<signature>": sum}``) to
+        ``spec``'s ``window``, whose order is ``order``."""
+        ...
+
+    async def signature_windows(self, spec: str) -> list[tuple[str, dict[str, int]]]:
+        """``spec``'s signature windows, oldest first, each with its sums."""
         ...
 
 
@@ -195,6 +220,7 @@ class MemoryAuditStore:
     def __init__(self) -> None:
         self._windows: dict[str, dict[str, tuple[float, dict[str, float]]]] = {}
         self._items: dict[str, deque[AuditPair]] = {}
+        self._signatures: dict[str, dict[str, tuple[float, dict[str, int]]]] = {}
 
     async def add(self, spec: str, order: float, pairs: Sequence[AuditPair]) -> None:
         """See :class:`AuditStore`."""
@@ -217,14 +243,29 @@ class MemoryAuditStore:
         """See :class:`AuditStore`."""
         return list(self._items.get(spec, ()))
 
+    async def add_signatures(self, spec: str, window: str, order: float, sums: SigSums) -> None:
+        """See :class:`AuditStore`."""
+        windows = self._signatures.setdefault(spec, {})
+        _, kept = windows.setdefault(window, (order, {}))
+        for name, value in sums.items():
+            kept[name] = kept.get(name, 0) + value
+        while len(windows) > MAX_WINDOWS:
+            del windows[min(windows, key=lambda w: windows[w][0])]
+
+    async def signature_windows(self, spec: str) -> list[tuple[str, dict[str, int]]]:
+        """See :class:`AuditStore`."""
+        known = self._signatures.get(spec, {})
+        return [(w, dict(s)) for w, (_, s) in sorted(known.items(), key=lambda kv: kv[1][0])]
+
 
 class RedisAuditStore:
     """An :class:`AuditStore` in Redis, beside the queue.
 
     Keys (under the queue's prefix): ``audit:<spec>:windows`` (a sorted set of window names
     by order), ``audit:<spec>:w:<window>`` (a hash of its sums, added with HINCRBYFLOAT, so
-    that every API replica adds to the same window) and ``audit:<spec>:items`` (a list of
-    the newest pairs, trimmed to :data:`MAX_ITEMS`).
+    that every API replica adds to the same window), ``audit:<spec>:items`` (a list of
+    the newest pairs, trimmed to :data:`MAX_ITEMS`), and for the hack signatures
+    ``audit:<spec>:sigwindows`` and ``audit:<spec>:s:<window>`` (integer sums, HINCRBY).
     """
 
     def __init__(self, redis: aioredis.Redis, keys: Keys) -> None:
@@ -262,10 +303,7 @@ class RedisAuditStore:
 
     async def windows(self, spec: str) -> list[tuple[str, dict[str, float]]]:
         """See :class:`AuditStore`."""
-        names = [
-            w.decode() if isinstance(w, bytes) else str(w)
-            for w in await self._redis.zrange(self._key(spec, "windows"), 0, -1)
-        ]
+        names = await self._window_names(self._key(spec, "windows"))
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.hgetall(self._key(spec, "w", name))
@@ -276,10 +314,49 @@ class RedisAuditStore:
                 out.append((name, {_text(k): float(v) for k, v in raw.items()}))
         return out
 
+    async def _window_names(self, key: str) -> list[str]:
+        """The window names of the sorted set ``key``, by order."""
+        return [
+            w.decode() if isinstance(w, bytes) else str(w)
+            for w in await self._redis.zrange(key, 0, -1)
+        ]
+
     async def items(self, spec: str) -> list[AuditPair]:
         """See :class:`AuditStore`."""
         raw = await self._redis.lrange(self._key(spec, "items"), 0, MAX_ITEMS - 1)
         return [AuditPair(*orjson.loads(r)) for r in raw]
+
+    async def add_signatures(self, spec: str, window: str, order: float, sums: SigSums) -> None:
+        """See :class:`AuditStore`."""
+        windows, sums_key = self._key(spec, "sigwindows"), self._key(spec, "s", window)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name, value in sums.items():
+                pipe.hincrby(sums_key, name, value)
+            pipe.zadd(windows, {window: order})
+            pipe.zrange(windows, 0, -MAX_WINDOWS - 1)
+            for key in (sums_key, windows):
+                pipe.expire(key, TTL_S)
+            answers = await pipe.execute()
+        stale = answers[len(sums) + 1]
+        if stale:
+            names = [_text(w) for w in stale]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zrem(windows, *names)
+                pipe.delete(*(self._key(spec, "s", n) for n in names))
+                await pipe.execute()
+
+    async def signature_windows(self, spec: str) -> list[tuple[str, dict[str, int]]]:
+        """See :class:`AuditStore`."""
+        names = await self._window_names(self._key(spec, "sigwindows"))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(self._key(spec, "s", name))
+            answers = await pipe.execute()
+        return [
+            (name, {_text(k): int(v) for k, v in raw.items()})
+            for name, raw in zip(names, answers, strict=True)
+            if raw
+        ]
 
 
 def _text(value: bytes | str) -> str:
@@ -305,16 +382,29 @@ class Scorer(Protocol):
         ...
 
 
-def _signature_counters(rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> dict[str, int]:
-    """:func:`batch_signatures` of rows whose results are JSON text or outcomes (in a
-    thread)."""
+SignatureRow = tuple[str, str, Any, "str | ItemOutcome", int | None]
+"""A spec item as the signatures read it: (spec, group, response, result, trainer step)."""
+
+
+def _signature_tally(
+    rows: list[SignatureRow],
+    now_s: float,
+    windows: Mapping[str, tuple[int, float]],
+    format_terms: Mapping[str, Mapping[str, bool]],
+) -> SignatureTally:
+    """:func:`batch_signatures` of rows whose results are JSON text or outcomes, each in the
+    window of its step (or of ``now_s``) under its spec's ``windows`` (in a thread)."""
     parsed = []
-    for spec, group, response, text in rows:
+    placed: dict[tuple[str, int | None], tuple[str, float]] = {}
+    for spec, group, response, text, step in rows:
         details = (
             text.details if isinstance(text, ItemOutcome) else orjson.loads(text).get("details")
         )
-        parsed.append((spec, group, response, details if isinstance(details, dict) else {}))
-    return batch_signatures(parsed)
+        where = placed.get((spec, step))
+        if where is None:
+            where = placed[(spec, step)] = window_of(windows[spec], step, now_s)
+        parsed.append((spec, group, response, details if isinstance(details, dict) else {}, *where))
+    return batch_signatures(parsed, format_terms)
 
 
 class Auditor:
@@ -353,6 +443,7 @@ class Auditor:
         self._tasks: set[asyncio.Task[None]] = set()
         self.counters: dict[str, int] = {}
         self._buffer: dict[tuple[str, str], tuple[float, list[AuditPair]]] = {}
+        self._signature_buffer: dict[tuple[str, str], tuple[float, dict[str, int]]] = {}
         self._one_thread = asyncio.Semaphore(1)
         self._flusher: asyncio.Task[None] | None = None
 
@@ -380,20 +471,23 @@ class Auditor:
             results: Their ``ItemResult`` JSON texts, as answered (only the sampled ones are
                 read: an item that was answered an error is not audited), or their outcomes
                 (the gateway's worker, scoring jobs).
-            step: The batch's trainer step, or None (windowed by time).
+            step: The batch's trainer step, or None: the step of each item that carries no
+                ``trainer_step`` of its own (an item without either is windowed by time).
             now_s: The wall clock (epoch s) for time windows; None: now.
         """
         now = time.time() if now_s is None else now_s
-        chosen: dict[str, list[tuple[GatewayItem, float]]] = {}
+        chosen: dict[tuple[str, int | None], list[tuple[GatewayItem, float]]] = {}
         decided: dict[tuple[str, str], bool] = {}
         specs = self._scorer.specs
-        rows: list[tuple[str, str, Any, str | ItemOutcome]] = []
+        rows: list[SignatureRow] = []
         for item, text in zip(items, results, strict=True):
             name: str | None = getattr(item, "spec", None)
             if name is None:
                 continue
+            own = getattr(item, "trainer_step", None)
+            at = step if own is None else own
             extra = item.__pydantic_extra__ or {}
-            rows.append((name, item.group_id or item.id, extra.get("response"), text))
+            rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
             loaded = specs[name]
             audit = loaded.spec.audit
             if audit is None or not isinstance(item, GatewayItem):
@@ -407,10 +501,10 @@ class Auditor:
                 text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
             )
             if isinstance(reward, (int, float)) and math.isfinite(reward):
-                chosen.setdefault(name, []).append((item, float(reward)))
+                chosen.setdefault((name, at), []).append((item, float(reward)))
         if rows:
-            self._signatures(rows)
-        for spec, pairs in chosen.items():
+            self._signatures(rows, now)
+        for (spec, at), pairs in chosen.items():
             if self._pending + len(pairs) > self._max_pending:
                 self._count(spec, "dropped", len(pairs))
                 logger.warning(
@@ -418,7 +512,7 @@ class Auditor:
                 )
                 continue
             self._pending += len(pairs)
-            task = asyncio.create_task(self._audit(spec, pairs, step, now))
+            task = asyncio.create_task(self._audit(spec, pairs, at, now))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -427,7 +521,7 @@ class Auditor:
     ) -> None:
         audit = self._scorer.specs[spec].spec.audit
         assert audit is not None
-        window, order = window_of(audit, step, now)
+        window, order = window_of(self._scorer.specs[spec].windows, step, now)
         try:
             batch = [
                 self._scorer.item_model.model_validate(
@@ -445,10 +539,7 @@ class Auditor:
                 group = item.group_id or item.id
                 kept.append(AuditPair(item.id, group, step, window, reward, outcome.reward))
             self._buffer.setdefault((spec, window), (order, []))[1].extend(kept)
-            if self._flusher is None or self._flusher.done():
-                self._flusher = asyncio.create_task(self._flush_later())
-                self._tasks.add(self._flusher)
-                self._flusher.add_done_callback(self._tasks.discard)
+            self._flush_soon()
         except (TimeoutError, ValidationError, OSError) as exc:
             self._count(spec, "failed", len(pairs))
             logger.warning("audit of %d items of spec %s failed: %r", len(pairs), spec, exc)
@@ -459,7 +550,7 @@ class Auditor:
             self._pending -= len(pairs)
         await self._send_stats()
 
-    def _signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
+    def _signatures(self, rows: list[SignatureRow], now: float) -> None:
         """Count the batch's hack signatures (``tribunal.gateway.signatures``) in a thread,
         one batch at a time; past the bound on items pending, they are dropped, counted."""
         if self._pending + len(rows) > self._max_pending:
@@ -467,21 +558,38 @@ class Auditor:
                 self._count(spec, "signatures_dropped", sum(r[0] == spec for r in rows))
             return
         self._pending += len(rows)
-        task = asyncio.create_task(self._count_signatures(rows))
+        task = asyncio.create_task(self._count_signatures(rows, now))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _count_signatures(self, rows: list[tuple[str, str, Any, str | ItemOutcome]]) -> None:
+    async def _count_signatures(self, rows: list[SignatureRow], now: float) -> None:
+        specs = self._scorer.specs
+        names = {r[0] for r in rows}
+        windows = {n: specs[n].windows for n in names}
+        terms = {n: t for n in names if (t := specs[n].format_terms) is not None}
         try:
             async with self._one_thread:
-                counters = await asyncio.to_thread(_signature_counters, rows)
-            for name, value in counters.items():
+                tally = await asyncio.to_thread(_signature_tally, rows, now, windows, terms)
+            for name, value in tally.counters.items():
                 self.counters[name] = self.counters.get(name, 0) + value
+            for key, (order, sums) in tally.windows.items():
+                _, kept = self._signature_buffer.setdefault(key, (order, {}))
+                for name, value in sums.items():
+                    kept[name] = kept.get(name, 0) + value
+            self._flush_soon()
         except Exception:  # a signature's bug is logged, never raised
             logger.exception("hack signatures of %d items not counted", len(rows))
         finally:
             self._pending -= len(rows)
         await self._send_stats()
+
+    def _flush_soon(self) -> None:
+        """Start the task that writes what was gathered after :data:`LINGER_S`, unless one
+        is waiting."""
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_later())
+            self._tasks.add(self._flusher)
+            self._flusher.add_done_callback(self._tasks.discard)
 
     async def _send_stats(self) -> None:
         if self._sink is not None and self.counters:
@@ -495,10 +603,21 @@ class Auditor:
         await asyncio.sleep(LINGER_S)
         # Until nothing is left: pairs added while a write was awaited find this task still
         # running and start none of their own.
-        while self._buffer:
+        while self._buffer or self._signature_buffer:
             buffered, self._buffer = self._buffer, {}
             for (spec, _), (order, kept) in buffered.items():
                 await self._store_pairs(spec, order, kept)
+            signed, self._signature_buffer = self._signature_buffer, {}
+            for (spec, window), (order, sums) in signed.items():
+                try:
+                    await self.store.add_signatures(spec, window, order, sums)
+                except (RedisError, OSError) as exc:  # /metrics still has them
+                    logger.warning(
+                        "hack signatures of %d items of spec %s not stored: %r",
+                        sums.get("items", 0),
+                        spec,
+                        exc,
+                    )
             await self._send_stats()
 
     async def _store_pairs(self, spec: str, order: float, kept: list[AuditPair]) -> None:
@@ -552,4 +671,30 @@ async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[
                 "items": [asdict(p) for p in driving if p.reward > p.audit_reward],
             }
         )
+    return out
+
+
+async def signature_report(scorer: Scorer, store: AuditStore) -> list[dict[str, Any]]:
+    """Per spec with signature windows: its window size and, per window (oldest first), the
+    items counted and the mean of each hack signature (``length`` in characters, the others
+    in [0, 1]; ``format_share`` only for a spec with a format-only component), for
+    ``GET /v1/signatures``."""
+    out = []
+    for name, loaded in sorted(scorer.specs.items()):
+        windows = []
+        for window, sums in await store.signature_windows(name):
+            n = sums.get("items", 0)
+            if n < 1:
+                continue
+            means = {
+                signature: sums[signature] / (n if signature == "length" else n * MICRO)
+                for signature in SIGNATURES
+                if signature in sums
+            }
+            windows.append({"window": window, "items": n, **means})
+        if windows:
+            steps, seconds = loaded.windows
+            out.append(
+                {"spec": name, "window_steps": steps, "window_s": seconds, "windows": windows}
+            )
     return out

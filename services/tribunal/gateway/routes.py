@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.gateway.audit import Auditor, build_audit_store, report
+from tribunal.gateway.audit import Auditor, build_audit_store, report, signature_report
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -195,6 +195,17 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     return {"specs": await report(verifier, auditor.store)}
+
+
+@router.get("/v1/signatures", operation_id="list_signatures")
+async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
+    """Per spec: its hack signatures (length, repetition, duplicate, uncommitted, no_region,
+    format_share) per window of trainer steps (items that carry a step) or of time (items
+    that carry none), each window's items counted and each signature's mean."""
+    auditor = auditor_of(runtime)
+    verifier = runtime.services["gateway"].verifier
+    assert isinstance(verifier, GatewayVerifier)
+    return {"specs": await signature_report(verifier, auditor.store)}
 
 
 def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:

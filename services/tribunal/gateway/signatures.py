@@ -12,30 +12,42 @@ refusal words: each signature is a measurement, and none moves a reward):
 - ``uncommitted``: 1 when a math component found no committed answer (``details.uncommitted``:
   several candidates, hedged, negated ... from the answer grammar of ``tribunal.math``);
 - ``no_region``: 1 when a math component found no final answer region (``details.region`` is
-  null: a ``<think>`` never closed).
+  null: a ``<think>`` never closed);
+- ``format_share`` (only for a spec with a component declared ``format_only``): the share of
+  the item's positive pay that its format-only components give, ``sum over format-only
+  components of max(0, w·r) / sum over all its summed components of max(0, w·r)`` (0 when
+  nothing is paid): near 1 when the item is paid for its form alone.
 
-:func:`batch_signatures` tallies them as counters (``sig|<spec>|<signature>`` sums, in
+:func:`batch_signatures` tallies them twice: as counters (``sig|<spec>|<signature>`` sums, in
 millionths except ``length`` in characters, and ``sig|<spec>|items``), which the gateway adds
 to its cluster-wide stats: ``tribunal_spec_signature_total`` and
 ``tribunal_spec_signature_items_total`` in /metrics, whose ratio over a range is the mean, and
-the shipped rule ``TribunalSignatureDrift`` compares it with a longer baseline. The work grows
-with the responses' size, so the gateway runs it in a thread after the answer
-(``tribunal.gateway.audit.Auditor``).
+the shipped rule ``TribunalSignatureDrift`` compares it with a longer baseline (windows of
+time); and per spec and **window** (the trainer's step window of the item, or a time window
+without a step: ``tribunal.gateway.audit.window_of``), the same sums, which the audit store
+keeps for ``GET /v1/signatures``. The work grows with the responses' size, so the gateway
+runs it in a thread after the answer (``tribunal.gateway.audit.Auditor``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tribunal.core.metrics import MICRO, SEP
 
-SIGNATURES = ("length", "repetition", "duplicate", "uncommitted", "no_region")
-"""The signatures counted, in the order of the docs."""
+SIGNATURES = ("length", "repetition", "duplicate", "uncommitted", "no_region", "format_share")
+"""The signatures counted, in the order of the docs (``format_share`` only for a spec with a
+format-only component)."""
 
 NGRAM = 4
 """Words per n-gram of ``repetition``."""
+
+_SUMS = ("items", *SIGNATURES)
+"""A window's sums, in :func:`batch_signatures`' order."""
 
 
 def repetition(text: str) -> float:
@@ -71,34 +83,105 @@ def _math_flags(details: Mapping[str, Any]) -> tuple[int, int]:
     return uncommitted, no_region
 
 
-def batch_signatures(rows: Iterable[tuple[str, str, Any, Mapping[str, Any]]]) -> dict[str, int]:
-    """The counters of a batch's spec items.
+def format_share(details: Mapping[str, Any], terms: Mapping[str, bool]) -> float:
+    """The share of an item's positive pay that its format-only components give, in [0, 1].
 
     Args:
-        rows: ``(spec, group, response, result details)`` per scored spec item (``response``
-            as the rollout gave it: a non-string counts as length 0).
+        details: The spec result's details (``sub_rewards``: per component its ``reward``
+            and ``weight``).
+        terms: The spec's summed components (gates excluded: a gate pays nothing itself),
+            each with whether it is format-only.
+
+    Each component pays ``max(0, weight · reward)`` (a component without a reward pays 0);
+    the share is the format-only components' pay over all of it, 0 when nothing is paid.
+
+    >>> subs = {"fmt": {"reward": 1.0, "weight": 0.5}, "math": {"reward": 0.0, "weight": 1.0}}
+    >>> format_share({"sub_rewards": subs}, {"fmt": True, "math": False})
+    1.0
+    """
+    subs = details.get("sub_rewards")
+    if not isinstance(subs, dict):
+        return 0.0
+    paid = formatted = 0.0
+    for name, is_format in terms.items():
+        sub = subs.get(name)
+        if not isinstance(sub, dict):
+            continue
+        reward, weight = sub.get("reward"), sub.get("weight")
+        if not isinstance(reward, (int, float)) or not isinstance(weight, (int, float)):
+            continue
+        pay = weight * reward
+        if not math.isfinite(pay) or pay <= 0:
+            continue
+        paid += pay
+        if is_format:
+            formatted += pay
+    return formatted / paid if paid > 0 else 0.0
+
+
+@dataclass
+class SignatureTally:
+    """What :func:`batch_signatures` counted of a batch.
+
+    Attributes:
+        counters: ``{"sig|<spec>|<signature>": sum, "sig|<spec>|items": n}`` for /metrics:
+            sums in millionths, but ``length`` in characters.
+        windows: Per ``(spec, window)``: the window's order (its first step, or its start
+            time) and the same sums without the prefix (``{"items": n, "length": ...}``).
+    """
+
+    counters: dict[str, int] = field(default_factory=dict)
+    windows: dict[tuple[str, str], tuple[float, dict[str, int]]] = field(default_factory=dict)
+
+
+def batch_signatures(
+    rows: Iterable[tuple[str, str, Any, Mapping[str, Any], str, float]],
+    format_terms: Mapping[str, Mapping[str, bool]] | None = None,
+) -> SignatureTally:
+    """The signatures of a batch's spec items, per spec and per window.
+
+    Args:
+        rows: ``(spec, group, response, result details, window, window order)`` per scored
+            spec item (``response`` as the rollout gave it: a non-string counts as length 0).
+        format_terms: Per spec with a format-only component, its summed components and
+            whether each is format-only (:func:`format_share`); other specs count no
+            ``format_share``.
 
     Returns:
-        ``{"sig|<spec>|<signature>": sum, "sig|<spec>|items": n}``: sums in millionths, but
-        ``length`` in characters.
+        The counters for /metrics and the sums per window (:class:`SignatureTally`).
     """
-    counters: dict[str, int] = {}
+    shares = format_terms or {}
     seen: set[tuple[str, str, bytes]] = set()
-
-    def add(spec: str, name: str, amount: int) -> None:
-        key = f"sig{SEP}{spec}{SEP}{name}"
-        counters[key] = counters.get(key, 0) + amount
-
-    for spec, group, response, details in rows:
+    # Per (spec, window): [order, items, length, repetition, duplicate, uncommitted,
+    # no_region, format_share], as plain integers: named sums are built once per window at
+    # the end, not per item.
+    sums: dict[tuple[str, str], list[Any]] = {}
+    for spec, group, response, details, window, order in rows:
         text = response if isinstance(response, str) else ""
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         duplicate = (spec, group, digest) in seen
         seen.add((spec, group, digest))
         uncommitted, no_region = _math_flags(details)
-        add(spec, "items", 1)
-        add(spec, "length", len(text))
-        add(spec, "repetition", round(repetition(text) * MICRO))
-        add(spec, "duplicate", MICRO * duplicate)
-        add(spec, "uncommitted", MICRO * uncommitted)
-        add(spec, "no_region", MICRO * no_region)
-    return counters
+        at = sums.get((spec, window))
+        if at is None:
+            at = sums[(spec, window)] = [order, 0, 0, 0, 0, 0, 0, 0]
+        at[1] += 1
+        at[2] += len(text)
+        at[3] += round(repetition(text) * MICRO)
+        at[4] += MICRO * duplicate
+        at[5] += MICRO * uncommitted
+        at[6] += MICRO * no_region
+        terms = shares.get(spec)
+        if terms is not None:
+            at[7] += round(format_share(details, terms) * MICRO)
+    tally = SignatureTally()
+    counters = tally.counters
+    for (spec, window), (order, *values) in sums.items():
+        named = dict(zip(_SUMS, values, strict=True))
+        if spec not in shares:
+            del named["format_share"]
+        tally.windows[(spec, window)] = (order, named)
+        for name, amount in named.items():
+            key = f"sig{SEP}{spec}{SEP}{name}"
+            counters[key] = counters.get(key, 0) + amount
+    return tally

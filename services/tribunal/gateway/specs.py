@@ -51,6 +51,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -177,13 +178,19 @@ class Component(_Model):
         description="Reward when no source applies (else the item is bad_input).",
     )
     gate: Gate | None = None
+    format_only: bool = Field(
+        default=False,
+        description="It pays for the response's form alone (tags, a marked answer), not its "
+        "content: the hack signature `format_share` is the share of the pay such components "
+        "give (tribunal.gateway.signatures). Moves no reward, nor the spec's hash.",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _inline_source(cls, data: Any) -> Any:
         if not isinstance(data, dict) or "one_of" in data:
             return data
-        own = {"description", "weight", "default", "gate"}
+        own = {"description", "weight", "default", "gate", "format_only"}
         source = {k: v for k, v in data.items() if k not in own}
         return {**{k: v for k, v in data.items() if k in own}, "one_of": [source]}
 
@@ -193,6 +200,13 @@ class Component(_Model):
             if value is not None and not math.isfinite(value):
                 raise ValueError("weights and defaults must be finite numbers")
         return self
+
+
+WINDOW_STEPS = 10
+"""Trainer steps per window of a spec's audits and hack signatures, unless its ``audit`` says."""
+
+WINDOW_S = 60.0
+"""Seconds per window of a batch without a step, unless the spec's ``audit`` says."""
 
 
 class Audit(_Model):
@@ -208,10 +222,15 @@ class Audit(_Model):
     spec: str = Field(pattern=_NAME, description="The auditor: another spec served here.")
     rate: float = Field(gt=0.0, le=1.0, description="Share of GRPO groups audited, in (0, 1].")
     window_steps: int = Field(
-        default=10, ge=1, description="Trainer steps per window (batches that carry `step`)."
+        default=WINDOW_STEPS,
+        ge=1,
+        description="Trainer steps per window of the audits and hack signatures (items that "
+        "carry a step).",
     )
     window_s: float = Field(
-        default=60.0, gt=0.0, description="Seconds per window (batches that carry no `step`)."
+        default=WINDOW_S,
+        gt=0.0,
+        description="Seconds per window (items that carry no step).",
     )
 
 
@@ -265,6 +284,7 @@ class RewardSpec(_Model):
         terms = [c for c in self.components.values() if c.gate is None]
         if not terms and self.formula is None:
             raise ValueError("every component is a gate: nothing to combine")
+        self._format_only_summed()
         if self.formula is not None:
             parse_formula(self.formula, set(self.components))  # raises FormulaError
             if self.on_error == "renormalize":
@@ -275,6 +295,28 @@ class RewardSpec(_Model):
             if self.on_error == "renormalize":
                 raise ValueError(f"on_error: renormalize needs weighted_sum, not {self.combine}")
         return self
+
+    def _format_only_summed(self) -> None:
+        """Refuse ``format_only`` where a component's share of the reward is not defined.
+
+        Raises:
+            ValueError: On a spec that is not a plain weighted sum, or on a gate.
+        """
+        for name, component in self.components.items():
+            if not component.format_only:
+                continue
+            # Only a weighted sum's reward is a sum of shares, w · r per component.
+            if self.formula is not None or self.combine != "weighted_sum":
+                raise ValueError(
+                    f"components.{name}.format_only: needs combine weighted_sum without a "
+                    "formula (a formula's, a product's or a min's reward has no share per "
+                    "component)"
+                )
+            if component.gate is not None:
+                raise ValueError(
+                    f"components.{name}.format_only: a gate pays nothing itself; declare the "
+                    "summed components"
+                )
 
 
 @dataclass(frozen=True)
@@ -309,6 +351,20 @@ class LoadedSpec:
     def info(self) -> dict[str, str]:
         """``{"name", "version", "hash"}`` for results."""
         return {"name": self.name, "version": self.version, "hash": self.hash}
+
+    @property
+    def windows(self) -> tuple[int, float]:
+        """``(steps, seconds)`` per window of its audits and hack signatures: its audit's,
+        else :data:`WINDOW_STEPS` and :data:`WINDOW_S`."""
+        audit = self.spec.audit
+        return (WINDOW_STEPS, WINDOW_S) if audit is None else (audit.window_steps, audit.window_s)
+
+    @cached_property
+    def format_terms(self) -> dict[str, bool] | None:
+        """Its summed components (not gates), each with whether it is ``format_only``; None
+        when none is (no ``format_share`` signature)."""
+        terms = {n: c.format_only for n, c in self.spec.components.items() if c.gate is None}
+        return terms if any(terms.values()) else None
 
     def verifiers(self) -> set[str]:
         """Verifiers any component may call."""
@@ -349,6 +405,7 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
     payload = spec.model_dump(mode="json", exclude=exclude)
     for component in payload["components"].values():
         component.pop("description", None)
+        component.pop("format_only", None)  # a signature's declaration: it moves no reward
     return LoadedSpec(
         spec=spec, hash=config_hash(payload), formula=formula, origin=origin, score=score
     )

@@ -308,10 +308,18 @@ class GatewayVerifier:
             await self.client.aclose()
             self.client = None
 
+    def at_step(self, item: ScoreItem, step: int) -> ScoreItem:
+        """``item`` at the trainer's ``step`` (``TakesStep``: a job's ``step``), unless it
+        carries its own ``trainer_step``."""
+        if not isinstance(item, GatewayItem) or item.trainer_step is not None:
+            return item
+        return item.model_copy(update={"trainer_step": step})
+
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch; one outcome per item, in request order. Where a queue is attached
         (:meth:`attach_queue`: the gateway's worker, scoring jobs), the batch is then audited
-        and its hack signatures counted, windowed by time (a job carries no step)."""
+        and its hack signatures counted, each item windowed by its ``trainer_step`` (the
+        job's ``step``), or by time without one."""
         outcomes = await self.score_outcomes(items)
         if self._audits_jobs and self.auditor is not None:
             self.auditor.after(items, outcomes, step=None)

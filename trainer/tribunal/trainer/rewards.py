@@ -64,8 +64,12 @@ class RewardSource(Protocol):
     retries: int
     retry_backoff_s: float
 
-    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
-        """Return one :class:`ItemReward` per item, in order.
+    async def score(
+        self, items: list[dict[str, Any]], key: str, step: int | None
+    ) -> list[ItemReward]:
+        """Return one :class:`ItemReward` per item, in order; ``step`` is the training step
+        of the group (the gateway windows its audits and hack signatures by it), None for
+        an evaluation.
 
         Raises:
             RewardFailure: the service could not be reached or answered an error.
@@ -110,8 +114,9 @@ def _sub_rewards(result: ItemResult) -> dict[str, float | None]:
 class JobsRewardSource:
     """A verifier service (or the gateway's reward spec) reached through ``tribunal.client``.
 
-    One job per group (``submit`` with an idempotency key of run, step, group and attempt),
-    then long-poll (``wait``) until it is done.
+    One job per group (``submit`` with an idempotency key of run, step, group and attempt,
+    and, to the gateway, the group's training step), then long-poll (``wait``) until it is
+    done.
 
     Args:
         config: the source's URL, verifier, weight, timeout and retries.
@@ -144,15 +149,22 @@ class JobsRewardSource:
             for i, completion in enumerate(group.completions)
         ]
 
-    async def score(self, items: list[dict[str, Any]], key: str) -> list[ItemReward]:
-        """Submit the items as one job and long-poll its results.
+    async def score(
+        self, items: list[dict[str, Any]], key: str, step: int | None
+    ) -> list[ItemReward]:
+        """Submit the items as one job and long-poll its results. The gateway's job carries
+        ``step``: its audits and hack signatures are windowed by the trainer's steps (a
+        verifier's job has no such field; an evaluation sends none).
 
         Raises:
             RewardFailure: ``transport`` (no answer), ``timeout`` (not done in
                 ``timeout_s``), or the service's error code (``queue_full``, ``http_500``...).
         """
+        at = step if self.config.verifier == "gateway" else None
         try:
-            job_id = await self._client.submit(self.config.verifier, items, idempotency_key=key)
+            job_id = await self._client.submit(
+                self.config.verifier, items, idempotency_key=key, step=at
+            )
             results = await self._client.wait(job_id, timeout_s=self.timeout_s)
         except JobTimeout as exc:
             raise RewardFailure("timeout", f"{self.name}: {exc}") from exc
@@ -191,7 +203,7 @@ class GroupScores:
 
 
 async def _score_source(
-    source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy
+    source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy, step: int | None
 ) -> tuple[list[ItemReward] | None, Counter[str], Counter[str], int]:
     """One source's results for a group, under the policy: (results or None if failed,
     item errors, failures, retries)."""
@@ -205,7 +217,8 @@ async def _score_source(
             await asyncio.sleep(source.retry_backoff_s * 2 ** (attempt - 1))
         try:
             results = await asyncio.wait_for(
-                source.score(items, f"{key}-{source.name}-a{attempt}"), source.timeout_s
+                source.score(items, f"{key}-{source.name}-a{attempt}", step),
+                source.timeout_s,
             )
         except (TimeoutError, RewardFailure) as exc:
             kind = exc.kind if isinstance(exc, RewardFailure) else "timeout"
@@ -228,16 +241,23 @@ async def _score_source(
 
 
 async def score_group(
-    sources: Sequence[RewardSource], group: RolloutGroup, key: str, policy: FailurePolicy
+    sources: Sequence[RewardSource],
+    group: RolloutGroup,
+    key: str,
+    policy: FailurePolicy,
+    *,
+    step: int | None = None,
 ) -> GroupScores:
     """Score one group with every source concurrently and combine: Σ weight · reward.
 
     A completion unscorable by any source is NaN; a source that failed drops the group.
+    ``step`` is the training step sent with the group (``RewardScheduler`` sends its
+    ``group.step``); None, an evaluation's, keeps it out of training's windows.
 
     Raises:
         RewardFailure: the policy is ``stop`` and a source failed.
     """
-    outcomes = await asyncio.gather(*(_score_source(s, group, key, policy) for s in sources))
+    outcomes = await asyncio.gather(*(_score_source(s, group, key, policy, step) for s in sources))
     size = len(group.completions)
     scores = GroupScores(rewards=[0.0] * size)
     for source, (results, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
@@ -282,7 +302,7 @@ class RewardScheduler:
     def submit(self, group: RolloutGroup) -> concurrent.futures.Future[GroupScores]:
         """Start scoring ``group`` now; the future holds its :class:`GroupScores`."""
         key = f"{self.run_id}-s{group.step}-g{group.index}"
-        return self._run(score_group(self.sources, group, key, self.policy))
+        return self._run(score_group(self.sources, group, key, self.policy, step=group.step))
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)

@@ -9,9 +9,11 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import Response
 
 from tribunal.core.deps import RuntimeDep, require_api_key
+from tribunal.core.request_models import InvalidItem
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.core.scoring import CACHE_CONTROL_DESCRIPTION, job_state, wants_cache
+from tribunal.core.verifier import TakesStep
 from tribunal.wire.envelope import JobCreated, JobState
 
 
@@ -39,10 +41,16 @@ def jobs_router(job_body: Any, state_model: type[JobState] = JobState) -> APIRou
         cache_control: Annotated[str | None, Header(description=CACHE_CONTROL_DESCRIPTION)] = None,
     ) -> JobCreated:
         """Queue a batch and return its ``job_id`` at once. ``items`` have the schema of the
-        named verifier's score request; an invalid item gets a ``bad_input`` result."""
+        named verifier's score request; an invalid item gets a ``bad_input`` result. The
+        gateway's job may carry the trainer's ``step``."""
         service = runtime.services[body.verifier]
+        items = body.items
+        step = getattr(body, "step", None)
+        verifier = service.verifier
+        if step is not None and isinstance(verifier, TakesStep):
+            items = [i if isinstance(i, InvalidItem) else verifier.at_step(i, step) for i in items]
         submitted = await service.submit(
-            body.items, body.idempotency_key, use_cache=wants_cache(cache_control)
+            items, body.idempotency_key, use_cache=wants_cache(cache_control)
         )
         return JobCreated(job_id=submitted.job_id, created=submitted.created)
 
