@@ -14,11 +14,13 @@ Without the data these tests skip with one line, except under ``CI=true`` where 
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
 import pytest
 from math_verify import parse, verify
 
+from bench.math_mutations import CHANGING, CONFIG, PER_OPERATOR, PRESERVING, SEED, honest_boxes
 from bench.reasoning_outputs import data_dir, missing, rows
 from tribunal.math import MathConfig, MathScore, verify_answer
 
@@ -125,3 +127,27 @@ def test_agreement_is_at_least_math_verifys_and_no_wrong_answer_is_paid(
         assert not any(paid[i] and not fixed[i] for i in every)
     assert agreement(strict_paid, marked) == len(marked) >= agreement(reference, marked)
     assert agreement(lenient_paid, every) == len(every) > agreement(reference, every)
+
+
+def test_the_red_team_over_its_honest_answers(items: list[dict[str, Any]]) -> None:
+    """The mutation operators of ``bench/math_mutations.py`` on honest answers that follow a
+    reasoning block: none of the meaning-changing mutations paid, every meaning-preserving
+    one paid (a trailing self-check after a long solution among them)."""
+    honest = honest_boxes(items)
+    assert len(honest) == 242
+    failures = []
+    for operators, want in ((CHANGING, 0.0), (PRESERVING, 1.0)):
+        for name, operator in operators.items():
+            rng = random.Random(f"{SEED}-reasoning-{name}")
+            cases = 0
+            for box, gold in rng.sample(honest, len(honest)):
+                response = operator(box, rng)
+                if response is None:
+                    continue
+                if verify_answer(response, gold, CONFIG).reward != want:
+                    failures.append((name, response[-300:]))
+                cases += 1
+                if cases == PER_OPERATOR:
+                    break
+            assert cases == PER_OPERATOR, name
+    assert failures == []
