@@ -6,9 +6,10 @@ Data: ``$TRIBUNAL_DATA_DIR/math/sky_t1`` (default ``../shared/data`` beside the 
 ``shared/data/SOURCES.md``): NovaSky-AI/SkyThought@6840eb7 (Apache-2.0), the evaluation
 outputs of six Sky-T1 32B and 27B models (QwQ-distilled reasoning models) that SkyThought
 committed from its Qwen2.5-Math harness: each row is one greedy output and the harness's
-``score``, its grader's verdict on the output's last ``\\boxed{}`` (the label: it was not made
-with Tribunal or Math-Verify). Shared by ``tests/math/test_reasoning_outputs.py`` and
-``bench/math_fidelity.py``, so both score exactly the same items.
+``score``, its rule-based grader's verdict on the answer it extracted from the output
+(``pred``; the label: it was not made with Tribunal or Math-Verify). Shared by
+``tests/math/test_reasoning_outputs.py`` and ``bench/math_fidelity.py``, so both score
+exactly the same items.
 
 What is taken, by rule and not by hand:
 
