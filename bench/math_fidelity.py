@@ -23,6 +23,12 @@ tables: ``bench/results/math_fidelity.json`` with ``--record``). Two parts:
   and the GSM8K gold solutions. ``--baseline DIR`` (a checkout's ``services`` directory,
   e.g. from ``git archive`` of the commit before issue 36) times that code's
   ``verify_answer`` on the same items in a subprocess, interleaved with this one's.
+- ``reasoning_outputs``: 311 complete reasoning-model outputs with independent labels
+  (``bench/reasoning_outputs.py``: Sky-T1's MATH-500, AIME 2024 and AMC 2023 outputs, a
+  ``<think>`` block before each solution; data under ``$TRIBUNAL_DATA_DIR/math/sky_t1``,
+  left out with a note when absent): agreement with the harness's labels in ``marked`` and
+  ``lenient``, beside Math-Verify given the gold in math delimiters (``$gold$``, as its
+  documentation writes it) and as a bare string (as the ProcessBench part gives it).
 - ``red_team``: the seeded mutation operators of ``bench/math_mutations.py`` applied
   to every honest answer of the real set: meaning-changing mutations paid (target 0) and
   meaning-preserving ones refused (target 0), for Tribunal (``marked``) and Math-Verify.
@@ -270,7 +276,30 @@ def _issue36_tables(result: dict[str, Any]) -> list[dict[str, Any]]:
     mutations = results.table(
         ["operator", "cases", "Tribunal, marked", "Math-Verify"], rows, "Mutation red-team"
     )
-    return [agreement, mutations]
+    reasoning = result.get("reasoning_outputs", {"skipped": "not run"})
+    if "skipped" in reasoning:
+        return [agreement, mutations]
+    names = {
+        "marked": "Tribunal, marked",
+        "lenient": "Tribunal, lenient",
+        "math_verify": "Math-Verify, gold as `$gold$`",
+        "math_verify_bare_gold": "Math-Verify, gold as a bare string",
+    }
+    thinking = results.table(
+        ["reward", "agrees with the label", "wrong answers paid", "right answers missed"],
+        [
+            [
+                name,
+                f"{side['agree']} of {reasoning['items']}",
+                side["wrong_paid"],
+                side["right_missed"],
+            ]
+            for key, name in names.items()
+            for side in [reasoning[key]]
+        ],
+        "Reasoning-model outputs with independent labels (Sky-T1, a <think> block each)",
+    )
+    return [agreement, mutations, thinking]
 
 
 REAL = ROOT / "tests" / "math" / "cases" / "processbench.jsonl"
@@ -345,6 +374,33 @@ def _agreement(paid: list[bool], label: list[bool]) -> dict[str, int]:
     }
 
 
+def reasoning_outputs() -> dict[str, Any]:
+    """Agreement with Sky-T1's harness labels (see the module docstring)."""
+    from math_verify import parse, verify
+
+    from bench import reasoning_outputs as data
+    from tribunal.math import MathConfig, verify_answer
+
+    if absent := data.missing():
+        return {"skipped": f"no data under {data.data_dir()}: {absent}"}
+    rows = data.rows()
+    label = [r["correct"] for r in rows]
+    report: dict[str, Any] = {"items": len(rows), "labelled_right": sum(label)}
+    for name in ("marked", "lenient"):
+        config = MathConfig(answer_format=name)
+        paid = [verify_answer(r["response"], r["ground_truth"], config).reward == 1.0 for r in rows]
+        report[name] = _agreement(paid, label)
+    for name, gold in (("math_verify", "${}$"), ("math_verify_bare_gold", "{}")):
+        paid = []
+        for r in rows:
+            with guard(GUARD_S):
+                paid.append(
+                    bool(verify(parse(gold.format(r["ground_truth"])), parse(r["response"])))
+                )
+        report[name] = _agreement(paid, label)
+    return report
+
+
 def red_team() -> dict[str, Any]:
     """Every operator of the mutation red-team over every honest answer of the real set."""
     import random
@@ -399,6 +455,7 @@ def main() -> None:
         "table": table(),
         "gold_solutions": gold_solutions(),
         "real_outputs": real_outputs(baseline),
+        "reasoning_outputs": reasoning_outputs(),
         "red_team": red_team(),
     }
     sys.stdout.write(json.dumps(result, indent=1) + "\n")

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from tribunal.math import MathConfig, verify_answer
 from tribunal.math.extract import boxed_runs
@@ -175,21 +176,24 @@ PRESERVING: dict[str, Operator] = {
 }
 
 
-def _honest_boxes() -> list[tuple[Box, str]]:
-    """The real set's right solutions whose one final box the shipped format pays."""
+def honest_boxes(rows: Iterable[dict[str, Any]]) -> list[tuple[Box, str]]:
+    """The right solutions of ``rows`` (``{response, ground_truth, correct}``) whose one box
+    in the final answer region (after the last ``</think>``, or the whole response) the
+    shipped format pays, as ``(box, gold)``."""
     boxes = []
-    for line in CASES.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    for row in rows:
         if not row["correct"]:
             continue
-        runs = boxed_runs(row["response"], limit=2)
+        close = row["response"].rfind("</think>")
+        offset = close + len("</think>") if close >= 0 else 0
+        runs = boxed_runs(row["response"][offset:], limit=2)
         if len(runs) != 1 or runs[0][0].parts:
             continue
         extraction, start, end = runs[0]
-        box = (row["response"], start, end, extraction.text)
+        box = (row["response"], offset + start, offset + end, extraction.text)
         if verify_answer(box[0], row["ground_truth"], CONFIG).reward == 1.0:
             boxes.append((box, str(row["ground_truth"])))
     return boxes
 
 
-HONEST = _honest_boxes()
+HONEST = honest_boxes(json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines())

@@ -129,6 +129,14 @@ def test_the_answer_sentence_is_read_not_later_ones() -> None:
     assert verify_answer(guess, "7", BOXED).uncommitted == "hedged"
     denied = "The answer is definitely not \\boxed{7}."
     assert verify_answer(denied, "7", BOXED).uncommitted == "negated"
+    # A negation before a number is about that number (Sky-T1's MATH-500 answer 162).
+    restated = "The chance it is divisible by 2 but not by 3 is \\(\\boxed{\\frac{17}{50}}\\)."
+    assert verify_answer(restated, "\\frac{17}{50}", BOXED).reward == 1.0
+    counted = "The number of integers not divisible by 3 is \\boxed{67}."
+    assert verify_answer(counted, "67", BOXED).reward == 1.0
+    # Only a digit ends a negation's reach, never a brace or a word.
+    for denied in ("The answer is \\textbf{not} \\boxed{7}.", "It is $x$, not \\boxed{7}"):
+        assert verify_answer(denied, "7", BOXED).uncommitted == "negated"
     # Known limitation (docs/math.md): a later sentence is not read, whatever it says.
     assert verify_answer("\\boxed{7}. I am not sure about this.", "7", BOXED).reward == 1.0
 

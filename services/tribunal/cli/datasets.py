@@ -85,6 +85,21 @@ class Dataset:
 
 
 _RESEARCH = ("AkariAsai/ScholarQABench", "95e6fc52b0a8a0ce0a74956029991e3bb00c38b9")
+_SKY_T1 = ("NovaSky-AI/SkyThought", "6840eb7df638ab178d20122099286db08e376851")
+_SKY_T1_OUTPUTS = "skythought/Qwen2.5-Math/evaluation/outputs"
+_SKY_T1_FILE = "test_Sky-T1_-1_seed0_t0.0_s0_e-1.jsonl"
+
+
+def _sky_t1(model: str, folder: str, benchmark: str, sha256: str) -> Dataset:
+    """One of Sky-T1's evaluation output files (SkyThought's Qwen2.5-Math harness: each row
+    a reasoning model's output and the harness's ``score``), stored compressed."""
+    return Dataset(
+        f"math/sky_t1/{model}_{benchmark}.jsonl.gz",
+        sha256,
+        *_SKY_T1,
+        f"{_SKY_T1_OUTPUTS}/{folder}/{benchmark}_eval/{benchmark}/{_SKY_T1_FILE}",
+    )
+
 
 DATASETS: tuple[Dataset, ...] = (
     Dataset(
@@ -101,6 +116,49 @@ DATASETS: tuple[Dataset, ...] = (
         "hkust-nlp/simpleRL-reason",
         "cf1c7858bfc145a27aa733e75d930d34f0d318a6",
         "examples/simplelr_math_eval/data/math500/test.jsonl",
+    ),
+    # Reasoning-model outputs with their harness's labels (SOURCES.md): the ``math`` tests'.
+    _sky_t1(
+        "Sky-T1-math-correct-5K-27B",
+        "home/ubuntu/skyov1-dl/Sky-T1-math-correct-5K-27B",
+        "math500",
+        "0be2b72f3354feef557c8be4982284afecfadfe3fb40684ab48619715ad80c40",
+    ),
+    _sky_t1(
+        "Sky-T1-math-reflection-0.2-32B",
+        "icml_models/Sky-T1-math-reflection-0.2-32B",
+        "aime24",
+        "6ab818aaf018f2a010df03406bf653a2cb64ed04effed7e48d2ceecf6d196537",
+    ),
+    _sky_t1(
+        "Sky-T1-math-reflection-1.0-32B",
+        "icml_models/Sky-T1-math-reflection-1.0-32B",
+        "aime24",
+        "61e764ad763a567b31328625ceff518b52301e85e052dff802169de7ebb10775",
+    ),
+    _sky_t1(
+        "Sky-T1-math-corrupt-0.2-32B",
+        "icml_models/Sky-T1-math-corrupt-0.2-32B",
+        "aime24",
+        "24d592e952adedbd1db8cc68b728c8e17e0e80f8b4bd694268bc99ee35d016ae",
+    ),
+    _sky_t1(
+        "Sky-T1-math-corrupt-0.5-32B",
+        "icml_models/Sky-T1-math-corrupt-0.5-32B",
+        "aime24",
+        "2c53e24c968bf8d24fb06fd0ba227a6e167ced29aff79bb227d1f8e98ebe0f41",
+    ),
+    _sky_t1(
+        "Sky-T1-math-correct-5K-32B-checkpoint-140",
+        "icml_models/Sky-T1-math-correct-5K-32B-ckpts/checkpoint-140",
+        "aime24",
+        "53019a111e2a0af924611bedfb220216206331aa6aa8bcfe275bc8082033657d",
+    ),
+    _sky_t1(
+        "Sky-T1-math-corrupt-0.2-32B",
+        "icml_models/Sky-T1-math-corrupt-0.2-32B",
+        "amc23",
+        "f945a633b8855955560fa1787f9fb2378f626e87f6f986df2328775ab23a315d",
     ),
     Dataset(
         "code/humaneval.jsonl",

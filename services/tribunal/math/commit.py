@@ -291,6 +291,14 @@ _CLAUSE_BREAK = re.compile(
 _CLAUSE_NEGATION = re.compile(r"\b(?:not|never|no|neither|nor|wrong|incorrect|false)\b|n't\b")
 
 
+def _after_last_number(clause: str) -> str:
+    """The text of ``clause`` after its last digit: a negation before a number is about that
+    number ("divisible by 2 but not by 3 is \\boxed{17/50}": "not" is about 3, not the
+    answer). Only a digit ends it, never a brace: ``\\textbf{not} \\boxed{7}`` stays negated."""
+    last = max(clause.rfind(digit) for digit in "0123456789")
+    return clause[last + 1 :]
+
+
 def uncommitted_in_sentence(
     answer: str, *, lead: str, tail: str, gold: str, boxed: bool
 ) -> Reason | None:
@@ -306,8 +314,9 @@ def uncommitted_in_sentence(
       uncertain, anywhere in the sentence ("I guess, after all this, it is \\boxed{7}");
     - ``negated``: not, never, no, neither, nor, wrong, incorrect, false, n't in the clause
       that states the answer (from the last ",", ";", ":" or connective such as "so",
-      "since" before it): "The answer is definitely not \\boxed{7}", but not "Since 7 is not
-      even, the answer is \\boxed{7}".
+      "since" before it, and after the last number in it): "The answer is definitely not
+      \\boxed{7}", but not "Since 7 is not even, the answer is \\boxed{7}" nor "the
+      probability that it is divisible by 2 but not by 3 is \\boxed{\\frac{17}{50}}".
 
     Words of the ground truth itself never count.
 
@@ -330,7 +339,7 @@ def uncommitted_in_sentence(
     if any(m.group().split()[0] not in gold_words for m in _SENTENCE_HEDGE.finditer(sentence)):
         return "hedged"
     breaks = list(_CLAUSE_BREAK.finditer(lead.lower()))
-    clause = lead.lower()[breaks[-1].end() :] if breaks else lead.lower()
+    clause = _after_last_number(lead.lower()[breaks[-1].end() :] if breaks else lead.lower())
     if any(m.group() not in gold_words for m in _CLAUSE_NEGATION.finditer(clause)):
         return "negated"
     return None
