@@ -379,7 +379,7 @@ def test_hostile_comparisons_as_large_as_their_expected_values_delay_no_honest_i
         response = client.post("/v1/code/score", json={"items": [reply, stdout, honest]})
     assert response.status_code == 200, response.text
     *hostile, good = response.json()["results"]
-    assert good["reward"] == 1.0 and good["error"] is None, [r["error"] for r in hostile + [good]]
+    assert good["reward"] == 1.0 and good["error"] is None, [r["error"] for r in [*hostile, good]]
     for bad in hostile:
         assert bad["error"] is None, (bad["id"], bad["error"])
         assert bad["reward"] == 0.0 and bad["details"]["tests"][0]["verdict"] == "wrong_answer"
