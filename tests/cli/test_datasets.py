@@ -195,11 +195,12 @@ def test_an_unreachable_source_fails_its_file_with_the_way_out(tmp_path: Path) -
 
 
 def test_the_catalogue_checksums_are_those_of_the_shared_copy() -> None:
-    missing = [d.path for d in DATASETS if not (data_dir() / d.path).is_file()]
-    if missing:
-        pytest.skip(f"no shared copy under {data_dir()}: {missing}")
-    assert {d.path: content_sha256(data_dir() / d.path) for d in DATASETS} == {
-        d.path: d.sha256 for d in DATASETS
+    # Each file the copy has (a machine's copy may predate a later entry: the Sky-T1 outputs).
+    present = [d for d in DATASETS if (data_dir() / d.path).is_file()]
+    if not present:
+        pytest.skip(f"no shared copy under {data_dir()}")
+    assert {d.path: content_sha256(data_dir() / d.path) for d in present} == {
+        d.path: d.sha256 for d in present
     }
 
 
