@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 import redis.asyncio as aioredis
 
+from tests.conftest import RedisServer
 from tests.core.toy import ToyItem, ToyVerifier
 from tribunal.core.cache import MemoryCache, RedisCache, cache_entry
 from tribunal.core.queue.base import JobQueue, QueuedItem
@@ -270,6 +271,54 @@ async def test_a_stop_releases_the_items_still_being_scored(queue_and_cache) -> 
     [delivery] = await queue.claim("toy", "next", 10, block_s=0.5)
     assert delivery.payload["text"] == "slow one"
     assert len((await queue.job(job.job_id)).results) == 1
+
+
+class Reconnecting(RedisStreamsQueue):
+    """Sets up a connection for every heartbeat, as after Redis dropped its idle ones (a
+    restart, a client timeout): redis-py's set-up waits in ``asyncio.wait_for``."""
+
+    async def heartbeat(
+        self,
+        verifier: str,
+        consumer: str,
+        utilisation: tuple[int, int] | None = None,
+        backend: tuple[int, int] | None = None,
+    ) -> None:
+        await self.redis.connection_pool.disconnect(inuse_connections=False)
+        await super().heartbeat(verifier, consumer, utilisation, backend)
+
+
+async def test_a_stop_ends_the_heartbeat_while_it_reconnects(
+    redis_server: RedisServer, key_prefix: str
+) -> None:
+    """Every stop returns, though each heartbeat is setting up its connection (issue 39).
+
+    On Python 3.11, ``asyncio.wait_for`` loses a cancellation that arrives as its inner call
+    ends (CPython gh-86296). A heartbeat ended by cancellation then beat on, and the worker
+    never stopped: a worker of the e2e test ignored SIGTERM in 3 of 14 runs. Before the fix
+    this test failed (a stop that never returned) in 9 of 9 runs, and passed 8 of 8 after.
+    """
+    limits = {"max_queue_items": 1000, "result_ttl_s": 60, "visibility_timeout_s": 30}
+    queue = Reconnecting(redis_server.url, Keys(key_prefix), **limits)
+    await queue.ensure_verifier("toy")
+    try:
+        for _ in range(40):
+            # A heartbeat always in flight: the stop lands in one.
+            runtime = WorkerRuntime(
+                ToyVerifier(), queue, MemoryCache(10, 60), heartbeat_s=0.0, block_s=0.02
+            )
+            stop = asyncio.Event()
+            task = asyncio.create_task(runtime.run(stop))
+            while not await queue.live_workers("toy", within_s=60):  # it has beaten once
+                await asyncio.sleep(0.01)
+            stop.set()
+            stopped, _ = await asyncio.wait({task}, timeout=10)
+            while not task.done():  # a heartbeat that beats on: ended for the next test
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
+            assert stopped, "the worker did not stop: its heartbeat lost its cancellation"
+    finally:
+        await queue.aclose()
 
 
 @pytest.mark.parametrize(

@@ -127,10 +127,11 @@ class CodeSessionVerifier(_CodeBase):
             except QueueUnavailable:
                 await asyncio.sleep(1.0)
         tasks: set[asyncio.Task[None]] = set()
-        side = [
-            asyncio.create_task(self._beat(queue, stream, host, heartbeat_s)),
-            asyncio.create_task(host.expire_forever()),
-        ]
+        # The heartbeat ends on ``done``, never by a cancellation, which a Redis call may
+        # lose on Python 3.11 (see ``WorkerRuntime._heartbeat``); the expiry only sleeps.
+        done = asyncio.Event()
+        beat = asyncio.create_task(self._beat(queue, stream, host, heartbeat_s, done))
+        expiry = asyncio.create_task(host.expire_forever())
         try:
             while not stop.is_set():
                 try:
@@ -144,19 +145,28 @@ class CodeSessionVerifier(_CodeBase):
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
         finally:
-            for task in [*side, *tasks]:
+            done.set()
+            for task in [expiry, *tasks]:
                 task.cancel()
-            await asyncio.gather(*side, *tasks, return_exceptions=True)
+            await asyncio.gather(beat, expiry, *tasks, return_exceptions=True)
             with contextlib.suppress(QueueUnavailable):
                 await queue.retire(stream, host.owner)
 
-    async def _beat(self, queue: JobQueue, stream: str, host: SessionHost, period_s: float) -> None:
-        while True:
+    async def _beat(
+        self,
+        queue: JobQueue,
+        stream: str,
+        host: SessionHost,
+        period_s: float,
+        until: asyncio.Event,
+    ) -> None:
+        while not until.is_set():
             try:
                 await queue.heartbeat(stream, host.owner, host.utilisation())
             except QueueUnavailable as exc:
                 logger.warning("session heartbeat failed: %s", exc)
-            await asyncio.sleep(period_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), period_s)
 
     async def _answer(self, queue: JobQueue, stream: str, delivery: Delivery) -> None:
         outcome = await self._call(delivery.payload)

@@ -272,7 +272,9 @@ class WorkerRuntime:
             self.batch_size,
             self.capacity,
         )
-        beat = asyncio.create_task(self._heartbeat())
+        # The heartbeat ends on an event, never by cancellation (see ``_heartbeat``).
+        beating = asyncio.Event()
+        beat = asyncio.create_task(self._heartbeat(beating))
         # A verifier may serve a queue of its own beside its verifier's (the code sessions'
         # per-worker stream: ``ServesCompanion``); it stops with the claims (a
         # Redis claim is not cancelled midway: it sees ``stop`` within its block time).
@@ -297,9 +299,8 @@ class WorkerRuntime:
             await asyncio.wait({self._writer}, timeout=self.grace_s)
         if self.recorder is not None:
             await self.recorder.aclose()
-        beat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await beat
+        beating.set()
+        await beat
         # A worker that stops says so: /readyz need not wait for its heartbeat to age out.
         try:
             await self.queue.retire(self.verifier.name, self.consumer)
@@ -317,10 +318,14 @@ class WorkerRuntime:
                 logger.warning("%s; retrying in 1 s", exc.message)
                 await asyncio.sleep(1.0)
 
-    async def _heartbeat(self) -> None:
-        # Runs until cancelled, after the claim loop: entries finishing in a shutdown's grace
-        # period stay held.
-        while True:
+    async def _heartbeat(self, until: asyncio.Event) -> None:
+        # Runs until ``until`` is set, after the claim loop: entries finishing in a
+        # shutdown's grace period stay held. An event, not a cancellation, ends it: Python
+        # 3.11's asyncio.wait_for loses a cancellation that arrives as its inner call
+        # completes (CPython gh-86296), and redis-py waits that way while it sets up a
+        # connection; a lost one left this loop beating and the worker deaf to SIGTERM
+        # (issue 39).
+        while not until.is_set():
             try:
                 await self.queue.heartbeat(
                     self.verifier.name,
@@ -334,7 +339,8 @@ class WorkerRuntime:
                     )
             except Exception as exc:
                 logger.warning("heartbeat failed: %s", exc)
-            await asyncio.sleep(self.heartbeat_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), self.heartbeat_s)
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
