@@ -12,14 +12,12 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 LOCK_BASE := requirements/base.txt
 LOCK_ALL := requirements/all.txt
-# Trainers' packages whose own dependencies cannot install here (vLLM, flash-attn): hashed, by hand.
-NODEPS := requirements/trainers-nodeps.txt
 # torch comes from PyTorch's index, not PyPI: requirements/torch.txt pins its version, TORCH_INDEX
 # picks the build (the CPU one by default; a GPU machine: TORCH_INDEX=https://download.pytorch.org/whl/cu128).
 LOCK_TORCH := requirements/torch.txt
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools protocol-envs
+.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools protocol-envs trainer-envs
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -33,32 +31,22 @@ $(VENV)/.base: pyproject.toml client/pyproject.toml $(LOCK_BASE) | $(BIN)/python
 	$(PIP) --no-deps --no-build-isolation -e client -e .
 	touch $@
 
-# Every extra the suite exercises, then torch from TORCH_INDEX (its dependencies are in the lock),
-# then the trainers installed without their dependencies (requirements/trainers-nodeps.txt, by hand),
-# and verl's Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the math
-# verifier's math-verify cannot share).
-LOCK_VERL_HYDRA := requirements/verl-hydra.txt
-$(VENV)/.all: pyproject.toml client/pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) $(NODEPS) $(LOCK_VERL_HYDRA) | $(BIN)/python
+# Every extra the suite exercises, then torch from TORCH_INDEX (its dependencies are in the lock).
+# The trainers whose own code the tests run (verl, OpenRLHF) are not here: each has a venv of
+# its own (`make trainer-envs`).
+$(VENV)/.all: pyproject.toml client/pyproject.toml $(LOCK_ALL) $(LOCK_TORCH) | $(BIN)/python
 	$(PIP) --require-hashes --no-deps -r $(LOCK_ALL)
 	$(PIP) --no-deps --index-url $(TORCH_INDEX) -r $(LOCK_TORCH)
-	$(PIP) --require-hashes --no-deps -r $(NODEPS)
-	@# openrlhf's wheel installs a top-level package named `tests`, which shadows this
-	@# repository's tests/ in the process pools' forkserver children (No module named
-	@# 'tests.core'): nothing of OpenRLHF's imports it.
-	rm -rf $(VENV)/lib/python3*/site-packages/tests
-	rm -rf $(VENV)/verl-hydra
-	@# antlr4 4.9.3 is an sdist: built with the locked setuptools, not one fetched at install.
-	$(PIP) --require-hashes --no-deps --no-build-isolation --target $(VENV)/verl-hydra \
-		-r $(LOCK_VERL_HYDRA)
 	$(PIP) --no-deps --no-build-isolation -e client -e .
 	touch $@ $(VENV)/.base
 
 up: tools $(VENV)/.base
 	$(BIN)/tribunal up
 
-# The full development environment, without running anything: every extra, the trainers, torch,
-# and the system tools the suite needs (the browser for the inspector's tests included).
-dev: tools $(VENV)/.all protocol-envs
+# The full development environment, without running anything: every extra, torch, the
+# protocols' and the trainers' own venvs, and the system tools the suite needs (the browser for
+# the inspector's tests included).
+dev: tools $(VENV)/.all protocol-envs trainer-envs
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh --browser
 
 # The environment protocols' released clients, each in a venv of its own from its own hashed lock
@@ -70,6 +58,16 @@ protocol-envs:
 	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openreward
 	PYTHON=$(PYTHON) scripts/protocol_envs.sh venv openenv
 	PYTHON=$(PYTHON312) scripts/protocol_envs.sh venv nemo-gym
+
+# The trainers whose own code the integration tests run, each installed as its users install it
+# (its own declared dependency ranges, from requirements/trainer-envs/<trainer>.txt, a hashed
+# lock of its own; torch from TORCH_INDEX) with only tribunal-client (client/) added:
+# .venv-verl and .venv-openrlhf (scripts/trainer_envs.sh; built once, kept while the lock,
+# torch's pin and client/pyproject.toml are unchanged). `scripts/trainer_envs.sh lock TRAINER`
+# recompiles a lock.
+trainer-envs:
+	PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX) scripts/trainer_envs.sh venv verl
+	PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX) scripts/trainer_envs.sh venv openrlhf
 
 # The public data sets the docs, the tutorial, the benchmarks and the tests read, into
 # TRIBUNAL_DATA_DIR (default ../shared/data): `tribunal data fetch`, from each one's public source

@@ -12,7 +12,9 @@ at the trainer's own concurrency, one after the other, in alternating order over
   aiohttp session and one sample per request, as each rollout posts when its generation
   ends; OpenRLHF starts every rollout of a batch at once, so its concurrency is the batch:
   ``--openrlhf-concurrency``, 64 here) on ``/get_reward/rloo_math``, against
-  ``TribunalClient.score("gateway", [item])`` with as many requests in flight.
+  ``TribunalClient.score("gateway", [item])`` with as many requests in flight; both in
+  OpenRLHF's own environment (.venv-openrlhf, ``bench/protocol_passes.py``, a process per
+  pass, timed inside it).
 - ``slime``: slime's ``remote_rm`` as its source has it (quoted: slime is not on PyPI), one
   shared aiohttp session of 64 connections, every sample of a batch gathered at once, on
   ``/slime/rloo_math``, against ``TribunalClient`` one item a request, 64 in flight.
@@ -37,6 +39,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -47,12 +50,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
-from bench import results, stats
+from bench import results
 from bench._stack import data_file
+from bench.protocol_passes import PROMPT, figures, spec_item, timed
 from tribunal.client import TribunalClient
 from tribunal.testing.stack import RunningService, service_stack, start_service
 
-PROMPT = "<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+ROOT = Path(__file__).resolve().parents[1]
+OPENRLHF_PYTHON = ROOT / ".venv-openrlhf" / "bin" / "python"
 PROGRAM = "print(sum(range({n})))"
 
 
@@ -65,34 +70,6 @@ def gsm8k(count: int) -> list[dict[str, str]]:
         label = row["answer"].rsplit("####", 1)[1].strip().replace(",", "")
         rows.append({"question": row["question"], "answer": row["answer"], "label": label})
     return rows
-
-
-async def timed(
-    calls: list[Callable[[], Awaitable[Any]]], concurrency: int
-) -> tuple[float, list[float], list[Any]]:
-    """Run ``calls`` with at most ``concurrency`` at once; (span s, latencies s, answers)."""
-    gate = asyncio.Semaphore(concurrency)
-    latencies: list[float] = []
-
-    async def one(call: Callable[[], Awaitable[Any]]) -> Any:
-        async with gate:
-            started = time.perf_counter()
-            answer = await call()
-            latencies.append(time.perf_counter() - started)
-            return answer
-
-    started = time.perf_counter()
-    answers = await asyncio.gather(*(one(c) for c in calls))
-    return time.perf_counter() - started, latencies, list(answers)
-
-
-def figures(count: int, span_s: float, latencies: list[float]) -> dict[str, float]:
-    """Rate and latency quantiles of one pass."""
-    return {
-        "rollouts_per_s": round(count / span_s, 1),
-        "p50_ms": round(1000 * stats.percentile(latencies, 0.5), 1),
-        "p99_ms": round(1000 * stats.percentile(latencies, 0.99), 1),
-    }
 
 
 # slime/rollout/rm_hub/__init__.py (THUDM/slime at 0b420f1), remote_rm and its shared
@@ -124,30 +101,19 @@ async def remote_rm(args: Any, sample: Any, max_retries: int = 10) -> Any:
             await asyncio.sleep(min(2**attempt, 30))
 
 
-def spec_item(row: dict[str, str], index: int) -> dict[str, Any]:
-    """The gateway item the trainer routes build from ``row``."""
-    return {
-        "id": str(index),
-        "spec": "rloo_math",
-        "question": PROMPT.format(question=row["question"]),
-        "response": row["answer"],
-        "ground_truth": row["label"],
-    }
-
-
-async def openrlhf_pass(gateway: str, rows: list[dict[str, str]], concurrency: int) -> Any:
-    from openrlhf.utils.agent import SingleTurnAgentExecutor
-
-    executor = SingleTurnAgentExecutor(f"{gateway}/get_reward/rloo_math")
-
-    def call(row: dict[str, str]) -> Callable[[], Awaitable[Any]]:
-        prompt = PROMPT.format(question=row["question"])
-        query = prompt + row["answer"] + "<|im_end|>"
-        return lambda: executor._fetch_rewards_via_http([query], [prompt], [row["label"]])
-
-    span, latencies, answers = await timed([call(r) for r in rows], concurrency)
-    assert all(a[0]["rewards"] == [1.0] for a in answers), answers[:3]
-    return figures(len(rows), span, latencies)
+def openrlhf_env(name: str, gateway: str, rows: list[dict[str, str]], concurrency: int) -> Any:
+    """``bench/protocol_passes.py``'s pass ``name`` run in .venv-openrlhf: its figures."""
+    request = {"pass": name, "gateway": gateway, "rows": rows, "concurrency": concurrency}
+    done = subprocess.run(
+        [str(OPENRLHF_PYTHON), str(ROOT / "bench" / "protocol_passes.py")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} pass in .venv-openrlhf failed: {done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 async def slime_pass(gateway: str, rows: list[dict[str, str]], concurrency: int) -> Any:
@@ -282,14 +248,15 @@ def main() -> None:
     parser.add_argument("--time-limit-s", type=float, default=900.0, help="stop starting rounds")
     args = parser.parse_args()
     rows = gsm8k(args.items)
+    subprocess.run([str(ROOT / "scripts" / "trainer_envs.sh"), "venv", "openrlhf"], check=True)
     with_code = shutil.which("bwrap") is not None
     pairs: dict[str, tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]] = {}
     with stack(with_code) as running:
         gateway = running["gateway"].base_url
         c = args.openrlhf_concurrency
         pairs["openrlhf"] = (
-            lambda: openrlhf_pass(gateway, rows, c),
-            lambda: client_pass(gateway, rows, c),
+            lambda: asyncio.to_thread(openrlhf_env, "openrlhf", gateway, rows, c),
+            lambda: asyncio.to_thread(openrlhf_env, "client", gateway, rows, c),
         )
         pairs["slime"] = (
             lambda: slime_pass(gateway, rows, 64),

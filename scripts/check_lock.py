@@ -2,16 +2,13 @@
 
     python scripts/check_lock.py            pyproject.toml against requirements/*.txt
     python scripts/check_lock.py --venv all the running interpreter's packages against all.txt
-                                            and trainers-nodeps.txt
     python scripts/check_lock.py --index    every hashed pin against PyPI's index (network)
 
 The locks (``make lock``, scripts/lock.sh) must pin every requirement pyproject.toml names, at a
 version its specifier admits: a dependency added, or a range moved past the pinned version,
 without ``make lock`` fails here. ``base.txt`` must pin what ``all.txt`` pins. With ``--venv``,
 the interpreter running this must hold exactly one lock's packages at its versions (nothing
-missing, nothing else but Tribunal itself and pip); the ``all`` venv holds the trainers' packages
-of ``trainers-nodeps.txt`` too (installed without their dependencies; kept by hand: one
-``name==version --hash=sha256:...`` a line, sorted, none of them in ``all.txt``). torch is pinned
+missing, nothing else but Tribunal itself and pip). torch is pinned
 in ``torch.txt`` alone (its build comes from PyTorch's index, which decides the local version
 label: ``2.13.0`` is met by ``2.13.0+cpu`` or ``2.13.0+cu128``); it counts as part of the locks
 that hold the trainer. With ``--index``, every hashed pin must name, among its hashes, a file
@@ -64,9 +61,6 @@ LOCKED_EXTRAS = {
 }
 # Installed in every venv but not part of any lock: the project's two distributions and pip.
 UNLOCKED = {"tribunal-rl", "tribunal-client", "pip"}
-# Hand-kept pins installed with --no-deps into the venv of these locks (make's .venv/.all).
-NODEPS = LOCKS / "trainers-nodeps.txt"
-NODEPS_VENVS = {"all"}
 # torch's own pin (no hash: see the file), part of these locks.
 TORCH = LOCKS / "torch.txt"
 TORCH_LOCKS = {"all", "trainer"}
@@ -87,7 +81,8 @@ PLATFORMS = (
 )
 PYPI_SIMPLE = "https://pypi.org/simple"
 _PEP_691_JSON = "application/vnd.pypi.simple.v1+json"
-HASHED_LOCKS = ("all", "base", "trainer", "trainers-nodeps", "verl-hydra")
+# The trainers' own venvs' locks (scripts/trainer_envs.sh) are hashed PyPI pins too.
+HASHED_LOCKS = ("all", "base", "trainer", "trainer-envs/verl", "trainer-envs/openrlhf")
 
 
 def read_lock(path: Path) -> dict[str, Version]:
@@ -98,32 +93,6 @@ def read_lock(path: Path) -> dict[str, Version]:
         if match:
             pins[canonicalize_name(match[1])] = Version(match[2])
     return pins
-
-
-def nodeps_problems(path: Path, lock: dict[str, Version]) -> list[str]:
-    """What is wrong with the hand-kept no-deps file ``path`` (see the module docstring), given
-    the compiled lock ``lock`` its packages are installed beside."""
-    problems = []
-    names = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        match = _PIN.match(line)
-        where = f"{path.name}:{number}"
-        if match is None:
-            problems.append(f"{where}: not `name==version --hash=sha256:...`: {line!r}")
-            continue
-        name = canonicalize_name(match[1])
-        names.append(name)
-        if not re.search(r"\s--hash=sha256:[0-9a-f]{64}\b", line):
-            problems.append(f"{where}: {match[1]} has no --hash=sha256: on its line")
-        if name in lock:
-            problems.append(f"{where}: {match[1]} is also in the compiled lock; keep it in one")
-    if names != sorted(names):
-        problems.append(f"{path.name}: the packages are not sorted by name")
-    if len(set(names)) != len(names):
-        problems.append(f"{path.name}: a package is pinned twice")
-    return problems
 
 
 def requirements(pyproject: dict[str, object], extras: tuple[str, ...]) -> list[Requirement]:
@@ -173,9 +142,6 @@ def lock_problems(root: Path = ROOT) -> list[str]:
                     f"requirements/{name}.txt: {requirement.name}=={pinned} is outside "
                     f"pyproject.toml's {requirement}"
                 )
-    nodeps = root / "requirements" / NODEPS.name
-    if nodeps.exists():
-        problems += nodeps_problems(nodeps, locks["all"])
     for package, version in locks["base"].items():
         if locks["all"].get(package) != version:
             problems.append(
@@ -260,13 +226,11 @@ def index_problems(root: Path = ROOT, index: str = PYPI_SIMPLE) -> list[str]:
         return [problem for problems in found for problem in problems]
 
 
-def venv_problems(lock: Path, nodeps: Path | None = None, torch: Path | None = None) -> list[str]:
+def venv_problems(lock: Path, torch: Path | None = None) -> list[str]:
     """Every package the running interpreter holds at another version than ``lock`` pins (or
-    the no-deps file ``nodeps`` and the torch pin ``torch``, when given, pin beside it; torch's
-    local version label, its build, is the index's choice)."""
+    the torch pin ``torch``, when given, pins beside it; torch's local version label, its
+    build, is the index's choice)."""
     pins = read_lock(lock)
-    if nodeps is not None:
-        pins |= read_lock(nodeps)
     builds = read_lock(torch) if torch is not None else {}
     pins |= builds
     installed = {
@@ -282,8 +246,7 @@ def venv_problems(lock: Path, nodeps: Path | None = None, torch: Path | None = N
             problems.append(f"{package}: {lock.name} pins {version}, installed {have}")
     for package, version in sorted(installed.items()):
         if package not in pins and package not in UNLOCKED:
-            extra = [path.name for path in (nodeps, torch) if path is not None]
-            names = " or ".join([lock.name, *extra])
+            names = " or ".join([lock.name, *([torch.name] if torch is not None else [])])
             problems.append(f"{package}=={version} is installed but not in {names}")
     return problems
 
@@ -297,9 +260,8 @@ def main() -> int:
     if args.index:
         problems += index_problems()
     if args.venv:
-        nodeps = NODEPS if args.venv in NODEPS_VENVS else None
         torch = TORCH if args.venv in TORCH_LOCKS else None
-        problems += venv_problems(LOCKS / f"{args.venv}.txt", nodeps, torch)
+        problems += venv_problems(LOCKS / f"{args.venv}.txt", torch)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

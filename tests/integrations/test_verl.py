@@ -2,27 +2,24 @@
 reward-loop worker with the ``naive`` and ``dapo`` managers over a ``DataProto`` of rollouts
 (GSM8K, MATH-500, stdio code), and its ``sandbox_fusion`` scorer against the code service.
 
-verl is installed without its dependencies (requirements/trainers-nodeps.txt) plus what these
-modules import; its Hydra beside the venv (requirements/verl-hydra.txt: ANTLR 4.9, which the
-math verifier's math-verify cannot share), so verl runs in a process of its own
-(tests/integrations/verl_driver.py). Not run here: Ray's actor pool (``RewardLoopManager``
-spreads batches over ``RewardLoopWorker`` actors; the worker itself runs, and the manager's
-merge of the workers' outputs is repeated as verl writes it) and vLLM (the rollouts are token
-ids built with a byte-level tokenizer trained on the spot, no hub download).
+verl runs in its own environment, installed as its users install it: .venv-verl, from
+requirements/trainer-envs/verl.txt (verl's declared ranges: its transformers, its Hydra on the
+ANTLR 4.9 runtime) with only tribunal-client added (tests/integrations/verl_driver.py, in a
+process of its own); the services run in Tribunal's venv. Not run here: Ray's actor pool
+(``RewardLoopManager`` spreads batches over ``RewardLoopWorker`` actors; the worker itself
+runs, and the manager's merge of the workers' outputs is repeated as verl writes it) and vLLM
+(the rollouts are token ids built with a byte-level tokenizer trained on the spot, no hub
+download).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,33 +36,18 @@ from tests.conftest import (
     need_data,
     redis_env,
 )
+from tests.integrations.conftest import run_driver
 from tribunal.client import ClientError
 from tribunal.integrations.verl import RewardUnavailable, compute_score, compute_score_sync
 
 pytestmark = pytest.mark.e2e
 
-VERL_HYDRA = ROOT / ".venv" / "verl-hydra"
 DRIVER = Path(__file__).with_name("verl_driver.py")
 
 
 def run_verl(request: dict[str, Any]) -> dict[str, Any]:
-    """verl_driver.py's answer to ``request``, run with verl's Hydra first on the path."""
-    if importlib.util.find_spec("verl") is None:
-        pytest.skip("verl is not installed (requirements/trainers-nodeps.txt)")
-    if not VERL_HYDRA.is_dir():
-        pytest.skip(f"verl's Hydra is not installed in {VERL_HYDRA} (requirements/verl-hydra.txt)")
-    path = os.pathsep.join(p for p in (str(VERL_HYDRA), os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, str(DRIVER)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": path},
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    """verl_driver.py's answer to ``request``, run in .venv-verl."""
+    return dict(run_driver("verl", DRIVER, request))
 
 
 def documented_overrides() -> list[str]:

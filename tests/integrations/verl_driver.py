@@ -1,9 +1,10 @@
 """verl 0.9.1's own code, run for tests/integrations/test_verl.py in a process of its own.
 
-verl's Hydra (hydra-core 1.3) needs the ANTLR 4.9 runtime and the venv holds 4.13 (the math
-verifier's math-verify): the test runs this file with ``.venv/verl-hydra`` first on
-``PYTHONPATH``. One JSON request on stdin, one JSON answer on stdout; an exception verl raises
-is the answer ``{"error": {"type", "message"}}`` (what a verl user would see in the log).
+It runs in verl's own environment (.venv-verl: verl as its users install it, from
+requirements/trainer-envs/verl.txt, its Hydra on the ANTLR 4.9 runtime, and tribunal-client),
+never in Tribunal's venv, whose math-verify holds ANTLR 4.13. One JSON request on stdin, one
+JSON answer on stdout; an exception verl raises is the answer ``{"error": {"type",
+"message"}}`` (what a verl user would see in the log).
 
 Requests (``op``):
 
