@@ -269,6 +269,12 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         "An LLM backend call's time (its wait for a concurrency slot and retries included).",
         labels=["verifier"],
     )
+    rate_wait = HistogramMetricFamily(
+        "tribunal_backend_rate_wait_seconds",
+        "How long each LLM backend request waited for room under its requests_per_minute / "
+        "tokens_per_minute limits (0 when there was room; only backends with a limit).",
+        labels=["verifier"],
+    )
     inspect_dropped = CounterMetricFamily(
         "tribunal_inspect_dropped",
         "Scored items the reward inspector did not keep although sampled (its buffer full, "
@@ -285,11 +291,14 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         observed = histogram_from_stats(stats, "backend_latency", LATENCY_BUCKETS_S)
         if observed is not None:
             call_latency.add_metric([verifier], *observed)
+        observed = histogram_from_stats(stats, "backend_rate_wait", LATENCY_BUCKETS_S)
+        if observed is not None:
+            rate_wait.add_metric([verifier], *observed)
         for name, value in stats.items():
             parts = name.split(SEP)
             if parts[0] == "backend" and len(parts) == 2:
                 calls.add_metric([verifier, parts[1]], value)
-    return [misses, dead, latency, calls, call_latency, inspect_dropped]
+    return [misses, dead, latency, calls, call_latency, rate_wait, inspect_dropped]
 
 
 def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:

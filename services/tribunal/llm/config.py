@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 BackendKind = Literal["openai", "transformers", "none"]
 """Which backend answers: any OpenAI-compatible server, an in-process transformers model, or
@@ -52,6 +52,20 @@ class BackendConfig(BaseModel):
         ge=1,
         description="Most calls in flight to this backend at once (a semaphore in front of the "
         "HTTP client; queued calls wait in the semaphore, never in the connection pool).",
+    )
+    requests_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most HTTP requests (retries included) sent to this server and model in "
+        "any 60 s, or null (no limit). Calls past it wait for room, never fail. Shared by "
+        "every worker and service on the same Redis (per process with the memory queue).",
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens (prompt + completion) sent to this server and model in any "
+        "60 s, or null. A call counts ceil(prompt chars / 4) + its max_tokens until the "
+        "server reports its usage. Waited for and shared as requests_per_minute.",
     )
     timeout_s: float = Field(default=60.0, gt=0, description="Deadline of one HTTP attempt (s).")
     max_retries: int = Field(
@@ -125,6 +139,18 @@ class BackendConfig(BaseModel):
         if isinstance(value, str):  # a flat environment variable that no one decoded
             value = json.loads(value)
         return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _limits_need_a_server(self) -> BackendConfig:
+        """Refuse per-minute limits on a backend that sends no requests to a server."""
+        if self.kind != "openai":
+            for name in ("requests_per_minute", "tokens_per_minute"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} limits calls to an OpenAI-compatible server; the {self.kind} "
+                        "backend makes none (unset it, or use the openai backend)"
+                    )
+        return self
 
     def hash_payload(self) -> dict[str, Any]:
         """Return the fields that can move a verdict (no secrets, no capacity knobs)."""
