@@ -232,6 +232,13 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 _quantiles("tribunal_backend_latency_seconds", "verifier", VERIFIER),
             ),
             Panel(
+                "Backend rate-limit wait",
+                "p50 and p99 of a request's wait for room under its backend's "
+                "requests_per_minute / tokens_per_minute (backends with a limit only).",
+                "s",
+                _quantiles("tribunal_backend_rate_wait_seconds", "verifier", VERIFIER),
+            ),
+            Panel(
                 "Backend concurrency in use",
                 "Calls in flight against the concurrency bound, summed over live workers.",
                 "short",

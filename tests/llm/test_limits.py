@@ -14,14 +14,18 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from tribunal.core.metrics import Tally
-from tribunal.llm import BackendConfig
+from tribunal.llm import BackendConfig, CompletionRequest
 from tribunal.llm.limits import (
     LocalLimiter,
     RateLimits,
     RedisLimiter,
     estimate_tokens,
     limit_key_stem,
+    meter_limits,
+    share_limits,
 )
+from tribunal.llm.openai_compat import OpenAICompatBackend
+from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 
 
 @pytest.fixture
@@ -108,7 +112,7 @@ async def test_a_refused_call_is_admitted_once_the_oldest_leaves_the_window(
     await first.acquire(1)
     await second.acquire(1)  # waits for the first's admission to leave the window
     assert len(refusals) >= 1
-    (_, admitted_ms), = await clients[0].zrange(f"{stem}:admitted", 0, -1, withscores=True)
+    ((_, admitted_ms),) = await clients[0].zrange(f"{stem}:admitted", 0, -1, withscores=True)
     assert admitted_ms - started_ms >= 200  # on Redis's clock: a window after the first
     stats = tally.take()
     assert stats["backend_rate_wait|count"] == 2
@@ -159,3 +163,46 @@ async def test_the_local_limiter_waits_in_process() -> None:
     assert small._used == 45
     await small.acquire(40)  # waits for the window to pass
     assert small._used == 40
+
+
+async def test_a_backend_waits_for_room_before_its_request_reaches_the_server(
+    clients: list[aioredis.Redis],
+) -> None:
+
+    server = FakeOpenAIServer(FakeScript())
+    server.start()
+    config = BackendConfig(
+        kind="openai", base_url=server.base_url, model="m", requests_per_minute=2
+    )
+    backend = OpenAICompatBackend(config)
+    assert isinstance(backend.limiter, LocalLimiter)  # one process's until shared
+    tally = Tally()
+    meter_limits(backend, tally)
+    share_limits(backend, clients[0], f"t{uuid.uuid4().hex[:8]}")
+    assert isinstance(backend.limiter, RedisLimiter)
+    refusals: list[int] = []
+    counted(backend.limiter, refusals)
+    request = CompletionRequest(
+        messages=[{"role": "user", "content": "x"}],
+        schema={"type": "object", "properties": {}},
+        max_tokens=4,
+    )
+    try:
+        await backend.start()
+        calls = [asyncio.create_task(backend.complete(request)) for _ in range(3)]
+        await until(lambda: sum(c.done() for c in calls) == 2 and len(refusals) >= 1)
+        assert len(server.stats.requests) == 2  # the third waits on this side of the socket
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        assert tally.take()["backend_rate_wait|count"] == 2
+    finally:
+        await backend.aclose()
+        server.stop()
+
+
+def test_a_backend_without_limits_has_no_limiter_to_share() -> None:
+
+    backend = OpenAICompatBackend(BackendConfig(kind="openai", base_url="http://x/v1", model="m"))
+    share_limits(backend, object(), "p")
+    assert backend.limiter is None

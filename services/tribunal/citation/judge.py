@@ -44,6 +44,7 @@ from tribunal.citation.support import SupportOutcome
 from tribunal.core.lru import LRU
 from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
+from tribunal.llm.limits import meter_limits
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -184,8 +185,9 @@ class LLMSupport:
         self._cpu: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
-        """Start the backend."""
+        """Start the backend (its per-minute limits' waits counted by this mode's meter)."""
         await self.backend.start()
+        meter_limits(self.backend, self.meter.tally)
         self.control = ControlTokens(self.backend.control_tokens)
 
     async def aclose(self) -> None:

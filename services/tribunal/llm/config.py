@@ -142,8 +142,9 @@ class BackendConfig(BaseModel):
 
     @model_validator(mode="after")
     def _limits_need_a_server(self) -> BackendConfig:
-        """Refuse per-minute limits on a backend that sends no requests to a server."""
-        if self.kind != "openai":
+        """Refuse per-minute limits on an in-process model, which sends no request to a
+        server (on ``none`` every call fails at once: nothing to limit, nothing lost)."""
+        if self.kind == "transformers":
             for name in ("requests_per_minute", "tokens_per_minute"):
                 if getattr(self, name) is not None:
                     raise ValueError(
