@@ -76,7 +76,7 @@ class JudgeVerifier:
         # instead of after every queued call has been prepared. 2x keeps the backend busy
         # while admitted calls back off between retries.
         self._admission = asyncio.Semaphore(2 * config.backend.max_concurrency)
-        self.meter = BackendMeter(config.backend.max_concurrency)
+        self.meter = BackendMeter(config.backend.max_concurrency, config.backend)
         self._context = canonical_json(
             {
                 "prompt_version": PROMPT_VERSION,
@@ -241,6 +241,7 @@ class JudgeVerifier:
             except TribunalError as exc:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
+        self.meter.charge_item(usage.prompt_tokens, usage.completion_tokens)
         return self._outcome(rubrics, refs, slots, cached, usage)
 
     def _calls(self, n: int) -> list[range]:

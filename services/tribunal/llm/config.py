@@ -25,6 +25,16 @@ StructuredOutput = Literal["json_schema", "json_object", "none"]
 ``json_schema``, guided decoding on vLLM / SGLang), JSON mode only, or nothing (prompt only)."""
 
 
+class TokenPrice(BaseModel):
+    """A model's price, USD per million tokens (frozen, hashable; both kinds required, so
+    that a cost never silently leaves the completions out)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: float = Field(ge=0, description="USD per million prompt tokens.")
+    completion: float = Field(ge=0, description="USD per million completion tokens.")
+
+
 class BackendConfig(BaseModel):
     """Which model answers and how calls to it are made (frozen, hashable)."""
 
@@ -66,6 +76,12 @@ class BackendConfig(BaseModel):
         description="Most tokens (prompt + completion) sent to this server and model in any "
         "60 s, or null. A call counts ceil(prompt chars / 4) + its max_tokens until the "
         "server reports its usage. Waited for and shared as requests_per_minute.",
+    )
+    price: TokenPrice | None = Field(
+        default=None,
+        description='This model\'s price in USD per million tokens, {"prompt": 2.0, '
+        '"completion": 8.0} (both required; 0 for free tokens), or null (not priced: tokens '
+        "are counted, no cost). The cost of calls and of each judged item is in /metrics.",
     )
     timeout_s: float = Field(default=60.0, gt=0, description="Deadline of one HTTP attempt (s).")
     max_retries: int = Field(
@@ -152,6 +168,18 @@ class BackendConfig(BaseModel):
                         "backend makes none (unset it, or use the openai backend)"
                     )
         return self
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_from_json(cls, value: Any) -> Any:
+        """Accept a JSON object (the environment's form)."""
+        return json.loads(value) if isinstance(value, str) else value
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What the tokens cost at this model's price (USD), or None when it is not priced."""
+        if self.price is None:
+            return None
+        return (prompt_tokens * self.price.prompt + completion_tokens * self.price.completion) / 1e6
 
     def hash_payload(self) -> dict[str, Any]:
         """Return the fields that can move a verdict (no secrets, no capacity knobs)."""
