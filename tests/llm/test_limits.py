@@ -26,6 +26,7 @@ from tribunal.llm.limits import (
 )
 from tribunal.llm.openai_compat import OpenAICompatBackend
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
+from tribunal.wire.errors import QueueUnavailable
 
 
 @pytest.fixture
@@ -206,3 +207,12 @@ def test_a_backend_without_limits_has_no_limiter_to_share() -> None:
     backend = OpenAICompatBackend(BackendConfig(kind="openai", base_url="http://x/v1", model="m"))
     share_limits(backend, object(), "p")
     assert backend.limiter is None
+
+
+async def test_a_redis_that_does_not_answer_fails_the_call_retryably_before_it_is_made() -> None:
+    client = aioredis.from_url("redis://127.0.0.1:1", decode_responses=True)
+    limiter = RedisLimiter(client, "t:llm:x", RateLimits(requests=5))
+    with pytest.raises(QueueUnavailable, match="the call was not made") as caught:
+        await limiter.acquire(1)
+    assert caught.value.retryable
+    await client.aclose()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import time
 import uuid
@@ -39,8 +40,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redis.exceptions import RedisError
+
 from tribunal.core.metrics import LATENCY_BUCKETS_S, Tally
 from tribunal.llm.config import BackendConfig
+from tribunal.wire.errors import QueueUnavailable
+
+logger = logging.getLogger(__name__)
 
 WINDOW_S = 60.0
 """The providers' window: limits are per minute."""
@@ -160,9 +166,9 @@ def _wait_s(limits: RateLimits, count: int, used: int, tokens: int) -> float | N
     return None
 
 
-# KEYS[1]: sorted set of admissions (member "<ticket>|<tokens>", score: Redis time in ms);
-# KEYS[2]: tokens of the admissions in the set. ARGV: window ms, max requests, max tokens
-# (0: none), the call's tokens, its ticket. Returns {1, 0} (admitted) or {0, ms to wait}.
+# KEYS[1]: sorted set of admissions (member: the ticket "<id>|<tokens>", score: Redis time
+# in ms); KEYS[2]: tokens of the admissions in the set. ARGV: window ms, max requests, max
+# tokens (0: none), the call's tokens, its ticket. Returns {1, 0} (admitted) or {0, ms to wait}.
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -186,21 +192,21 @@ if (max_requests > 0 and count >= max_requests)
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return {0, tonumber(oldest[2]) + window - now}
 end
-redis.call('ZADD', KEYS[1], now, ARGV[5] .. '|' .. tokens)
+redis.call('ZADD', KEYS[1], now, ARGV[5])
 redis.call('SET', KEYS[2], used + tokens, 'PX', window)
 redis.call('PEXPIRE', KEYS[1], window)
 return {1, 0}
 """
 
-# KEYS as _ACQUIRE; ARGV: ticket, its estimate, the reported tokens. An admission that has
-# left the window is not counted any more: nothing to settle.
+# KEYS as _ACQUIRE; ARGV: the ticket ("<id>|<estimate>", its member), the reported tokens,
+# their difference from the estimate. An admission that has left the window is not counted
+# any more: nothing to settle.
 _SETTLE = """
-local old = ARGV[1] .. '|' .. ARGV[2]
-local score = redis.call('ZSCORE', KEYS[1], old)
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then return 0 end
-redis.call('ZREM', KEYS[1], old)
-redis.call('ZADD', KEYS[1], score, ARGV[1] .. '|' .. ARGV[3])
-redis.call('INCRBY', KEYS[2], tonumber(ARGV[3]) - tonumber(ARGV[2]))
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], score, string.match(ARGV[1], '^[^|]+') .. '|' .. ARGV[2])
+redis.call('INCRBY', KEYS[2], ARGV[3])
 return 1
 """
 
@@ -233,32 +239,42 @@ class RedisLimiter:
         self.keys = [f"{stem}:admitted", f"{stem}:tokens"]
         self._acquire = redis.register_script(_ACQUIRE)
         self._settle = redis.register_script(_SETTLE)
-        self._estimates: dict[str, int] = {}
 
     async def acquire(self, tokens: int) -> str:
         """Wait (in ``asyncio.sleep``) until the call fits on every worker's count; record it.
 
+        Returns:
+            The ticket, ``<id>|<tokens>`` (the admission's member in Redis: it carries its
+            estimate, so an attempt that fails leaves nothing behind in this process).
+
         Raises:
-            redis.exceptions.RedisError: Redis does not answer (the backend's caller sees the
-                call fail; the queue is down with it).
+            QueueUnavailable: Redis does not answer (retryable: the call is not made).
         """
-        ticket = uuid.uuid4().hex
+        ticket = f"{uuid.uuid4().hex}|{tokens}"
         window_ms = round(self.limits.window_s * 1000)
         args = [window_ms, self.limits.requests or 0, self.limits.tokens or 0, tokens, ticket]
         started = time.monotonic()
         while True:
-            admitted, wait_ms = await self._acquire(keys=self.keys, args=args)
+            try:
+                admitted, wait_ms = await self._acquire(keys=self.keys, args=args)
+            except RedisError as exc:
+                raise QueueUnavailable(
+                    f"the LLM rate limiter's Redis does not answer ({exc}); the call was not made"
+                ) from None
             if int(admitted):
-                self._estimates[ticket] = tokens
                 _observe_wait(self.tally, time.monotonic() - started)
                 return ticket
             await asyncio.sleep(max(int(wait_ms) / 1000, _MIN_WAIT_S))
 
     async def settle(self, ticket: str, tokens: int) -> None:
-        """Count the reported tokens in place of the estimate."""
-        estimate = self._estimates.pop(ticket, None)
-        if estimate is not None and estimate != tokens:
-            await self._settle(keys=self.keys, args=[ticket, estimate, tokens])
+        """Count the reported tokens in place of the estimate (a Redis that does not answer
+        leaves the estimate: the call has been made and answered already)."""
+        estimate = int(ticket.rpartition("|")[2])
+        if estimate != tokens:
+            try:
+                await self._settle(keys=self.keys, args=[ticket, tokens, tokens - estimate])
+            except RedisError as exc:
+                logger.warning("the LLM rate limiter kept an estimate: Redis failed (%s)", exc)
 
 
 def meter_limits(backend: Any, tally: Tally) -> None:
