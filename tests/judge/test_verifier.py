@@ -380,3 +380,5 @@ async def test_a_priced_judge_reports_each_items_cost(
     assert stats["item_cost|sum"] == sum(tokens) * 1_000_000  # millionths of a dollar
     assert stats["backend_cost_nanousd"] == sum(tokens) * 1_000_000_000
     assert stats["backend_tokens|prompt"] == sum(u["prompt_tokens"] for u in usages)
+    assert [u["cost_usd"] for u in usages] == [float(t) for t in tokens]  # in each item too
+    assert cached[0].details["usage"]["cost_usd"] == 0.0

@@ -241,7 +241,7 @@ class JudgeVerifier:
             except TribunalError as exc:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
-        self.meter.charge_item(usage.prompt_tokens, usage.completion_tokens)
+        usage.cost_usd = self.meter.charge_item(usage.prompt_tokens, usage.completion_tokens)
         return self._outcome(rubrics, refs, slots, cached, usage)
 
     def _calls(self, n: int) -> list[range]:

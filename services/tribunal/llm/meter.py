@@ -79,12 +79,13 @@ class BackendMeter:
         if cost is not None:
             self.tally.add("backend_cost_nanousd", round(cost * NANO))
 
-    def charge_item(self, prompt_tokens: int, completion_tokens: int) -> None:
+    def charge_item(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """Observe one item's cost (USD, its calls' reported tokens at the model's prices) in
-        ``item_cost``; nothing for an unpriced model."""
+        ``item_cost`` and return it; None (nothing observed) for an unpriced model."""
         cost = self.config.cost_usd(prompt_tokens, completion_tokens) if self.config else None
         if cost is not None:
             self.tally.observe("item_cost", cost, COST_BUCKETS_USD)
+        return cost
 
     def load(self, backend: LLMBackend | None = None) -> tuple[int, int]:
         """``(calls in flight, bound)``: the backend's own count of calls holding one of its
