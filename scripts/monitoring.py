@@ -232,6 +232,13 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 _quantiles("tribunal_backend_latency_seconds", "verifier", VERIFIER),
             ),
             Panel(
+                "Backend rate-limit wait",
+                "p50 and p99 of a request's wait for room under its backend's "
+                "requests_per_minute / tokens_per_minute (backends with a limit only).",
+                "s",
+                _quantiles("tribunal_backend_rate_wait_seconds", "verifier", VERIFIER),
+            ),
+            Panel(
                 "Backend concurrency in use",
                 "Calls in flight against the concurrency bound, summed over live workers.",
                 "short",
@@ -258,6 +265,30 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                         "{{verifier}} {{outcome}}",
                     ),
                 ),
+            ),
+            Panel(
+                "Backend tokens /s and cost per hour",
+                "Tokens the server reported, by kind, and what they cost at the model's price "
+                "(TRIBUNAL_<NAME>_PRICE; priced models only).",
+                "short",
+                (
+                    Query(
+                        "max by (verifier, kind) "
+                        f"(rate(tribunal_backend_tokens_total{{{VERIFIER}}}[{RATE}]))",
+                        "{{verifier}} {{kind}} tokens/s",
+                    ),
+                    Query(
+                        "3600 * max by (verifier) "
+                        f"(rate(tribunal_backend_cost_usd_total{{{VERIFIER}}}[{RATE}]))",
+                        "{{verifier}} USD/h",
+                    ),
+                ),
+            ),
+            Panel(
+                "Cost per item",
+                "p50 and p99 of one judged item's cost (USD; a cached item costs 0).",
+                "currencyUSD",
+                _quantiles("tribunal_item_cost_usd", "verifier", VERIFIER),
             ),
         ),
     ),

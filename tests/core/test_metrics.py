@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tribunal.core.metrics import (
+    COST_BUCKETS_USD,
     Tally,
     _QueueCollector,
     entry_age_s,
@@ -48,6 +49,10 @@ def test_the_collector_exposes_tallied_spec_rewards_with_their_spread() -> None:
     tally.add("spec|rloo_math|error|timeout")
     tally.add("backend|ok", 4)
     tally.add("backend|backend_unavailable")
+    tally.add("backend_tokens|prompt", 3000)
+    tally.add("backend_tokens|completion", 600)
+    tally.add("backend_cost_nanousd", 10_800_000)
+    tally.observe("item_cost", 0.0108, COST_BUCKETS_USD)
     collector = _QueueCollector()
     collector.stats = {"gateway": tally.take()}
     samples = {
@@ -63,6 +68,11 @@ def test_the_collector_exposes_tallied_spec_rewards_with_their_spread() -> None:
     assert samples[("tribunal_spec_errors_total", (("code", "timeout"), *spec))] == 1
     gateway = ("verifier", "gateway")
     assert samples[("tribunal_backend_calls_total", (("outcome", "ok"), gateway))] == 4
+    assert samples[("tribunal_backend_tokens_total", (("kind", "prompt"), gateway))] == 3000
+    assert samples[("tribunal_backend_tokens_total", (("kind", "completion"), gateway))] == 600
+    assert math.isclose(samples[("tribunal_backend_cost_usd_total", (gateway,))], 0.0108)
+    assert samples[("tribunal_item_cost_usd_bucket", (("le", "0.01"), gateway))] == 0
+    assert samples[("tribunal_item_cost_usd_bucket", (("le", "0.1"), gateway))] == 1
     # The text exposition parses back (what Prometheus reads).
     registry = CollectorRegistry()
     registry.register(collector)

@@ -58,6 +58,12 @@ SAMPLES: dict[str, str] = {
     "TRIBUNAL_JUDGE_DEVICE": "cuda:1",
     "TRIBUNAL_JUDGE_CONTROL_TOKENS": '["[[END]]"]',
     "TRIBUNAL_JUDGE_TOKENIZER_PATH": "/models/judge/tokenizer.json",
+    "TRIBUNAL_JUDGE_REQUESTS_PER_MINUTE": "600",
+    "TRIBUNAL_JUDGE_TOKENS_PER_MINUTE": "200000",
+    "TRIBUNAL_CITATION_REQUESTS_PER_MINUTE": "600",
+    "TRIBUNAL_CITATION_TOKENS_PER_MINUTE": "200000",
+    "TRIBUNAL_JUDGE_PRICE": '{"prompt": 2.0, "completion": 8.0}',
+    "TRIBUNAL_CITATION_PRICE": '{"prompt": 2.0, "completion": 8.0}',
     "TRIBUNAL_CITATION_PORT": "18104",
     "TRIBUNAL_CITATION_F1_WEIGHT": "0.7",
     "TRIBUNAL_CITATION_VALID_ID_WEIGHT": "0.25",
@@ -173,6 +179,8 @@ def _sample(variable: str, model: BaseModel, field: str) -> str:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):  # a JSON object kept as a model (a price)
+        return value.model_dump()
     if isinstance(value, SecretStr):
         return value.get_secret_value()
     if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):

@@ -232,6 +232,9 @@ def start_stack(
         "TRIBUNAL_JUDGE_TIMEOUT_S": "10",
         "TRIBUNAL_JUDGE_MAX_RETRIES": "1",
         "TRIBUNAL_JUDGE_BACKOFF_S": "0.05",
+        # A limit no test traffic reaches, and a price: the rate-wait and cost panels answer.
+        "TRIBUNAL_JUDGE_REQUESTS_PER_MINUTE": "100000",
+        "TRIBUNAL_JUDGE_PRICE": '{"prompt": 0.15, "completion": 0.6}',
         **{f"TRIBUNAL_GATEWAY_{n.upper()}_URL": urls[n] for n in SERVICES if n != "gateway"},
         "TRIBUNAL_GATEWAY_SPECS_DIR": str(_audited_spec(workdir)),
     }

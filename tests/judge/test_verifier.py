@@ -357,3 +357,28 @@ async def test_a_cached_verdict_is_reused_only_where_the_same_rubrics_shared_its
     assert "X criterion" in asked and "Z criterion" in asked
     assert second.details["usage"]["cached_rubrics"] == 0
     assert again.details["usage"]["cached_rubrics"] == 2  # the same call: served from cache
+
+
+async def test_a_priced_judge_reports_each_items_cost(
+    openai_compat_server: FakeOpenAIServer, make_verifier: VerifierFactory
+) -> None:
+    # $1 a token of either kind: an item's cost is its token count, exact in the tally.
+    verifier = make_verifier(price={"prompt": 1e6, "completion": 1e6})
+    await verifier.start()
+    first = await verifier.score(
+        [_item("a", rubrics=RUBRICS), _item("b", response="Other.", rubrics=RUBRICS)]
+    )
+    cached = await verifier.score([_item("c", rubrics=RUBRICS)])  # every verdict cached
+    await verifier.aclose()
+    usages = [o.details["usage"] for o in first]
+    tokens = [u["prompt_tokens"] + u["completion_tokens"] for u in usages]
+    assert all(t > 0 for t in tokens)
+    assert cached[0].details["usage"]["calls"] == 0
+    stats = verifier.take_stats()
+    assert stats["item_cost|count"] == 3
+    assert stats["item_cost|le|1e-05"] == 1  # the cached item cost nothing
+    assert stats["item_cost|sum"] == sum(tokens) * 1_000_000  # millionths of a dollar
+    assert stats["backend_cost_nanousd"] == sum(tokens) * 1_000_000_000
+    assert stats["backend_tokens|prompt"] == sum(u["prompt_tokens"] for u in usages)
+    assert [u["cost_usd"] for u in usages] == [float(t) for t in tokens]  # in each item too
+    assert cached[0].details["usage"]["cost_usd"] == 0.0

@@ -221,6 +221,11 @@ class JudgeUsage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_rubrics: int = 0
+    cost_usd: float | None = Field(
+        default=None,
+        description="The tokens at the judge model's price (TRIBUNAL_JUDGE_PRICE), USD; null "
+        "when the model is not priced.",
+    )
 
 
 class JudgeDetails(BaseModel):

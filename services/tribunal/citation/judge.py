@@ -42,8 +42,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.citation.support import SupportOutcome
 from tribunal.core.lru import LRU
-from tribunal.llm import Completion, CompletionRequest, LLMBackend, answers
+from tribunal.llm import BackendConfig, Completion, CompletionRequest, LLMBackend, answers
 from tribunal.llm.keys import judgment_key
+from tribunal.llm.limits import meter_limits
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.untrusted import MARK, ControlTokens, fence_tag, one_line
 from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
@@ -179,13 +180,15 @@ class LLMSupport:
         """The control tokens broken in every untrusted text (the backend's, once started)."""
         # The openai and transformers backends keep their BackendConfig; a NullBackend has
         # no bound (every call fails at once).
-        bound = getattr(getattr(backend, "config", None), "max_concurrency", 0)
-        self.meter = BackendMeter(int(bound))
+        config = getattr(backend, "config", None)
+        bound = getattr(config, "max_concurrency", 0)
+        self.meter = BackendMeter(int(bound), config if isinstance(config, BackendConfig) else None)
         self._cpu: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
-        """Start the backend."""
+        """Start the backend (its per-minute limits' waits counted by this mode's meter)."""
         await self.backend.start()
+        meter_limits(self.backend, self.meter.tally)
         self.control = ControlTokens(self.backend.control_tokens)
 
     async def aclose(self) -> None:

@@ -52,7 +52,10 @@ from tribunal.citation.scorer import (
 )
 from tribunal.citation.support import SupportOutcome
 from tribunal.core.pool import DeadlinePool
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.queue.redis_connection import RedisConnection
 from tribunal.core.verifier import score_each
+from tribunal.llm.limits import share_limits
 from tribunal.llm.readiness import backend_unready_reasons
 from tribunal.wire.citation import (
     CitationDetails,
@@ -249,6 +252,12 @@ class CitationVerifier:
             await self.judge.start()
         if self.nli is not None:
             await self.nli.start()
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Share the judge mode's per-minute limits with every worker on the queue's Redis
+        (the memory queue's workers share one process's). ``timeout_s`` is not used."""
+        if self.judge is not None and isinstance(queue, RedisConnection):
+            share_limits(self.judge.backend, queue.redis, queue.keys.prefix)
 
     async def unready_reasons(self) -> list[str]:
         """Why the ``judge`` support mode cannot score now: no LLM backend configured, or its

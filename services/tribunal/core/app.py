@@ -194,7 +194,7 @@ async def _start_embedded_workers(
             refused.setdefault(exc.message, []).append(verifier.name)
             await queue.set_refusal(verifier.name, exc.message)
             continue
-        if isinstance(verifier, AttachesQueue):  # the gateway audits its jobs
+        if isinstance(verifier, AttachesQueue):  # audits (gateway), shared rate limits (judge)
             verifier.attach_queue(queue, settings.sync_timeout_s)
         worker = WorkerRuntime(
             verifier,

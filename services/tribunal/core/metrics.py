@@ -38,6 +38,10 @@ SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
+COST_BUCKETS_USD = (1e-5, 1e-4, 1e-3, 0.01, 0.1, 1.0)
+"""Upper bounds of the cost-per-item histogram (USD): a cached item costs 0, one rubric on a
+small model ~1e-5, a long report under many rubrics on a frontier model ~0.1."""
+
 REWARD_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0)
 """Upper bounds of the spec reward histogram (most specs pay in [0, 1], the refiner recipes
 up to about 10). A negative reward counts in ``le="0.0"``: a histogram with negative bounds
@@ -269,6 +273,31 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         "An LLM backend call's time (its wait for a concurrency slot and retries included).",
         labels=["verifier"],
     )
+    rate_wait = HistogramMetricFamily(
+        "tribunal_backend_rate_wait_seconds",
+        "How long each LLM backend request waited for room under its requests_per_minute / "
+        "tokens_per_minute limits (0 when there was room; only backends with a limit).",
+        labels=["verifier"],
+    )
+    tokens = CounterMetricFamily(
+        "tribunal_backend_tokens",
+        "Tokens LLM backend calls were billed, as the server reported them, by kind (prompt "
+        "or completion).",
+        labels=["verifier", "kind"],
+    )
+    cost = CounterMetricFamily(
+        "tribunal_backend_cost_usd",
+        "What LLM backend calls cost (USD) at the model's prices "
+        "(TRIBUNAL_<NAME>_USD_PER_MILLION_*_TOKENS; priced models only).",
+        labels=["verifier"],
+    )
+    item_cost = HistogramMetricFamily(
+        "tribunal_item_cost_usd",
+        "One judged item's cost (USD): its calls' tokens at the model's prices (0 when every "
+        "verdict came from the cache; priced models only; _sum to the micro-dollar per item, "
+        "tribunal_backend_cost_usd_total is exact).",
+        labels=["verifier"],
+    )
     inspect_dropped = CounterMetricFamily(
         "tribunal_inspect_dropped",
         "Scored items the reward inspector did not keep although sampled (its buffer full, "
@@ -285,11 +314,32 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         observed = histogram_from_stats(stats, "backend_latency", LATENCY_BUCKETS_S)
         if observed is not None:
             call_latency.add_metric([verifier], *observed)
+        observed = histogram_from_stats(stats, "backend_rate_wait", LATENCY_BUCKETS_S)
+        if observed is not None:
+            rate_wait.add_metric([verifier], *observed)
+        observed = histogram_from_stats(stats, "item_cost", COST_BUCKETS_USD)
+        if observed is not None:
+            item_cost.add_metric([verifier], *observed)
+        if "backend_cost_nanousd" in stats:
+            cost.add_metric([verifier], stats["backend_cost_nanousd"] / 1e9)
         for name, value in stats.items():
             parts = name.split(SEP)
             if parts[0] == "backend" and len(parts) == 2:
                 calls.add_metric([verifier, parts[1]], value)
-    return [misses, dead, latency, calls, call_latency, inspect_dropped]
+            elif parts[0] == "backend_tokens" and len(parts) == 2:
+                tokens.add_metric([verifier, parts[1]], value)
+    return [
+        misses,
+        dead,
+        latency,
+        calls,
+        call_latency,
+        rate_wait,
+        tokens,
+        cost,
+        item_cost,
+        inspect_dropped,
+    ]
 
 
 def _spec_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:

@@ -182,11 +182,12 @@ class DescribesSpecs(Protocol):
 
 @runtime_checkable
 class AttachesQueue(Protocol):
-    """A verifier that audits the jobs it scores (the gateway): the worker process (and the
-    embedded workers) hand it their queue once it has started."""
+    """A verifier that audits the jobs it scores (the gateway), or whose backend's rate limits
+    are shared through the queue's Redis (the judge): the worker process (and the embedded
+    workers) hand it their queue once it has started."""
 
     def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
-        """Keep ``queue`` for its audits; ``timeout_s`` bounds a wait on a job (s)."""
+        """Keep ``queue`` for its audits or limits; ``timeout_s`` bounds a wait on a job (s)."""
         ...
 
 

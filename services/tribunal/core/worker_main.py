@@ -55,7 +55,7 @@ async def run_workers(spec: ServiceSpec, settings: CoreSettings) -> None:
                 await verifier.start()
                 started.append(verifier)
                 # A verifier that audits what it scores (the gateway) keeps its audits
-                # beside this queue.
+                # beside this queue; one with rate limits (the judge) counts them there.
                 if isinstance(verifier, AttachesQueue):
                     verifier.attach_queue(queue, settings.sync_timeout_s)
         except ConfigurationError as exc:

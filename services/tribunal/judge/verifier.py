@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tribunal.core.lru import LRU
+from tribunal.core.queue.base import JobQueue
+from tribunal.core.queue.redis_connection import RedisConnection
 from tribunal.core.verifier import score_each
 from tribunal.judge.cache import call_digest, response_digest, verdict_key
 from tribunal.judge.config import JudgeConfig
@@ -29,6 +31,7 @@ from tribunal.judge.prompts import PROMPT_VERSION, build_prompt, build_request, 
 from tribunal.judge.scorer import aggregate, reward_term
 from tribunal.judge.verdict import ParsedVerdict, read_verdicts
 from tribunal.llm import LLMBackend, create_backend
+from tribunal.llm.limits import meter_limits, share_limits
 from tribunal.llm.meter import BackendMeter
 from tribunal.llm.readiness import backend_unready_reasons
 from tribunal.llm.untrusted import ControlTokens
@@ -73,7 +76,7 @@ class JudgeVerifier:
         # instead of after every queued call has been prepared. 2x keeps the backend busy
         # while admitted calls back off between retries.
         self._admission = asyncio.Semaphore(2 * config.backend.max_concurrency)
-        self.meter = BackendMeter(config.backend.max_concurrency)
+        self.meter = BackendMeter(config.backend.max_concurrency, config.backend)
         self._context = canonical_json(
             {
                 "prompt_version": PROMPT_VERSION,
@@ -124,6 +127,7 @@ class JudgeVerifier:
         if self.backend is None:
             self.backend = create_backend(self.config.backend, env_prefix="TRIBUNAL_JUDGE_")
         await self.backend.start()
+        meter_limits(self.backend, self.meter.tally)
         self.control = ControlTokens(self.backend.control_tokens)
         logger.info(
             "judge backend %s model=%r ready; verdict schema %s; %d control tokens beyond the "
@@ -133,6 +137,12 @@ class JudgeVerifier:
             _schema_enforcement(self.backend.kind, self.config.backend.structured_output),
             len(self.control.tokens),
         )
+
+    def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
+        """Share the backend's per-minute limits with every worker on the queue's Redis (the
+        memory queue's workers share one process's). ``timeout_s`` is not used."""
+        if isinstance(queue, RedisConnection):
+            share_limits(self.backend, queue.redis, queue.keys.prefix)
 
     async def unready_reasons(self) -> list[str]:
         """Why no item can be judged now: no backend configured, or its server unreachable
@@ -231,6 +241,7 @@ class JudgeVerifier:
             except TribunalError as exc:
                 slots[i] = exc
         usage.cached_rubrics = sum(cached)
+        usage.cost_usd = self.meter.charge_item(usage.prompt_tokens, usage.completion_tokens)
         return self._outcome(rubrics, refs, slots, cached, usage)
 
     def _calls(self, n: int) -> list[range]:

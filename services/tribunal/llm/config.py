@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 BackendKind = Literal["openai", "transformers", "none"]
 """Which backend answers: any OpenAI-compatible server, an in-process transformers model, or
@@ -23,6 +23,16 @@ DEFAULT_OPENAI_MODEL = "Qwen/Qwen3.5-35B-A3B"
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 """How the openai backend constrains the answer: a JSON schema (``response_format`` of type
 ``json_schema``, guided decoding on vLLM / SGLang), JSON mode only, or nothing (prompt only)."""
+
+
+class TokenPrice(BaseModel):
+    """A model's price, USD per million tokens (frozen, hashable; both kinds required, so
+    that a cost never silently leaves the completions out)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: float = Field(ge=0, description="USD per million prompt tokens.")
+    completion: float = Field(ge=0, description="USD per million completion tokens.")
 
 
 class BackendConfig(BaseModel):
@@ -52,6 +62,26 @@ class BackendConfig(BaseModel):
         ge=1,
         description="Most calls in flight to this backend at once (a semaphore in front of the "
         "HTTP client; queued calls wait in the semaphore, never in the connection pool).",
+    )
+    requests_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most HTTP requests (retries included) sent to this server and model in "
+        "any 60 s, or null (no limit). Calls past it wait for room, never fail. Shared by "
+        "every worker and service on the same Redis (per process with the memory queue).",
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most tokens (prompt + completion) sent to this server and model in any "
+        "60 s, or null. A call counts ceil(prompt chars / 4) + its max_tokens until the "
+        "server reports its usage. Waited for and shared as requests_per_minute.",
+    )
+    price: TokenPrice | None = Field(
+        default=None,
+        description='This model\'s price in USD per million tokens, {"prompt": 2.0, '
+        '"completion": 8.0} (both required; 0 for free tokens), or null (not priced: tokens '
+        "are counted, no cost). The cost of calls and of each judged item is in /metrics.",
     )
     timeout_s: float = Field(default=60.0, gt=0, description="Deadline of one HTTP attempt (s).")
     max_retries: int = Field(
@@ -125,6 +155,31 @@ class BackendConfig(BaseModel):
         if isinstance(value, str):  # a flat environment variable that no one decoded
             value = json.loads(value)
         return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _limits_need_a_server(self) -> BackendConfig:
+        """Refuse per-minute limits on an in-process model, which sends no request to a
+        server (on ``none`` every call fails at once: nothing to limit, nothing lost)."""
+        if self.kind == "transformers":
+            for name in ("requests_per_minute", "tokens_per_minute"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} limits calls to an OpenAI-compatible server; the {self.kind} "
+                        "backend makes none (unset it, or use the openai backend)"
+                    )
+        return self
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_from_json(cls, value: Any) -> Any:
+        """Accept a JSON object (the environment's form)."""
+        return json.loads(value) if isinstance(value, str) else value
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What the tokens cost at this model's price (USD), or None when it is not priced."""
+        if self.price is None:
+            return None
+        return (prompt_tokens * self.price.prompt + completion_tokens * self.price.completion) / 1e6
 
     def hash_payload(self) -> dict[str, Any]:
         """Return the fields that can move a verdict (no secrets, no capacity knobs)."""

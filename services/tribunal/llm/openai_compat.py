@@ -15,6 +15,10 @@ the same limit, so the pool never holds a queue of thousands of requests (NeMo G
 40-minute stall from httpcore's O(n²) pool assignment at 16,000 queued requests; see
 NVIDIA-NeMo/Gym ``engineering-notes/aiohttp-vs-httpx.mdx``).
 
+Rate: with ``requests_per_minute`` or ``tokens_per_minute`` set, every attempt first waits
+for room in the backend's :attr:`OpenAICompatBackend.limiter` (``tribunal.llm.limits``),
+outside the semaphore, so a call waiting for the next minute holds no slot.
+
 Retries: 429, 5xx, timeouts and connection errors are retried ``max_retries`` times with
 exponential backoff and jitter (a longer ``Retry-After`` wins); the semaphore is released
 while waiting. Other 4xx are not retried: a context-length error is ``BadInput`` and a
@@ -37,6 +41,7 @@ import aiohttp
 
 from tribunal.llm.base import JSON_TOKEN_PUNCTUATION, Completion, CompletionRequest, TokenLogprob
 from tribunal.llm.config import BackendConfig
+from tribunal.llm.limits import CallLimiter, LocalLimiter, estimate_tokens, rate_limits
 from tribunal.llm.tokens import model_family, read_added_tokens, tokens_in_config
 from tribunal.wire.errors import (
     BackendUnavailable,
@@ -120,6 +125,10 @@ class OpenAICompatBackend:
         """Requests currently inside the semaphore (for metrics and tests)."""
         self._learned: tuple[str, ...] = ()
         self._warned = False
+        limits = rate_limits(config)
+        self.limiter: CallLimiter | None = LocalLimiter(limits) if limits.active else None
+        """Admits each attempt within the per-minute limits (None: none set); one process's
+        until a caller hands it one shared through Redis."""
 
     @property
     def control_tokens(self) -> tuple[str, ...]:
@@ -229,12 +238,13 @@ class OpenAICompatBackend:
         size = sum(len(m.get("content", "")) for m in request.messages)
         payload = _encode(body) if size <= _INLINE_CHARS else await asyncio.to_thread(_encode, body)
         attempts = self.config.max_retries + 1
+        estimate = estimate_tokens(request.messages, request.max_tokens)
         last: _Retryable | None = None
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self._backoff_s(attempt, last))
             try:
-                return await self._attempt(payload, request.verdict_tokens)
+                return await self._limited_attempt(payload, request.verdict_tokens, estimate)
             except _Retryable as exc:
                 last = exc
                 logger.debug("LLM call attempt %d/%d failed: %s", attempt + 1, attempts, exc)
@@ -249,6 +259,19 @@ class OpenAICompatBackend:
         if last is not None and last.retry_after_s:
             delay = max(delay, min(last.retry_after_s, _RETRY_AFTER_CAP_S))
         return delay
+
+    async def _limited_attempt(
+        self, payload: bytes, verdict_tokens: tuple[str, ...], estimate: int
+    ) -> Completion:
+        """One attempt once the limiter admits it; its tokens settled to the reported usage."""
+        if self.limiter is None:
+            return await self._attempt(payload, verdict_tokens)
+        ticket = await self.limiter.acquire(estimate)
+        completion = await self._attempt(payload, verdict_tokens)
+        used = completion.prompt_tokens + completion.completion_tokens
+        if used:  # a server that reports no usage keeps the estimate
+            await self.limiter.settle(ticket, used)
+        return completion
 
     async def _attempt(self, payload: bytes, verdict_tokens: tuple[str, ...]) -> Completion:
         assert self._session is not None
