@@ -9,9 +9,11 @@ skipped with the reason in ``needs``).
 The modules of ``bench/`` that are not here are helpers, not benchmarks: ``results`` and
 ``stats`` (what every benchmark shares), ``_stack``, ``noop``, ``raw_loop``,
 ``fault_scenarios`` (the scenarios ``faults`` and ``tests/faults/`` share), the data
-loaders ``citation_data``, ``code_data`` and ``training_data``, and what tests share with
-the benchmarks: ``containers`` (compose's stack in podman) and ``math_mutations`` (the math
-red-team's operators). Tests import these; nothing here imports ``tests``.
+loaders ``citation_data``, ``code_data``, ``training_data`` and ``reasoning_outputs``,
+``protocol_passes`` (OpenRLHF's passes of ``protocols``, run in OpenRLHF's own venv), and
+what tests share with the benchmarks: ``containers`` (compose's stack in podman) and
+``math_mutations`` (the math red-team's operators). Tests import these; nothing here imports
+``tests``.
 """
 
 from __future__ import annotations

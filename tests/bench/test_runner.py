@@ -24,7 +24,7 @@ from tests.conftest import ROOT
 
 HELPERS = {"__init__", "__main__", "registry", "results", "stats", "_stack", "noop", "raw_loop"}
 HELPERS |= {"fault_scenarios", "citation_data", "code_data", "training_data"}
-HELPERS |= {"containers", "math_mutations", "reasoning_outputs"}
+HELPERS |= {"containers", "math_mutations", "reasoning_outputs", "protocol_passes"}
 """The modules of ``bench/`` that are not benchmarks (the registry's docstring names them)."""
 
 DOCS = [ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "development.md"]
