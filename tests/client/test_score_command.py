@@ -140,8 +140,8 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
     assert bad.returncode == 2 and "line 3: not JSON" in bad.stderr
 
     # Items the service refuses are results naming their line, and the rest is scored: in
-    # chunks of 2, the second chunk has no valid item (the service refuses such a request as a
-    # whole), the first and third one each.
+    # chunks of 2, the second chunk has no valid item (the service answers each such item
+    # with its error, as any other: issue 36), the first and third one each.
     refused = (
         '{"id": "a", "response": "#### 18", "ground_truth": "18"}\n'
         "\n"
@@ -168,7 +168,8 @@ def test_stdin_to_stdout_and_a_line_that_is_not_json(
         ("ground_truth", "line 5: ground_truth: Field required"),
     ]
     assert errors[0][0] is None and errors[0][1].startswith("line 3: ")
-    assert [r["verifier"] is None for r in results] == [False, False, True, True, False]
+    # Every item was answered by the service (its verifier named), none refused as a request.
+    assert [r["verifier"] is None for r in results] == [False] * 5
     assert "errors: bad_input 3" in done.stderr
 
 
