@@ -52,7 +52,7 @@ import aiohttp
 
 from bench import results
 from bench._stack import data_file
-from bench.protocol_passes import PROMPT, figures, spec_item, timed
+from bench.protocol_passes import PROMPT, client_pass, figures, spec_item, timed
 from tribunal.client import TribunalClient
 from tribunal.testing.stack import RunningService, service_stack, start_service
 
@@ -134,20 +134,6 @@ async def slime_pass(gateway: str, rows: list[dict[str, str]], concurrency: int)
     assert all(a == 1.0 for a in answers), answers[:3]
     if _shared_session is not None:
         await _shared_session.close()
-    return figures(len(rows), span, latencies)
-
-
-async def client_pass(gateway: str, rows: list[dict[str, str]], concurrency: int) -> Any:
-    """``tribunal.client``, one item a request, ``concurrency`` in flight."""
-    async with TribunalClient(gateway, max_concurrency=concurrency) as client:
-
-        def call(index: int, row: dict[str, str]) -> Callable[[], Awaitable[Any]]:
-            return lambda: client.score("gateway", [spec_item(row, index)])
-
-        span, latencies, answers = await timed(
-            [call(i, r) for i, r in enumerate(rows)], concurrency
-        )
-    assert all(a[0].reward == 1.0 for a in answers), answers[:3]
     return figures(len(rows), span, latencies)
 
 
