@@ -289,6 +289,31 @@ async def test_an_assert_test_brings_its_own_helpers(code_verifier: CodeVerifier
 # -- the event-loop rule: a hostile item at its size limit delays no honest one ------------------
 
 
+def two_code_workers(
+    service: Callable[..., RunningService],
+    redis_server: RedisServer,
+    key_prefix: str,
+    visibility_s: str,
+    heartbeat_s: str,
+) -> RunningService:
+    """The code service with two worker processes on a real Redis queue, one delivery
+    allowed (a second one dead-letters the item) and no result cache."""
+    return service(
+        "code",
+        workers=2,
+        env=redis_env(
+            redis_server,
+            key_prefix,
+            TRIBUNAL_CODE_SLOTS="2",
+            TRIBUNAL_CODE_WORKERS="2",
+            TRIBUNAL_VISIBILITY_TIMEOUT_S=visibility_s,
+            TRIBUNAL_WORKER_HEARTBEAT_S=heartbeat_s,
+            TRIBUNAL_MAX_DELIVERIES="1",
+            TRIBUNAL_CACHE_TTL_S="0",
+        ),
+    )
+
+
 def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -297,20 +322,7 @@ def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
     # its heartbeats stopped (0.5 s visibility timeout here) and the other worker claimed it:
     # a second delivery, which with one delivery allowed dead-letters the item (an error
     # result instead of its verdict). Two worker processes, a real Redis queue.
-    running = service(
-        "code",
-        workers=2,
-        env=redis_env(
-            redis_server,
-            key_prefix,
-            TRIBUNAL_CODE_SLOTS="2",
-            TRIBUNAL_CODE_WORKERS="2",
-            TRIBUNAL_VISIBILITY_TIMEOUT_S="0.5",
-            TRIBUNAL_WORKER_HEARTBEAT_S="0.05",
-            TRIBUNAL_MAX_DELIVERIES="1",
-            TRIBUNAL_CACHE_TTL_S="0",
-        ),
-    )
+    running = two_code_workers(service, redis_server, key_prefix, "0.5", "0.05")
     cap = CodeConfig().max_output_bytes
     one_call = {"kind": "function", "entry_point": "f", "cases": [{"expected": [1.5]}]}
     hostile = {
@@ -342,20 +354,7 @@ def test_hostile_comparisons_as_large_as_their_expected_values_delay_no_honest_i
     # (2 s here: the GIL-holding parts that stay, in a thread, last a tenth of that on a loaded
     # host), the other worker claimed the batch again and, with one delivery allowed, every
     # item of it was dead-lettered. Two worker processes, a real Redis queue.
-    running = service(
-        "code",
-        workers=2,
-        env=redis_env(
-            redis_server,
-            key_prefix,
-            TRIBUNAL_CODE_SLOTS="2",
-            TRIBUNAL_CODE_WORKERS="2",
-            TRIBUNAL_VISIBILITY_TIMEOUT_S="2",
-            TRIBUNAL_WORKER_HEARTBEAT_S="0.1",
-            TRIBUNAL_MAX_DELIVERIES="1",
-            TRIBUNAL_CACHE_TTL_S="0",
-        ),
-    )
+    running = two_code_workers(service, redis_server, key_prefix, "2", "0.1")
     n = 1_000_000
     limits = {"timeout_s": 30.0, "max_output_bytes": CodeConfig().max_output_bytes}
     reply = {
