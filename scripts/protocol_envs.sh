@@ -29,6 +29,10 @@ case "$action" in
     ;;
   venv)
     venv=.venv-$name
+    # One build at a time per venv: a second `make dev` or a test that asks for the venv
+    # while it is being built waits here, then finds the stamp, instead of deleting it.
+    exec 9>"$venv.lock"
+    flock 9
     stamp=$(sha256sum "$lock" | cut -d' ' -f1)
     if [ -f "$venv/lock.sha256" ] && [ "$(cat "$venv/lock.sha256")" = "$stamp" ]; then
       exit 0

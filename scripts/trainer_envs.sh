@@ -75,6 +75,10 @@ PY
     ;;
   venv)
     venv=.venv-$name
+    # One build at a time per venv: a second `make dev` or a test that asks for the venv
+    # while it is being built waits here, then finds the stamp, instead of deleting it.
+    exec 9>"$venv.lock"
+    flock 9
     stamp=$(cat "$lock" requirements/torch.txt client/pyproject.toml | sha256sum | cut -d' ' -f1)
     if [ -f "$venv/inputs.sha256" ] && [ "$(cat "$venv/inputs.sha256")" = "$stamp" ]; then
       exit 0
