@@ -21,7 +21,8 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tests.conftest import (
     free_port,
     need_data,
     redis_env,
+    start_service,
 )
 from tests.integrations.conftest import run_driver
 from tribunal.client import ClientError
@@ -149,17 +151,14 @@ def reward_loop(
     )
 
 
-@pytest.fixture
-def stack(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
-) -> str:
-    """A gateway with the math and code services; its URL."""
+def start_stack(start: Callable[..., RunningService], redis: RedisServer, prefix: str) -> str:
+    """A gateway with the math and code services, started by ``start``; its URL."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed (the code sandbox)")
-    env = redis_env(redis_server, key_prefix, TRIBUNAL_MATH_PROCESSES="1", TRIBUNAL_CODE_SLOTS="2")
-    math_service = service("math", env=env)
-    code = service("code", env=env)
-    gateway = service(
+    env = redis_env(redis, prefix, TRIBUNAL_MATH_PROCESSES="1", TRIBUNAL_CODE_SLOTS="2")
+    math_service = start("math", env=env)
+    code = start("code", env=env)
+    gateway = start(
         "gateway",
         env={
             **env,
@@ -168,6 +167,33 @@ def stack(
         },
     )
     return gateway.base_url
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One stack for the module's tests (its start is most of a short test's time): none of
+    them reads what another leaves in it, except the signature windows, whose test starts its
+    own (``fresh_stack``)."""
+    started: list[RunningService] = []
+    logs = tmp_path_factory.mktemp("verl-stack")
+
+    def start(name: str, env: dict[str, str]) -> RunningService:
+        started.append(start_service(name, env=env, log_dir=logs))
+        return started[-1]
+
+    try:
+        yield start_stack(start, redis_server, f"t{uuid.uuid4().hex[:10]}")
+    finally:
+        for running in started:
+            running.stop()
+
+
+@pytest.fixture
+def fresh_stack(
+    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+) -> str:
+    """A stack of this test alone; its URL."""
+    return start_stack(service, redis_server, key_prefix)
 
 
 def test_the_documented_config_is_what_verl_loads() -> None:
@@ -223,7 +249,7 @@ def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> 
 
 
 def test_a_sample_goes_at_the_step_of_the_weights_that_wrote_it(
-    stack: str, tokenizer_dir: Path
+    fresh_stack: str, tokenizer_dir: Path
 ) -> None:
     """verl 0.9's rollout servers stamp each output with the global step of their weights
     (``min_global_steps`` / ``max_global_steps``), which the reward loop merges into
@@ -234,13 +260,13 @@ def test_a_sample_goes_at_the_step_of_the_weights_that_wrote_it(
     rollouts = math_rollouts()[:2]
     spec = "+reward.custom_reward_function.reward_kwargs.spec=rloo_math"
     stamped = {"global_steps": 23, "min_global_steps": 22, "max_global_steps": 23}
-    paid = reward_loop(stack, tokenizer_dir, rollouts, spec, extra_fields=stamped)
+    paid = reward_loop(fresh_stack, tokenizer_dir, rollouts, spec, extra_fields=stamped)
     unstamped = {"global_steps": None, "min_global_steps": None, "max_global_steps": None}
-    again = reward_loop(stack, tokenizer_dir, rollouts, spec, extra_fields=unstamped)
+    again = reward_loop(fresh_stack, tokenizer_dir, rollouts, spec, extra_fields=unstamped)
     assert paid["scores"] == again["scores"] == [1.0, 0.0]
     windows: list[dict[str, Any]] = []
     for _ in range(100):
-        specs = httpx.get(f"{stack}/v1/signatures").json()["specs"]
+        specs = httpx.get(f"{fresh_stack}/v1/signatures").json()["specs"]
         windows = next((s["windows"] for s in specs if s["spec"] == "rloo_math"), [])
         if sum(w["items"] for w in windows) >= 4:
             break

@@ -2,9 +2,12 @@
 
 It runs in verl's own environment (.venv-verl: verl as its users install it, from
 requirements/trainer-envs/verl.txt, its Hydra on the ANTLR 4.9 runtime, and tribunal-client),
-never in Tribunal's venv, whose math-verify holds ANTLR 4.13. One JSON request on stdin, one
-JSON answer on stdout; an exception verl raises is the answer ``{"error": {"type",
-"message"}}`` (what a verl user would see in the log).
+never in Tribunal's venv, whose math-verify holds ANTLR 4.13. One process serves the test
+session: a JSON request a line on stdin, a JSON answer a line on stdout; an exception verl
+raises is the answer ``{"error": {"type", "message"}}`` (what a verl user would see in the
+log). Each request runs in a child forked for it, so it starts from the state verl's imports
+leave (no Hydra global, event loop or registry of an earlier request), while those imports,
+most of a request's time, are paid once; whatever verl prints goes to stderr.
 
 Requests (``op``):
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -232,19 +236,40 @@ def managers(request: dict[str, Any]) -> dict[str, Any]:
     return answers
 
 
-def main() -> None:
-    request = json.loads(sys.stdin.read())
+def answer_of(request: dict[str, Any]) -> Any:
+    """The answer to one request: its op's, or the exception it raised."""
+    ops = {
+        "load": load,
+        "reward_loop": reward_loop,
+        "sandbox_fusion": sandbox_fusion,
+        "managers": managers,
+    }
     try:
-        ops = {
-            "load": load,
-            "reward_loop": reward_loop,
-            "sandbox_fusion": sandbox_fusion,
-            "managers": managers,
-        }
-        answer = ops[request["op"]](request)
+        return ops[request["op"]](request)
     except Exception as exc:
-        answer = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-    print(json.dumps(answer))
+        return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            os.dup2(2, 1)  # verl's prints must not be read as the answer
+            with os.fdopen(write, "w") as out:
+                out.write(json.dumps(answer_of(json.loads(line))))
+            # Not the interpreter's exit: torch's threads make it take seconds, and the
+            # child holds nothing that needs it.
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            text = answer.read()
+        _, status = os.waitpid(pid, 0)
+        if not text:
+            died = {"type": "DriverChildDied", "message": f"wait status {status}"}
+            text = json.dumps({"error": died})
+        print(text, flush=True)
 
 
 if __name__ == "__main__":
