@@ -141,14 +141,15 @@ class _OpenEnvEpisode:
             raise ToolInputError("input_validation", "reset first: no episode yet")
         step: Step = await self.episode.call(action.tool, action.arguments)
         self.step_count += 1
-        observation = {"text": step.text, "metadata": dict(step.metadata)}
+        metadata: dict[str, Any] = dict(step.metadata)
         reward = step.reward
         if self.trajectory is not None:
             if not step.finished:
                 reward = self.trajectory.intermediate_reward
             elif reward is not None:
                 self.step_rewards = discounted(reward, self.step_count, self.trajectory.gamma)
-                observation["metadata"]["step_rewards"] = self.step_rewards
+                metadata["step_rewards"] = self.step_rewards
+        observation = {"text": step.text, "metadata": metadata}
         return {"observation": observation, "reward": reward, "done": step.finished}
 
     def state(self) -> dict[str, Any]:
