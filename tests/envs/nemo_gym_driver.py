@@ -10,6 +10,7 @@ aiohttp client) against Tribunal's resources-server routes: run in
 import asyncio
 import json
 import sys
+from enum import Enum
 
 from aiohttp import ClientResponseError
 from nemo_gym.base_resources_server import BaseVerifyRequest, BaseVerifyResponse
@@ -62,6 +63,28 @@ def verify_body(text, **task):
 HEADERS = {}
 
 
+class ReverifyMode(str, Enum):  # noqa: UP042 - quoted as NeMo Gym declares it
+    """Newer NeMo Gym's declaration of a resources server's re-verification, quoted from
+    ``nemo_gym/base_resources_server.py`` at commit 07d6b0d07b22fcf530b4c211dae2ee23100428e4
+    (August 2026; not in 0.4.0, and its releases that have it need Python 3.13.14)."""
+
+    STATELESS = "stateless"
+    UNSUPPORTED = "unsupported"
+    UNKNOWN = "unknown"
+
+
+async def check_reverify_mode(url):
+    """Each server's mode read as ``gym eval reverify`` reads it (``_check_reverify_mode`` of
+    ``nemo_gym/rollout_reverification.py`` at the same commit, its ``server_client.get`` as
+    0.4.0's ``request``): ``raise_for_status``, then ``ReverifyMode(<response JSON>)``."""
+    modes = {}
+    for name in ("math", "code"):
+        res = await request("GET", f"{url}/nemo_gym/{name}/reverify_mode", headers=dict(HEADERS))
+        await raise_for_status(res)
+        modes[name] = ReverifyMode(await get_response_json(res)).value
+    return modes
+
+
 async def post(url, body):
     """NeMo Gym's request: ``(status, JSON)``; an error status as NeMo Gym raises it."""
     answer = await request("POST", url, json=body, headers=dict(HEADERS))
@@ -96,9 +119,7 @@ async def main(url, key, broken_url):
     report["code"] = BaseVerifyResponse.model_validate(answer).reward
     status, answer = await post(f"{math}/verify", verify_body("18"))
     report["no_answer"] = [status, answer["detail"]]
-    report["reverify"] = await get_response_json(
-        await request("GET", f"{math}/reverify_mode", headers=dict(HEADERS))
-    )
+    report["reverify"] = await check_reverify_mode(url)
     rows = [
         {"_ng_task_index": 0, "reward": 1.0},
         {"_ng_task_index": 0, "reward": 0.0},

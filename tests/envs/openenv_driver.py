@@ -12,6 +12,14 @@ import sys
 import requests
 from openenv.core import GenericEnvClient
 from openenv.core.env_server.types import ResetResponse, StepResponse
+from openenv.core.rubrics.trajectory import ExponentialDiscountingTrajectoryRubric
+
+
+class FinalReward(ExponentialDiscountingTrajectoryRubric):
+    """OpenEnv's discounting rubric whose trajectory score is the final step's reward."""
+
+    def score_trajectory(self, trajectory):
+        return trajectory[-1][1].reward
 
 
 def outcome(result):
@@ -44,6 +52,24 @@ async def main(url, key, broken_url):
         )
         await env.reset(split="gsm8k_test", index=0)  # a new episode on the same connection
         report["wrong"] = outcome(await env.step({"tool": "submit", "arguments": {"answer": "17"}}))
+        # A per-step (trajectory) reward, checked against OpenEnv's own trajectory rubric.
+        options = {"gamma": 0.5, "intermediate_reward": 0.25}
+        await env.reset(split="gsm8k_test", index=0, trajectory=options)
+        rubric = FinalReward(**options)
+        steps = []
+        for action in (
+            {"tool": "python", "arguments": {"code": "eggs = 16 - 7"}},
+            {"tool": "python", "arguments": {"code": "eggs * 2"}},
+            {"tool": "submit", "arguments": {"answer": "18"}},
+        ):
+            result = await env.step(action)
+            steps.append({**outcome(result), "rubric": rubric(action, result)})
+        report["trajectory"] = steps
+        report["rubric_step_rewards"] = rubric.compute_step_rewards()
+        report["trajectory_state"] = await env.state()
+        report["bad_trajectory"] = await attempt(
+            env, env.reset(split="gsm8k_test", index=0, trajectory={"gamma": 2})
+        )
     async with GenericEnvClient(base_url=f"{broken_url}/openenv/math") as env:
         await env.reset(split="gsm8k_test", index=0)
         report["broken"] = await attempt(

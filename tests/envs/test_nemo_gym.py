@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.envs.conftest import KEY, EnvsStack, client_python, run_driver
+from tribunal.envs import nemo_gym
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +63,15 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     assert report["math"] == [1.0, 0.0]
     assert report["code"] == 1.0
     assert report["no_answer"][0] == 422 and "expected_answer" in report["no_answer"][1]
-    assert report["reverify"] == {"mode": "deterministic"}
+    # /reverify_mode as newer NeMo Gym's `gym eval reverify` reads it: both verifiers are
+    # declared stateless for `tribunal rescore`, so re-verifying is safe.
+    assert report["reverify"] == {"math": "stateless", "code": "stateless"}
+    [curl] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "reverify_mode" in b]
+    command, expected = curl.replace("http://127.0.0.1:8105", stack.url).splitlines()
+    answer = subprocess.run(
+        command.replace("<key>", KEY), shell=True, capture_output=True, text=True
+    )
+    assert answer.stdout == expected.removeprefix("# ")
     aggregate = report["aggregate"]
     assert aggregate["agent_metrics"]["mean/reward"] == pytest.approx(1 / 3)
     assert aggregate["agent_metrics"]["pass@k"] == 0.5
@@ -70,3 +79,14 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     # A verifier that cannot be reached: 502 naming the error class, never a reward of 0.
     status, detail = report["broken"]
     assert status == 502 and detail.startswith("backend_unavailable")
+
+
+@pytest.mark.parametrize(
+    ("declared", "mode"),
+    [({"math": "stateless"}, "stateless"), ({"math": "stateful"}, "unsupported"), ({}, "unknown")],
+)
+def test_reverify_mode_follows_the_rescore_declaration(
+    monkeypatch: pytest.MonkeyPatch, declared: dict[str, str], mode: str
+) -> None:
+    monkeypatch.setattr(nemo_gym, "REVERIFY", declared)
+    assert nemo_gym.reverify_mode("math") == mode

@@ -35,12 +35,14 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     # The example of docs/integrations.md, as written, in the client's own venv.
     page = (ROOT / "docs" / "integrations.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    [example] = [b for b in blocks if "GenericEnvClient" in b]
-    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
-    ran = subprocess.run(
-        [str(openenv_python), "-c", example], capture_output=True, text=True, timeout=300
-    )
-    assert ran.returncode == 0, ran.stderr
+    examples = [b for b in blocks if "GenericEnvClient" in b]
+    assert len(examples) == 2  # an episode, and its per-step (trajectory) reward
+    for example in examples:
+        example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
+        ran = subprocess.run(
+            [str(openenv_python), "-c", example], capture_output=True, text=True, timeout=300
+        )
+        assert ran.returncode == 0, ran.stderr
 
     reset = report["reset"]
     assert "Janet" in reset["observation"]["prompt"] and reset["reward"] is None
@@ -53,6 +55,17 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     assert report["submit"]["reward"] == 1.0 and report["submit"]["done"]
     assert "episode_finished" in report["after"]["error"]
     assert report["wrong"]["reward"] == 0.0
+    # Per-step rewards: the intermediate reward, then the verifier's, and the discounted
+    # credit of every step, each as OpenEnv's own trajectory rubric computes it.
+    trajectory = report["trajectory"]
+    assert (
+        [s["reward"] for s in trajectory] == [0.25, 0.25, 1.0] == [s["rubric"] for s in trajectory]
+    )
+    assert trajectory[-1]["observation"]["metadata"]["step_rewards"] == [0.25, 0.5, 1.0]
+    assert report["rubric_step_rewards"] == [0.25, 0.5, 1.0]
+    assert report["trajectory_state"]["step_rewards"] == [0.25, 0.5, 1.0]
+    bad = report["bad_trajectory"]["error"]
+    assert "VALIDATION_ERROR" in bad and "trajectory.gamma" in bad
     # A verifier that cannot be reached: the protocol's error, named, never a reward of 0.
     broken = report["broken"]["error"]
     assert "EXECUTION_ERROR" in broken and "backend_unavailable" in broken

@@ -89,6 +89,6 @@ def test_the_mcp_client_uses_the_interpreter_and_the_verifier(
     asyncio.run(scenario(running.base_url))
     # The example of docs/integrations.md, as written.
     page = (ROOT / "docs" / "integrations.md").read_text()
-    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "/v1/mcp" in b]
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "8102/v1/mcp" in b]
     example = example.replace("http://127.0.0.1:8102", running.base_url)
     exec(example.replace("<key>", KEY), {"__name__": "example"})

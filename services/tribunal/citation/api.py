@@ -9,6 +9,7 @@ from tribunal.citation.nli import NLISupport
 from tribunal.citation.settings import CitationSettings
 from tribunal.citation.verifier import CitationVerifier
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.mcp import verifier_mount
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.llm import create_backend
@@ -50,6 +51,13 @@ SERVICE = ServiceSpec(
     settings_cls=CitationSettings,
     create_verifiers=create_verifiers,
     startup_hint=startup_hint,
+    mount=verifier_mount(
+        "citation",
+        "Check one answer's citations against the evidence it could cite: item {response "
+        "(claims in its <answer> block, cited as <cite id=...>), evidence {id: text} or "
+        "tool_output, question?, options?}. Its reward in [0, 1] and each claim's support, as "
+        "`POST /v1/citation/score` answers it.",
+    ),
 )
 
 

@@ -1,7 +1,9 @@
 """NeMo Gym's resources-server protocol for Tribunal's verifiers, under ``/nemo_gym/{server}``
 (``math``, ``code``), as ``nemo-gym`` 0.4.0 defines it (``nemo_gym/base_resources_server.py``:
 ``/seed_session``, ``/verify``, ``/aggregate_metrics``), plus ``GET /reverify_mode``, which
-declares whether a stored rollout may be verified again.
+declares whether a stored rollout may be verified again, as newer NeMo Gym defines it
+(``nemo_gym/base_resources_server.py`` at commit 07d6b0d0, August 2026: ``ReverifyMode``, read by
+``gym eval reverify`` in ``nemo_gym/rollout_reverification.py``).
 
 ``/verify`` takes NeMo Gym's ``BaseVerifyRequest`` (``responses_create_params`` and the policy's
 ``response``, an OpenAI Responses object) with the task's own fields from its data row, as NeMo
@@ -12,9 +14,12 @@ and tool calls of the response are not. It answers the request back with ``rewar
 Tribunal's ``tribunal`` result (details, verifier version), NeMo Gym's ``BaseVerifyResponse``.
 
 A verifier's failure is HTTP 502 naming the envelope's error class (NeMo Gym's client raises on
-it): never a reward of 0. ``/reverify_mode`` answers ``{"mode": "deterministic"}``: both
-verifiers give the same reward for the same inputs under the same version (the result names
-its version and configuration hash), so re-verifying a stored rollout is safe and reproducible.
+it): never a reward of 0. ``/reverify_mode`` answers NeMo Gym's ``ReverifyMode`` as a bare JSON
+string (``gym eval reverify`` reads it as ``ReverifyMode(response_json)``): ``"stateless"`` for
+a verifier that ``tribunal rescore`` declares stateless (:data:`tribunal.gateway.rescore.REVERIFY`:
+the same inputs under the same version get the same reward, and the result names its version
+and configuration hash), ``"unsupported"`` for one declared stateful, ``"unknown"`` for one not
+declared; ``gym eval reverify`` refuses the last two without ``--force``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.envs.environments import EpisodeError
 from tribunal.envs.ors import OrsServer
+from tribunal.gateway.rescore import REVERIFY
 
 router = APIRouter(prefix="/nemo_gym")
 
@@ -110,11 +116,21 @@ async def verify(request: Request, name: str, body: VerifyRequest) -> dict[str, 
     return {**body.model_dump(), "reward": step.reward, "tribunal": dict(step.metadata)}
 
 
+def reverify_mode(verifier: str) -> str:
+    """NeMo Gym's ``ReverifyMode`` of ``verifier`` from its declaration for ``tribunal rescore``
+    (``REVERIFY``): ``stateless``; ``unsupported`` when stateful; ``unknown`` when undeclared."""
+    declared = REVERIFY.get(verifier)
+    if declared is None:
+        return "unknown"
+    return "stateless" if declared == "stateless" else "unsupported"
+
+
 @router.get("/{name}/reverify_mode")
-async def reverify_mode(request: Request, name: str) -> dict[str, str]:
-    """Whether stored rollouts may be verified again: deterministic (see the module)."""
+async def get_reverify_mode(request: Request, name: str) -> str:
+    """Whether stored rollouts may be verified again: NeMo Gym's ``ReverifyMode`` as a bare
+    JSON string (see the module)."""
     _server(request, name)
-    return {"mode": "deterministic"}
+    return reverify_mode(name)
 
 
 @router.post("/{name}/aggregate_metrics")

@@ -11,6 +11,16 @@ not given) and answers the prompt, the tools and the task's public spec. A step 
 ``{"observation": {"text", "metadata"}, "reward", "done"}``; ``reward`` is the verifier's on
 ``submit`` and null on a tool step.
 
+A per-step (trajectory) reward, as OpenEnv's RFC 004 trajectory rubrics give it
+(``ExponentialDiscountingTrajectoryRubric`` of ``openenv-core`` 0.3.0,
+``core/rubrics/trajectory.py``): ``reset`` with ``{"trajectory": {"gamma": g,
+"intermediate_reward": c}}`` (defaults 0.99 and 0.0, OpenEnv's) makes every tool step's reward
+``c`` (the rubric's ``forward`` before ``done``) and the last step's the verifier's ``R`` (its
+``score_trajectory``); that step's ``metadata.step_rewards`` (and ``state``'s, once done) is the
+credit of each of the episode's ``T`` steps, ``R * g ** (T - 1 - t)`` for step ``t`` (its
+``compute_step_rewards``). Only steps that ran are steps: a refused or failed one is an error,
+not a step of the trajectory.
+
 With ``TRIBUNAL_API_KEY`` set, the key goes in a header (``X-API-Key`` or ``Authorization:
 Bearer``) or, since ``openenv-core``'s client sends no headers, in the path: the same routes are
 served under ``/k/<key>/openenv/...``.
@@ -49,8 +59,20 @@ from tribunal.envs.ors import OrsServer, task_spec
 router = APIRouter(prefix="/openenv")
 
 
+class Trajectory(BaseModel):
+    """A per-step reward for the episode, as OpenEnv's ``ExponentialDiscountingTrajectoryRubric``
+    (see the module): ``gamma`` discounts the final reward back over the steps,
+    ``intermediate_reward`` is each non-final step's reward."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gamma: float = Field(default=0.99, ge=0.0, le=1.0)
+    intermediate_reward: float = Field(default=0.0, allow_inf_nan=False)
+
+
 class ResetData(BaseModel):
-    """``reset``'s data: which task (OpenEnv's ``seed`` and ``episode_id`` are kept)."""
+    """``reset``'s data: which task (OpenEnv's ``seed`` and ``episode_id`` are kept), and the
+    per-step reward option."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,6 +80,7 @@ class ResetData(BaseModel):
     index: int | None = None
     seed: int | None = None
     episode_id: str | None = None
+    trajectory: Trajectory | None = None
 
 
 class Action(BaseModel):
@@ -91,6 +114,8 @@ class _OpenEnvEpisode:
         self.split: str | None = None
         self.index: int | None = None
         self.step_count = 0
+        self.trajectory: Trajectory | None = None
+        self.step_rewards: list[float] | None = None
 
     async def reset(self, data: ResetData) -> dict[str, Any]:
         await self.close()
@@ -103,6 +128,7 @@ class _OpenEnvEpisode:
         self.episode = Episode(self.env, task, self.server.verifiers)
         self.episode_id = data.episode_id or str(uuid.uuid4())
         self.split, self.index, self.step_count = split, index, 0
+        self.trajectory, self.step_rewards = data.trajectory, None
         observation = {
             "prompt": self.env.prompt(task),
             "tools": [tool.name for tool in self.env.tools],
@@ -115,8 +141,16 @@ class _OpenEnvEpisode:
             raise ToolInputError("input_validation", "reset first: no episode yet")
         step: Step = await self.episode.call(action.tool, action.arguments)
         self.step_count += 1
-        observation = {"text": step.text, "metadata": dict(step.metadata)}
-        return {"observation": observation, "reward": step.reward, "done": step.finished}
+        metadata: dict[str, Any] = dict(step.metadata)
+        reward = step.reward
+        if self.trajectory is not None:
+            if not step.finished:
+                reward = self.trajectory.intermediate_reward
+            elif reward is not None:
+                self.step_rewards = discounted(reward, self.step_count, self.trajectory.gamma)
+                metadata["step_rewards"] = self.step_rewards
+        observation = {"text": step.text, "metadata": metadata}
+        return {"observation": observation, "reward": reward, "done": step.finished}
 
     def state(self) -> dict[str, Any]:
         return {
@@ -125,11 +159,19 @@ class _OpenEnvEpisode:
             "split": self.split,
             "index": self.index,
             "done": self.episode is not None and self.episode.finished,
+            "step_rewards": self.step_rewards,
         }
 
     async def close(self) -> None:
         if self.episode is not None:
             await self.episode.close()
+
+
+def discounted(final: float, steps: int, gamma: float) -> list[float]:
+    """Each of ``steps`` steps' credit for the episode's final reward ``final``:
+    ``final * gamma ** (steps - 1 - t)`` for step ``t`` (the last step gets ``final``), as
+    ``openenv-core`` 0.3.0's ``ExponentialDiscountingTrajectoryRubric.compute_step_rewards``."""
+    return [final * gamma ** (steps - 1 - t) for t in range(steps)]
 
 
 def _server(scope: Request | WebSocket) -> OrsServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.mcp import verifier_mount
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.judge.settings import JudgeSettings
@@ -35,6 +36,12 @@ SERVICE = ServiceSpec(
     settings_cls=JudgeSettings,
     create_verifiers=create_verifiers,
     startup_hint=startup_hint,
+    mount=verifier_mount(
+        "judge",
+        "Grade one response against rubrics with the judge model: item {question, response, "
+        "rubrics? (or positive_rubrics / negative_rubrics), rubric_sets?}. Its reward in "
+        "[0, 1] and each rubric's verdict, as `POST /v1/judge/score` answers it.",
+    ),
 )
 
 

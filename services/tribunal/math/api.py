@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from tribunal.core.app import create_app as create_core_app
+from tribunal.core.mcp import verifier_mount
 from tribunal.core.service import ServiceSpec
 from tribunal.core.verifier import Verifier
 from tribunal.math.settings import MathSettings
@@ -19,7 +20,16 @@ def create_verifiers(settings: MathSettings) -> list[Verifier]:
 
 
 SERVICE = ServiceSpec(
-    name="math", port=PORTS["math"], settings_cls=MathSettings, create_verifiers=create_verifiers
+    name="math",
+    port=PORTS["math"],
+    settings_cls=MathSettings,
+    create_verifiers=create_verifiers,
+    mount=verifier_mount(
+        "math",
+        "Grade one completion against a reference answer: item {response, ground_truth, "
+        "options?}. Its reward (1 correct, 0 not) and what was compared (details), as "
+        "`POST /v1/math/score` answers it.",
+    ),
 )
 
 
