@@ -1,6 +1,6 @@
 """Judge calls the extractive gate saves on AttributionBench; prints one JSON object.
 
-    .venv/bin/python bench/citation_extractive_skip.py [--labels LABELS.jsonl]
+    .venv/bin/python bench/citation_extractive_skip.py [--labels LABELS.jsonl] [--limit N]
 
 Every labelled claim (``tribunal calibrate citation``'s held-in set by default) is scored as
 a one-claim answer in the ``judge`` support mode, twice, each time with a cold judge cache:
@@ -119,8 +119,9 @@ def compare(
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labels", type=Path, default=DEFAULT_LABELS)
+    parser.add_argument("--limit", type=int, default=None, help="The first N claims only.")
     args = parser.parse_args()
-    labelled = read_labels(args.labels)
+    labelled = read_labels(args.labels)[: args.limit]
     fake = FakeOpenAIServer(FakeScript(default_level=2))
     fake.start()
     out: dict[str, Any] = {"labels": str(args.labels), "judge": "FakeOpenAIServer, level 2"}
