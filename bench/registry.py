@@ -60,6 +60,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--rounds", "1"),
     ),
     Benchmark(
+        "citation_extractive_skip",
+        "Judge calls, keys and prompt text the citation judge mode's extractive gate saves "
+        "on AttributionBench, and whether any verdict changes.",
+        ("--limit", "10"),
+    ),
+    Benchmark(
         "client_overhead",
         "What tribunal.client and `tribunal score` cost against a raw HTTP loop.",
         ("--items", "64", "--rounds", "1", "--workers", "1"),

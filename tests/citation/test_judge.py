@@ -40,7 +40,9 @@ EVIDENCE = {
     "S4": "The Eiffel Tower is 330 metres tall.",
 }
 QUESTION = "How often does hyperprogressive disease occur under anti-PD-1 therapy?"
-CLAIM = "Hyperprogressive disease occurred in 9% of patients."
+# A paraphrase ("affected" is not in S1): the extractive check does not verify it, so the
+# judge is asked (an extractive claim skips the judge: see the tests at the end).
+CLAIM = "Hyperprogressive disease affected 9% of patients."
 HONEST = f"<answer><cite id=S1>{CLAIM}</cite></answer>"
 
 
@@ -284,7 +286,7 @@ async def test_the_judges_topic_verdict_decides_off_topic_not_word_overlap(
         "S6": "One in eleven treated people progressed faster after the first infusion.",
     }
     padding = "<cite id=S5>Patients on anti-PD-1 therapy liked the hospital food.</cite>"
-    unworded = "<cite id=S6>One in eleven treated people progressed faster.</cite>"
+    unworded = "<cite id=S6>One in eleven treated people progressed more quickly.</cite>"
     fake.script.rules = [("Topic of claim 1:", 0), ("Topic of claim 2:", 2)]
     honest = await score(verifier_for(fake), HONEST, evidence=evidence)
     padded = await score(
@@ -294,10 +296,12 @@ async def test_the_judges_topic_verdict_decides_off_topic_not_word_overlap(
     assert [c["gate"] for c in claims] == [None, "off_topic"]
     assert claims[1]["support"] == "supported" and claims[1]["counted"] is False
     assert padded.reward == honest.reward == 1.0  # padding adds nothing
-    # Unsupported padding judged off topic costs the answer (F1 0), as in lexical mode.
+    # Unsupported padding judged off topic costs the answer (F1 0), as in lexical mode (a
+    # claim its snippet does not state verbatim: a verbatim one is supported without asking).
     fake.script.rules = [("Topic of claim 1:", 0), ("Claim 1:", 0)]
+    unstated = padding.replace("liked", "loved")
     lie = await score(
-        verifier_for(fake), HONEST.replace("</answer>", f" {padding}</answer>"), evidence=evidence
+        verifier_for(fake), HONEST.replace("</answer>", f" {unstated}</answer>"), evidence=evidence
     )
     assert lie.details["claims"][1]["gate"] == "off_topic" and lie.reward == 0.5
     # A claim without the question's words that the judge finds on topic is counted.
@@ -367,3 +371,91 @@ async def test_a_cached_judgment_is_reused_only_where_the_same_claims_shared_its
     assert cached == [[False, False], [False, False], [True, True]]
     assert len(fake.stats.requests) == 2
     assert CLAIM in user_prompt(fake.stats.requests[1])
+
+
+# -- claims the extractive check verifies skip the judge ------------------------------------
+
+VERBATIM = "Champiat et al. found hyperprogressive disease in 12 of 131 patients (9%)."
+
+
+async def test_a_claim_its_snippet_states_verbatim_makes_no_judge_request(
+    fake: FakeOpenAIServer,
+) -> None:
+    fake.script.default_level = 0  # whatever the judge would say, it is not asked
+    verifier = verifier_for(fake)
+    await verifier.start()
+    try:
+        answer = f"<answer><cite id=S1>{VERBATIM}</cite></answer>"
+        item = CitationItem(id="x", response=answer, evidence=EVIDENCE)  # no question
+        [outcome] = await verifier.score([item])
+        stats = verifier.take_stats()
+    finally:
+        await verifier.aclose()
+    assert fake.stats.requests == []
+    [claim] = outcome.details["claims"]
+    assert claim["decided_by"] == "extractive" and claim["support"] == "supported"
+    assert claim["relevance"] == {"S1": "relevant"} and outcome.reward == 1.0
+    assert outcome.details["usage"] == {
+        "calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_claims": 0,
+        "extractive_claims": 1,
+    }
+    assert stats["claims_decided|extractive"] == 1 and stats["claims_decided|judge"] == 0
+
+
+async def test_with_a_question_only_the_topic_of_a_verbatim_claim_is_asked(
+    fake: FakeOpenAIServer,
+) -> None:
+    # The judge decides topic in this mode: a verbatim copy of an off-topic snippet is
+    # still padding, and earns nothing.
+    fake.script.rules = [("Topic of claim 1:", 0)]
+    answer = (
+        f"<answer><cite id=S1>{VERBATIM}</cite> "
+        "<cite id=S3>Bananas are rich in potassium.</cite></answer>"
+    )
+    outcome = await score(verifier_for(fake), answer)
+    [body] = fake.stats.requests
+    assert list(body["response_format"]["json_schema"]["schema"]["properties"]) == ["c0q", "c1q"]
+    assert "[S1]" not in user_prompt(body) and "[S3]" not in user_prompt(body)
+    first, second = outcome.details["claims"]
+    assert first["decided_by"] == second["decided_by"] == "extractive"
+    assert first["counted"] and second["gate"] == "off_topic" and not second["counted"]
+    assert outcome.reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("claim", "ids"),
+    [
+        (VERBATIM.replace("(9%)", "(19%)"), "S1"),  # one figure changed
+        (VERBATIM.replace("found", "found no"), "S1"),  # a negation added
+        (VERBATIM.replace("in 12", "in only 12"), "S1"),  # a qualifier added
+        (VERBATIM.replace("Champiat", "Ferrara"), "S1"),  # a name swapped
+        (VERBATIM.replace("(9%).", "(9%), mostly men."), "S1"),  # a clause added
+        (VERBATIM, "S1,S3"),  # a second citation that does not state it
+        ("Tumour growth rate doubled in patients with hyperprogression.", "S2"),  # "at least"
+        ("Tumour growth rate at least doubled in patients.", "S2"),  # a scope dropped
+    ],
+)
+async def test_a_near_copy_is_never_decided_extractively(
+    fake: FakeOpenAIServer, claim: str, ids: str
+) -> None:
+    # The judge (scripted) calls every claim unsupported: a near-copy earns nothing, where
+    # the verbatim claim beside it earns 1 without its support being asked.
+    fake.script.default_level = 0
+    fake.script.rules = [("Topic of claim", 2)]
+    beside = "<cite id=S4>The Eiffel Tower is 330 metres tall.</cite>"
+    answer = f"<answer><cite id={ids}>{claim}</cite> {beside}</answer>"
+    outcome = await score(verifier_for(fake), answer)
+    near, verbatim = outcome.details["claims"]
+    assert verbatim["decided_by"] == "extractive" and verbatim["f1"] == 1.0
+    assert near["decided_by"] != "extractive" and near["f1"] == 0.0
+    asked = [
+        key
+        for body in fake.stats.requests
+        for key in body["response_format"]["json_schema"]["schema"]["properties"]
+    ]
+    # Either the judge was asked its support, or a contradiction gate refused it first.
+    assert "c0" in asked or near["gate"] == "contradicts_evidence"
+    assert outcome.reward == pytest.approx(0.5)

@@ -52,6 +52,8 @@ def test_the_collector_exposes_tallied_spec_rewards_with_their_spread() -> None:
     tally.add("backend_tokens|prompt", 3000)
     tally.add("backend_tokens|completion", 600)
     tally.add("backend_cost_nanousd", 10_800_000)
+    tally.add("claims_decided|extractive", 5)
+    tally.add("claims_decided|judge", 7)
     tally.observe("item_cost", 0.0108, COST_BUCKETS_USD)
     collector = _QueueCollector()
     collector.stats = {"gateway": tally.take()}
@@ -71,6 +73,8 @@ def test_the_collector_exposes_tallied_spec_rewards_with_their_spread() -> None:
     assert samples[("tribunal_backend_tokens_total", (("kind", "prompt"), gateway))] == 3000
     assert samples[("tribunal_backend_tokens_total", (("kind", "completion"), gateway))] == 600
     assert math.isclose(samples[("tribunal_backend_cost_usd_total", (gateway,))], 0.0108)
+    assert samples[("tribunal_claims_decided_total", (("by", "extractive"), gateway))] == 5
+    assert samples[("tribunal_claims_decided_total", (("by", "judge"), gateway))] == 7
     assert samples[("tribunal_item_cost_usd_bucket", (("le", "0.01"), gateway))] == 0
     assert samples[("tribunal_item_cost_usd_bucket", (("le", "0.1"), gateway))] == 1
     # The text exposition parses back (what Prometheus reads).

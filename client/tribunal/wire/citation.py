@@ -126,6 +126,12 @@ class ClaimResult(BaseModel):
     counted: bool = Field(description="Enters the aggregate recall and F1.")
     reason: str | None = Field(default=None, description="The judge's short reason.")
     cached: bool = False
+    decided_by: Literal["extractive", "judge", "lexical", "nli"] | None = Field(
+        default=None,
+        description="Who decided its support: extractive (judge mode: every valid cited "
+        "snippet states it, checked without the judge, which is asked its topic at most), "
+        "the support mode, or null (gated, or mode none).",
+    )
 
 
 class CitationUsage(BaseModel):
@@ -135,6 +141,11 @@ class CitationUsage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_claims: int = 0
+    extractive_claims: int = Field(
+        default=0,
+        description="Judge mode: cited claims the extractive check verified, whose support "
+        "and relevance were not asked of the judge.",
+    )
 
 
 class CitationDetails(BaseModel):

@@ -16,7 +16,8 @@ sentence of that snippet (segmented by ``tribunal.citation.segment``) such that:
    part holds (a figure moved to the other entity matches no part of its own);
 4. **marked words, both ways**: every negation, hedge, qualifier, scope, direction or
    temporal-order word of the clause (:data:`CLAIM_MARKED`) is in the sentence, and every
-   negation, hedge, qualifier or scope word (:data:`PASSAGE_MARKED`) of each part of the
+   negation, hedge, qualifier, scope or bound word ("at least", "nearly", "more than":
+   :data:`PASSAGE_MARKED`) of each part of the
    sentence that shares a content stem with the clause is in the clause; a neighbouring
    sentence that opens by pointing back ("However, this was not significant") lends its
    negation and hedge words to the sentence before it and the one after it.
@@ -78,10 +79,17 @@ SCOPE = _wordset(
 TEMPORAL = _wordset("before after earlier later prior previously subsequently")
 """Temporal-order words."""
 
-CLAIM_MARKED = NEGATIONS | HEDGES | QUALIFIERS | SCOPE | TEMPORAL | frozenset(DIRECTIONS)
+BOUNDS = _wordset(
+    """least nearly almost approximately approx roughly around about than exceed exceeds
+    exceeded exceeding below above"""
+)
+"""Bounds and approximations of a figure or a change: "at least doubled", "nearly 30 %",
+"more than 12" stated as "doubled", "30 %", "12" is more than the passage says."""
+
+CLAIM_MARKED = NEGATIONS | HEDGES | QUALIFIERS | SCOPE | TEMPORAL | BOUNDS | frozenset(DIRECTIONS)
 """Words of a claim that must be in its sentence (as stems)."""
 
-PASSAGE_MARKED = NEGATIONS | HEDGES | QUALIFIERS | SCOPE
+PASSAGE_MARKED = NEGATIONS | HEDGES | QUALIFIERS | SCOPE | BOUNDS
 """Words of a passage's sentence (in a part the claim draws on) the claim may not drop."""
 
 BACK_REFERENCES = _wordset(
@@ -270,3 +278,32 @@ def extractive_support(
         if all(any(sentence_supports(c, marked, s, full) for s in read) for c in parts):
             return True
     return False
+
+
+def states_whole_sentences(text: str, parts: tuple[Clause, ...], snippet: str) -> bool:
+    """Whether one snippet verifies a claim and the claim states whole sentences of it: each
+    clause supported by a sentence of the snippet (rules 1-4, every content stem) whose
+    every content stem and figure the claim states in turn.
+
+    Stricter than :func:`extractive_support` in one direction: a claim that keeps a part of
+    a sentence and drops the rest ("in patients with hyperprogression" dropped from "growth
+    doubled in patients with hyperprogression", a restriction after a comma) is not
+    verified here, whatever the marked-word lists know. The judge mode skips the judge only
+    for such claims (``tribunal.citation.verifier``).
+
+    Args:
+        text: The claim.
+        parts: Its clauses (``tribunal.citation.content.clauses`` with anchors).
+        snippet: The text of one valid cited snippet.
+    """
+    if not parts:
+        return False
+    marked = claim_marked_stems(text)
+    stems = frozenset().union(*(c.stems for c in parts))
+    figures = [n for c in parts for n in c.numbers]
+
+    def whole(sentence: Sentence) -> bool:
+        return sentence.stems <= stems and all(same_figure(n, figures) for n in sentence.numbers)
+
+    read = passage_sentences(snippet)
+    return all(any(whole(s) and sentence_supports(c, marked, s, 1.0) for s in read) for c in parts)

@@ -12,6 +12,10 @@ carries up to ``claims_per_call`` claims of one answer and asks, under a JSON sc
   the ``tribunal`` preset a claim that does not is ``off_topic``: it earns nothing)
 - ``u<i>``: does uncited sentence *i* state a fact that needs a citation? (recall)
 
+A cited claim the extractive check already verifies (``topic_only``: the verifier's gate,
+``tribunal.citation.verifier``) is asked its topic question only, without its snippets, and
+only when the item has a question: its support and relevance are not asked at all.
+
 so the precision / recall split survives at a fraction of a call per claim. Snippets are
 listed once per call, before the items: the shared part first, for vLLM's prefix cache.
 
@@ -33,7 +37,7 @@ import asyncio
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -52,7 +56,7 @@ from tribunal.wire.errors import ParseError, Refusal, TribunalError
 
 T = TypeVar("T")
 
-PROMPT_VERSION = "citation-4"
+PROMPT_VERSION = "citation-5"
 """Bump whenever the prompt or the scales change (part of every cache key and config hash)."""
 
 OFFLOAD_CHARS = 2_048
@@ -209,12 +213,16 @@ class LLMSupport:
             self._cpu = ThreadPoolExecutor(1, thread_name_prefix="citation-judge")
         return await asyncio.get_running_loop().run_in_executor(self._cpu, fn, *args)
 
-    def cache_key(self, question: str, task: ClaimTask) -> str:
+    def cache_key(self, question: str, task: ClaimTask, topic_only: bool = False) -> str:
         """Key of one claim's judgment (``tribunal.llm.keys.judgment_key``): its kind (a cited
-        claim's support, or an uncited sentence's need), model, prompt version, the control
-        tokens broken, the snippet cut, question, text and cited snippets."""
+        claim's support, its topic alone, or an uncited sentence's need), model, prompt
+        version, the control tokens broken, the snippet cut, question, text and cited
+        snippets."""
+        kind = "claim_need"
+        if task.is_cited:
+            kind = "claim_topic" if topic_only else "claim_support"
         return judgment_key(
-            "claim_support" if task.is_cited else "claim_need",
+            kind,
             {
                 "model": self.backend.model,
                 "prompt_version": PROMPT_VERSION,
@@ -228,15 +236,32 @@ class LLMSupport:
         )
 
     async def judge(
-        self, question: str, tasks: Sequence[ClaimTask], evidence: Mapping[str, str]
+        self,
+        question: str,
+        tasks: Sequence[ClaimTask],
+        evidence: Mapping[str, str],
+        topic_only: Collection[int] = (),
     ) -> SupportOutcome:
         """Judge the claims of one answer: cached ones free, the rest in chunks of calls.
 
+        Args:
+            question: The item's question ('' when absent).
+            tasks: The claims to judge.
+            evidence: All snippets of the item (unused: each task carries its snippets).
+            topic_only: Indices of cited tasks whose support the extractive check already
+                verified: only their topic is asked (``question`` must be given); their
+                judgments carry ``on_topic`` alone.
+
         Raises:
+            ValueError: ``topic_only`` names an uncited task, or there is no question.
             TribunalError: A backend error, a refusal, or verdicts unreadable after retries.
         """
-        keys = await self._off_loop(_chars(question, tasks), self._keys, question, tasks)
-        unique = dict(zip(keys, tasks, strict=True))  # identical claims are asked once
+        only = frozenset(topic_only)
+        if only and (not question or any(not tasks[i].is_cited for i in only)):
+            raise ValueError("topic_only names cited claims of an item with a question only")
+        asks = [(task, i in only) for i, task in enumerate(tasks)]
+        keys = await self._off_loop(_chars(question, tasks), self._keys, question, asks)
+        unique = dict(zip(keys, asks, strict=True))  # identical claims are asked once
         size = self.settings.claims_per_call
         order = list(unique)
         # Fixed chunks of the answer's claims, whatever the cache holds: a judgment is
@@ -245,7 +270,7 @@ class LLMSupport:
         chunks = [order[i : i + size] for i in range(0, len(order), size)]
         in_call = {key: _in_call(key, chunk) for chunk in chunks for key in chunk}
         found: dict[str, ClaimJudgment] = {}
-        todo: list[list[tuple[str, ClaimTask]]] = []
+        todo: list[list[tuple[str, tuple[ClaimTask, bool]]]] = []
         for chunk in chunks:
             cached = [self.cache.get(in_call[key]) for key in chunk]
             if all(c is not None for c in cached):
@@ -270,16 +295,17 @@ class LLMSupport:
         outcome.judgments = [found[key] for key in keys]
         return outcome
 
-    def _keys(self, question: str, tasks: Sequence[ClaimTask]) -> list[str]:
-        return [self.cache_key(question, task) for task in tasks]
+    def _keys(self, question: str, asks: Sequence[tuple[ClaimTask, bool]]) -> list[str]:
+        return [self.cache_key(question, task, only) for task, only in asks]
 
     async def _judge_chunk(
-        self, question: str, chunk: list[tuple[str, ClaimTask]]
+        self, question: str, chunk: list[tuple[str, tuple[ClaimTask, bool]]]
     ) -> tuple[dict[str, ClaimJudgment], SupportOutcome]:
         usage = SupportOutcome()
-        tasks = [task for _, task in chunk]
+        tasks = [task for _, (task, _) in chunk]
+        only = [flag for _, (_, flag) in chunk]
         size = _chars(question, tasks)
-        request = await self._off_loop(size, self.build_request, question, tasks)
+        request = await self._off_loop(size, self.build_request, question, tasks, only)
         budget = request.max_tokens
         error: TribunalError | None = None
         for attempt in range(self.settings.parse_retries + 1):
@@ -302,7 +328,7 @@ class LLMSupport:
             try:
                 judged = await self._off_loop(
                     size + len(completion.text),
-                    functools.partial(read_judgments, topic=bool(question)),
+                    functools.partial(read_judgments, topic=bool(question), topic_only=only),
                     completion,
                     tasks,
                 )
@@ -313,8 +339,14 @@ class LLMSupport:
         assert error is not None
         raise error
 
-    def build_request(self, question: str, tasks: Sequence[ClaimTask]) -> CompletionRequest:
-        """Build the one call that judges ``tasks`` (see the module docstring).
+    def build_request(
+        self,
+        question: str,
+        tasks: Sequence[ClaimTask],
+        topic_only: Sequence[bool] | None = None,
+    ) -> CompletionRequest:
+        """Build the one call that judges ``tasks`` (see the module docstring); a task flagged
+        in ``topic_only`` is asked its topic only, and its snippets are not listed for it.
 
         Every untrusted text is made safe before it is placed: control tokens broken
         (:attr:`control`); the question fenced; each snippet one line ``[id] text`` inside the
@@ -322,8 +354,11 @@ class LLMSupport:
         plain (letters, digits, ``_ : -``), so that an id cannot pose as two. The fence tag is
         drawn over the texts as placed, so none of them can close a fence.
         """
+        only = list(topic_only) if topic_only is not None else [False] * len(tasks)
         snippets: dict[str, str] = {}
-        for task in tasks:
+        for task, skip in zip(tasks, only, strict=True):
+            if skip:
+                continue
             for sid, text in task.snippets:
                 snippets.setdefault(sid, text[: self.settings.max_snippet_chars])
         safe = self.control.neutralise
@@ -335,6 +370,10 @@ class LLMSupport:
         keys: list[str] = []
         for index, task in enumerate(tasks):
             claim = _quoted(safe(task.text))
+            if only[index]:
+                keys.append(f"c{index}q")
+                items += [f"[c{index}q] topic", f"Topic of claim {index}: {claim}"]
+                continue
             if not task.is_cited:
                 keys.append(f"u{index}")
                 items += [f"[u{index}] need", f"Uncited sentence {index}: {claim}"]
@@ -388,11 +427,16 @@ def verdict_schema(keys: Sequence[str], max_reason_chars: int) -> dict[str, Any]
 
 
 def read_judgments(
-    completion: Completion, tasks: Sequence[ClaimTask], *, topic: bool = False
+    completion: Completion,
+    tasks: Sequence[ClaimTask],
+    *,
+    topic: bool = False,
+    topic_only: Sequence[bool] | None = None,
 ) -> list[ClaimJudgment]:
     """Read one judgment per task from a completion (keys as :meth:`build_request` wrote;
     ``topic``: it asked whether each cited claim helps answer the question, as it does when
-    a question is given).
+    a question is given; ``topic_only``: per task, only its topic was asked, and its
+    judgment holds ``on_topic`` alone).
 
     Raises:
         Refusal: The model or its provider refused.
@@ -408,7 +452,12 @@ def read_judgments(
     except ParseError as exc:
         raise ParseError(f"citation verdicts: {exc.message}") from None
     out = []
+    only = list(topic_only) if topic_only is not None else [False] * len(tasks)
     for index, task in enumerate(tasks):
+        if only[index]:
+            level, reason = _verdict(answer, f"c{index}q")
+            out.append(ClaimJudgment(reason=reason, on_topic=level == ON_TOPIC_LEVEL))
+            continue
         if not task.is_cited:
             level, reason = _verdict(answer, f"u{index}")
             out.append(ClaimJudgment(needs_citation=level == NEEDS_CITATION_LEVEL, reason=reason))

@@ -6,6 +6,17 @@ the deterministic gates (``gates``: format, ids, question echo), send the claims
 to the support mode (``support``; none for mode ``none`` or when the preset's format gate
 already zeroes the reward), then score (``scorer``).
 
+In mode ``judge``, a cited claim that every one of its valid cited snippets verifies by the
+extractive check, stating whole sentences of it (``tribunal.citation.extractive.
+states_whole_sentences``: each content stem, exact figure with its role, and marked word in
+one sentence, and every content stem and figure of that sentence in the claim), is
+``supported`` with every cited snippet relevant without asking the judge: the judge is
+asked only what the rules cannot decide. Only its topic is still asked, when the item has a
+question and the preset counts on-topic claims only (the judge decides topic in this mode).
+A claim with a changed figure, an added or dropped negation, hedge or qualifier, a clause
+more, or a second cited snippet that does not state it on its own is not verified and goes
+to the judge. Each claim's ``decided_by`` in the details says which decided it.
+
 Failure policy: an error of the support mode (backend unreachable, refusal, unreadable
 verdicts) makes the item an error with no reward, never a citation score of 0.
 
@@ -25,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tribunal.citation.config import CitationConfig
-from tribunal.citation.content import content_stems, numbers
+from tribunal.citation.content import clauses, content_stems, numbers, union_stems
 from tribunal.citation.dispatch import SmallestFirst
 from tribunal.citation.evidence import gather_evidence
-from tribunal.citation.extractive import claim_marked_stems
+from tribunal.citation.extractive import claim_marked_stems, states_whole_sentences
 from tribunal.citation.gates import (
     FormatReport,
     IdReport,
@@ -51,6 +62,7 @@ from tribunal.citation.scorer import (
     score_claim,
 )
 from tribunal.citation.support import SupportOutcome
+from tribunal.core.metrics import SEP
 from tribunal.core.pool import DeadlinePool
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.redis_connection import RedisConnection
@@ -65,12 +77,12 @@ from tribunal.wire.citation import (
     FormatDetails,
     SupportMode,
 )
-from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask
+from tribunal.wire.citation_verdicts import ClaimJudgment, ClaimTask, Relevance, SupportVerdict
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import BackendUnavailable, InternalError
 from tribunal.wire.hashing import config_hash
 
-VERSION = "2"
+VERSION = "3"
 """Bump when the same input could get a different reward."""
 
 
@@ -81,12 +93,14 @@ _WARM_UP = CitationItem(id="warm-up", response="", evidence={"S": ""})
 
 @dataclass(frozen=True)
 class _Plan:
-    """One claim before judging: its invalid ids, its gate, and its task index (or None)."""
+    """One claim before judging: its invalid ids, its gate, its task index (or None), and
+    whether the extractive check verified it (judge mode: its support is not asked)."""
 
     claim: Claim
     invalid_ids: tuple[str, ...]
     gate: ClaimGate | None
     task: int | None
+    extractive: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,10 @@ class Prepared:
         tasks: The claims the support mode judges.
         judged: Whether the support mode is asked at all (not mode ``none``, and not when
             the preset's format gate already zeroes the reward).
+        topic_only: Indices of tasks the extractive check verified: only their topic is
+            asked (judge mode).
+        extractive: Claims the extractive check decided (judge mode), asked nothing or
+            their topic only.
     """
 
     mode: SupportMode
@@ -113,6 +131,8 @@ class Prepared:
     plans: list[_Plan]
     tasks: list[ClaimTask]
     judged: bool
+    topic_only: tuple[int, ...] = ()
+    extractive: int = 0
 
 
 def item_chars(item: CitationItem) -> int:
@@ -138,7 +158,9 @@ def prepare(item: CitationItem, config: CitationConfig) -> Prepared:
     ids = check_ids(parsed, evidence)
     plans, tasks = _plan(parsed.claims, evidence, item.question, preset, mode, config.lexical)
     judged = mode != "none" and (fmt.is_valid or not preset.format_gate)
-    return Prepared(mode, preset, fmt, ids, evidence, plans, tasks, judged)
+    topic_only = tuple(p.task for p in plans if p.extractive and p.task is not None)
+    extractive = sum(1 for p in plans if p.extractive)
+    return Prepared(mode, preset, fmt, ids, evidence, plans, tasks, judged, topic_only, extractive)
 
 
 def finish(
@@ -156,7 +178,8 @@ def finish(
         prompt_version: The judge's prompt version, likewise.
     """
     topic = prepared.preset.count_once_on_topic
-    scores = [_score(plan, outcome.judgments, topic) for plan in prepared.plans]
+    judged = prepared.judged
+    scores = [_score(plan, outcome.judgments, topic, judged) for plan in prepared.plans]
     answer = aggregate(scores, prepared.fmt, prepared.ids, prepared.preset, judged=prepared.judged)
     details = _details(prepared, scores, answer, outcome, judge_model, prompt_version)
     return ItemOutcome(reward=answer.reward, details=details.to_dict())
@@ -301,7 +324,7 @@ class CitationVerifier:
         if mode not in ("judge", "nli"):
             return await self._offline(size, score_offline, item, self.config)
         prepared = await self._offline(size, prepare, item, self.config)
-        if not (prepared.judged and prepared.tasks):
+        if not (prepared.judged and (prepared.tasks or prepared.extractive)):
             return await self._offline(size, finish, prepared, SupportOutcome())
         if mode == "nli":
             if self.nli is None:
@@ -320,7 +343,15 @@ class CitationVerifier:
                 "support mode 'judge' has no LLM backend: set TRIBUNAL_CITATION_BASE_URL "
                 "(an OpenAI-compatible server) or send options.support='lexical'"
             )
-        outcome = await self.judge.judge(item.question or "", prepared.tasks, prepared.evidence)
+        outcome = SupportOutcome()
+        if prepared.tasks:
+            outcome = await self.judge.judge(
+                item.question or "", prepared.tasks, prepared.evidence, prepared.topic_only
+            )
+        # Counted from the prepared item's totals (the loop does no per-claim work).
+        tally = self.judge.meter.tally
+        tally.add(f"claims_decided{SEP}extractive", prepared.extractive)
+        tally.add(f"claims_decided{SEP}judge", len(prepared.tasks) - len(prepared.topic_only))
         model = self.judge.backend.model
         return await self._offline(size, finish, prepared, outcome, model, PROMPT_VERSION)
 
@@ -359,7 +390,10 @@ def _details(
         f1=answer.f1,
         f1_term=answer.f1_term,
         gate_passed=answer.gate_passed,
-        claims=[_claim_result(i, s) for i, s in enumerate(scores)],
+        claims=[
+            _claim_result(i, s, plan.extractive, prepared.mode)
+            for i, (s, plan) in enumerate(zip(scores, prepared.plans, strict=True))
+        ],
         judge_model=judge_model,
         prompt_version=prompt_version,
         usage=CitationUsage(
@@ -367,6 +401,7 @@ def _details(
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             cached_claims=sum(1 for j in outcome.judgments if j.cached),
+            extractive_claims=prepared.extractive,
         ),
     )
 
@@ -406,6 +441,12 @@ def _plan(
         elif facts is not None and contradicted(ClaimTask(claim.text, snippets), facts, thresholds):
             gate = "contradicts_evidence"
         seen.add(key)
+        extractive = (
+            facts is not None
+            and gate is None
+            and claim.is_cited
+            and _verified(claim, snippets, facts)
+        )
         # The judge mode asks the judge whether a cited claim helps answer the question
         # (``_score``); the lexical mode decides it by the content stems of the claim and
         # of its cited snippets (a pronoun subject, "It spans 1,280 m.", names nothing the
@@ -423,9 +464,30 @@ def _plan(
         elif gate is not None:
             plans.append(_Plan(claim, invalid, gate, None))
             continue
-        plans.append(_Plan(claim, invalid, gate, len(tasks)))
+        if extractive and not (count_once and question):
+            plans.append(_Plan(claim, invalid, None, None, extractive=True))
+            continue
+        plans.append(_Plan(claim, invalid, gate, len(tasks), extractive))
         tasks.append(ClaimTask(claim.text, snippets))
     return plans, tasks
+
+
+def _verified(claim: Claim, snippets: tuple[tuple[str, str], ...], facts: EvidenceFacts) -> bool:
+    """Whether EVERY valid cited snippet, on its own, verifies the claim extractively and
+    the claim states whole sentences of it (``extractive.states_whole_sentences``: every
+    content stem, at full coverage whatever ``TRIBUNAL_CITATION_LEXICAL_FULL`` relaxes in
+    lexical mode, and nothing of the sentence dropped): then it is supported, and each of
+    its citations relevant, without the judge. A claim citing a second snippet that does
+    not state it is asked (that snippet's relevance is the judge's to give)."""
+    if not snippets:
+        return False
+    parts = clauses(claim.text, facts.proper, anchors=True)
+    stems = union_stems(parts)
+    # A cheap look first, on the snippet's facts the contradiction gate has read: a stem of
+    # the claim the snippet lacks (most claims) needs no sentence of it segmented.
+    return all(stems <= facts.facts(sid).stems for sid, _ in snippets) and all(
+        states_whole_sentences(claim.text, parts, text) for _, text in snippets
+    )
 
 
 def _stems_of_snippet(seen: dict[str, frozenset[str]], sid: str, text: str) -> frozenset[str]:
@@ -461,19 +523,38 @@ def _repeats(key: _Key, seen: set[_Key]) -> bool:
     return False
 
 
-def _score(plan: _Plan, judgments: list[ClaimJudgment], on_topic_only: bool) -> ClaimScore:
+def _score(
+    plan: _Plan, judgments: list[ClaimJudgment], on_topic_only: bool, judged: bool
+) -> ClaimScore:
     """Score one planned claim; with ``on_topic_only`` (the preset's ``count_once_on_topic``)
-    a claim the judge found not to help answer the question is ``off_topic``."""
+    a claim the judge found not to help answer the question is ``off_topic``. A claim the
+    extractive check verified is supported, every valid citation relevant, with the judge's
+    topic verdict when one was asked."""
     judgment = judgments[plan.task] if plan.task is not None and judgments else None
+    if plan.extractive and judged:
+        valid = (cid for cid in plan.claim.ids if cid not in plan.invalid_ids)
+        judgment = ClaimJudgment(
+            SupportVerdict.SUPPORTED,
+            dict.fromkeys(valid, Relevance.RELEVANT),
+            reason=judgment.reason if judgment else "",
+            cached=judgment.cached if judgment else False,
+            on_topic=judgment.on_topic if judgment else None,
+        )
     gate = plan.gate
     if gate is None and on_topic_only and judgment is not None and judgment.on_topic is False:
         gate = "off_topic"
     return score_claim(plan.claim, plan.invalid_ids, gate, judgment)
 
 
-def _claim_result(index: int, score: ClaimScore) -> ClaimResult:
+def _claim_result(
+    index: int, score: ClaimScore, extractive: bool, mode: SupportMode
+) -> ClaimResult:
     judgment = score.judgment
+    decided_by = None
+    if judgment is not None:
+        decided_by = "extractive" if extractive else mode
     return ClaimResult(
+        decided_by=decided_by,
         index=index,
         text=score.claim.text,
         cited=score.claim.is_cited,

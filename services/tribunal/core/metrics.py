@@ -298,6 +298,13 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         "tribunal_backend_cost_usd_total is exact).",
         labels=["verifier"],
     )
+    decided = CounterMetricFamily(
+        "tribunal_claims_decided",
+        "Cited claims and uncited sentences of the citation scorer's judge mode, by who "
+        "decided them: extractive (every cited passage states the claim whole: the judge was "
+        "not asked its support, at most its topic) or judge.",
+        labels=["verifier", "by"],
+    )
     inspect_dropped = CounterMetricFamily(
         "tribunal_inspect_dropped",
         "Scored items the reward inspector did not keep although sampled (its buffer full, "
@@ -328,6 +335,8 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
                 calls.add_metric([verifier, parts[1]], value)
             elif parts[0] == "backend_tokens" and len(parts) == 2:
                 tokens.add_metric([verifier, parts[1]], value)
+            elif parts[0] == "claims_decided" and len(parts) == 2:
+                decided.add_metric([verifier, parts[1]], value)
     return [
         misses,
         dead,
@@ -338,6 +347,7 @@ def _worker_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metric]:
         tokens,
         cost,
         item_cost,
+        decided,
         inspect_dropped,
     ]
 
