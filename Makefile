@@ -17,7 +17,7 @@ LOCK_ALL := requirements/all.txt
 LOCK_TORCH := requirements/torch.txt
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: up dev data train test test-fast lint lock check-lock docs openapi monitoring bench-math clean tools protocol-envs trainer-envs
+.PHONY: up dev data train test test-extended test-fast lint lock check-lock docs openapi monitoring bench-math clean tools protocol-envs trainer-envs
 
 tools:
 	@PYTHON=$(PYTHON) scripts/setup-tools.sh
@@ -86,7 +86,12 @@ train: tools $(VENV)/.all
 
 test: dev
 	$(MAKE) check-lock lint
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -m "not gpu and not extended" --durations=25
+
+# CI's other lane (.ci/run runs it too): each benchmark's quick run, and the tests that run
+# another project's released code in that project's own venv (tests/conftest.py names them).
+test-extended: dev
+	$(BIN)/python -m pytest -m "extended and not gpu" --durations=10
 
 # While you work: every test that starts no service process and takes under a few seconds
 # (markers e2e and slow left out; tests/conftest.py marks the folders that start processes).

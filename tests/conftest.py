@@ -196,10 +196,33 @@ E2E_FOLDERS = frozenset({"e2e", "faults", "integrations"})
 whatever its module says, so that the fast lane (``make test-fast``) never runs one."""
 
 
+OTHER_ENVIRONMENTS = frozenset(
+    {
+        "envs/test_nemo_gym.py",
+        "envs/test_openenv.py",
+        "envs/test_ors.py",
+        "envs/test_rubrics.py",
+        "integrations/test_openrlhf.py",
+        "integrations/test_trainer_envs.py",
+        "integrations/test_verl.py",
+    }
+)
+"""The modules that run another project's released code in that project's own venv (a
+trainer's, ``scripts/trainer_envs.sh``, or a protocol client's, ``scripts/protocol_envs.sh``):
+they are ``extended``, the lane CI runs beside the suite (``make test-extended``), with the
+benchmarks' quick runs (tests/bench/test_runner.py marks those)."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test under one of :data:`E2E_FOLDERS` ``e2e``."""
+    """Mark each test under one of :data:`E2E_FOLDERS` ``e2e``, and each of
+    :data:`OTHER_ENVIRONMENTS` ``extended``."""
     root = Path(__file__).resolve().parent
     for item in items:
         path = item.path.resolve()
-        if path.is_relative_to(root) and path.relative_to(root).parts[0] in E2E_FOLDERS:
+        if not path.is_relative_to(root):
+            continue
+        relative = path.relative_to(root)
+        if relative.parts[0] in E2E_FOLDERS:
             item.add_marker(pytest.mark.e2e)
+        if relative.as_posix() in OTHER_ENVIRONMENTS:
+            item.add_marker(pytest.mark.extended)

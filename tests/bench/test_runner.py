@@ -134,6 +134,7 @@ def _runs(benchmark: Benchmark) -> object:
     return pytest.param(benchmark, id=benchmark.name, marks=marks)
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.parametrize("benchmark", [_runs(b) for b in BENCHMARKS])
@@ -160,6 +161,7 @@ def test_every_benchmark_still_runs(benchmark: Benchmark, tmp_path: Path) -> Non
         assert done.stdout.strip(), done.stderr[-4000:]
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_the_docs_runner_commands_run(tmp_path: Path) -> None:
