@@ -44,6 +44,9 @@ async def main(url, key, broken_url):
         )
         await env.reset(split="gsm8k_test", index=0)  # a new episode on the same connection
         report["wrong"] = outcome(await env.step({"tool": "submit", "arguments": {"answer": "17"}}))
+        await env.reset(split="gsm8k_test", index=0)
+        tower = {"tool": "submit", "arguments": {"answer": "9^{9^{9^{9^{9}}}}"}}
+        report["tower"] = outcome(await env.step(tower))
     async with GenericEnvClient(base_url=f"{broken_url}/openenv/math") as env:
         await env.reset(split="gsm8k_test", index=0)
         report["broken"] = await attempt(
