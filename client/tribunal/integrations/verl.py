@@ -222,9 +222,10 @@ def _routed_item(
     )
 
 
-def _failed_reward(result: ItemResult, spec: str) -> float:
+def _failed_reward(result: ItemResult, spec: str, item: Mapping[str, Any]) -> float:
     """The reward the spec pays ``result``, a sample that failed (``details.failed_reward``),
-    logged.
+    logged with the sample's ``data_source`` and the start of its response (``item``: what was
+    sent; verl's reward loop sends one sample a request, so the item's id is always 0).
 
     Raises:
         RewardUnavailable: The gateway reports none: an error of the infrastructure (retry),
@@ -243,8 +244,9 @@ def _failed_reward(result: ItemResult, spec: str) -> float:
             )
         raise RewardUnavailable(reason)
     logger.warning(
-        "verl sample %s failed (%s%s), given spec %s's failed reward %g: %s",
-        result.id,
+        "verl sample of %s (response %r) failed (%s%s), given spec %s's failed reward %g: %s",
+        item.get("data_source"),
+        str(item.get("response", ""))[:60],
         error.code,
         f", field {error.field}" if error.field else "",
         spec,
@@ -254,14 +256,14 @@ def _failed_reward(result: ItemResult, spec: str) -> float:
     return float(paid)
 
 
-def _verl_score(result: ItemResult, spec: str | None) -> dict[str, Any]:
+def _verl_score(result: ItemResult, spec: str | None, item: Mapping[str, Any]) -> dict[str, Any]:
     if spec is None:
         out: dict[str, Any] = {"score": require_reward(result)}
         for key in ROUTED_KEYS:
             out[key] = result.reward if result.verifier.name == key else math.nan
         return out
     failed = result.error is not None or result.reward is None
-    reward = _failed_reward(result, spec) if failed else result.reward
+    reward = _failed_reward(result, spec, item) if failed else result.reward
     out = {"score": reward}
     for name, sub in result.details.get("sub_rewards", {}).items():
         value = sub.get("reward")
@@ -363,7 +365,7 @@ async def compute_score_batch_async(
     items = _items(name, data_sources, solution_strs, ground_truths, extra_infos)
     base_url, key = gateway_access(url, api_key)
     results = await score_on_gateway(base_url, items, key, timeout_s)
-    return [_verl_score(result, name) for result in results]
+    return [_verl_score(result, name, item) for result, item in zip(results, items, strict=True)]
 
 
 def compute_score_batch(
