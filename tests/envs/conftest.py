@@ -65,7 +65,8 @@ def envs_stack(
     """The stack, started once for the folder's tests."""
     need_data(ROOT.parent / "shared" / "data" / "math" / "gsm8k_test.jsonl")
     tmp = tmp_path_factory.mktemp("envs")
-    math = start_service("math", env=MEMORY, log_dir=tmp)
+    # A 2 s deadline: the power towers some tests submit time out sooner (default 5 s).
+    math = start_service("math", env={**MEMORY, "TRIBUNAL_MATH_TIMEOUT_S": "2"}, log_dir=tmp)
     code = start_service("code", env=redis_env(redis_server, f"envs{free_port()}"), log_dir=tmp)
     port, broken_port = free_port(), free_port()
     argv = [sys.executable, "-m", "tribunal.envs", "--port"]

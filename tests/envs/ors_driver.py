@@ -29,9 +29,11 @@ async def episode(env, task, calls):
             except ToolFailed as exc:
                 outcomes.append({"failed": str(exc)})
                 break
-            outcomes.append(
-                {"text": out.blocks[0].text, "reward": out.reward, "finished": out.finished}
-            )
+            outcome = {"text": out.blocks[0].text, "reward": out.reward, "finished": out.finished}
+            error = (out.metadata or {}).get("error")
+            if error is not None:  # graded steps carry none; a step not graded says why
+                outcome["error"] = error
+            outcomes.append(outcome)
     return {"prompt": prompt[0].text, "tools": tools, "calls": outcomes}
 
 
@@ -65,6 +67,9 @@ async def episodes(url, key, broken_url):
         ],
     )
     report["math_wrong"] = await episode(math, task, [("submit", {"answer": "19"})])
+    # An answer the math verifier cannot decide within its deadline: a power tower.
+    tower = "9^{9^{9^{9^{9}}}}"
+    report["math_tower"] = await episode(math, task, [("submit", {"answer": tower})])
     report["math_bad"] = await episode(
         math, task, [("nope", {}), ("submit", {"answer": 18}), ("submit", {"answer": "1\n18"})]
     )

@@ -60,6 +60,12 @@ def test_the_openreward_client_runs_math_and_code_episodes(
     assert right["calls"][2]["reward"] == 1.0 and right["calls"][2]["finished"]
     assert right["calls"][3] == {"refused": "episode_finished"}
     assert report["math_wrong"]["calls"][0]["reward"] == 0.0
+    # An answer the verifier cannot decide in time ends the episode with the failed reward
+    # (0.0) and the error in the output's metadata: never the stream's error, which the SDK
+    # raises (ToolFailed) and which would end the rollout.
+    [tower] = report["math_tower"]["calls"]
+    assert tower["reward"] == 0.0 and tower["finished"]
+    assert tower["error"]["code"] == "timeout" and "Not graded (timeout" in tower["text"]
     assert report["math_bad"]["calls"] == [
         {"refused": "not_found"},
         {"refused": "input_validation"},

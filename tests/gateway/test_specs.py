@@ -271,6 +271,49 @@ async def test_component_error_fails_the_item_by_default() -> None:
     assert subs["citation"]["status"] == "error"
 
 
+def bad_label(item: dict[str, Any]) -> tuple[float | None, ItemError | None]:
+    """A math verifier refusing the item's ground truth."""
+    return None, ItemError(code="bad_input", message="empty", retryable=False, field="ground_truth")
+
+
+NO_FAILED_REWARD = """
+name: math_plain
+version: "1"
+components:
+  math:
+    verifier: math
+    inputs: {response: response, ground_truth: ground_truth}
+"""
+
+
+async def test_a_failed_items_result_reports_the_reward_its_spec_pays_for_it() -> None:
+    # What OpenRLHF's and slime's routes pay (failed_reward, else undecided_reward), in the
+    # result of every route: verl's compute_score reads it, having no missing value.
+    failing = ScriptedClient({"math": bad_label, "judge": bad_label, "code": bad_label})
+    outcome = await score_one(gateway(failing), spec="rloo_math", response="7", ground_truth="")
+    assert outcome.error is not None and outcome.error.code == "bad_input"
+    assert outcome.reward is None  # still an error, never a reward, on this route
+    assert outcome.details["failed_reward"] == 0.0  # rloo_math: its undecided_reward
+    tcr = await score_one(gateway(failing), spec="tcr_agent", response="7", ground_truth="7")
+    assert tcr.error is not None and tcr.details["failed_reward"] == -2.1  # its failed_reward
+    # The infrastructure's errors are retried, not paid; a spec with neither value pays none.
+    down = ScriptedClient({}, down={"math"})
+    outage = await score_one(gateway(down), spec="rloo_math", response="7", ground_truth="7")
+    assert outage.error is not None and outage.error.code == "backend_unavailable"
+    assert outage.details["failed_reward"] is None
+    plain = gateway(failing, NO_FAILED_REWARD)
+    neither = await score_one(plain, spec="math_plain", response="7", ground_truth="")
+    assert neither.error is not None and neither.details["failed_reward"] is None
+    # A scored item carries none.
+    paid = await score_one(
+        gateway(ScriptedClient({"math": const(1.0)})),
+        spec="rloo_math",
+        response="7",
+        ground_truth="7",
+    )
+    assert paid.reward == 1.0 and paid.details["failed_reward"] is None
+
+
 RENORMALIZE = """
 name: refiner_renorm
 version: "1"

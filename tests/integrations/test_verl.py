@@ -151,19 +151,36 @@ def reward_loop(
     )
 
 
-def start_stack(start: Callable[..., RunningService], redis: RedisServer, prefix: str) -> str:
-    """A gateway with the math and code services, started by ``start``; its URL."""
+# A spec that pays nothing for a failed sample (neither failed_reward nor undecided_reward).
+NO_FAILED_REWARD = """
+name: math_no_failed_reward
+version: "1"
+components:
+  math:
+    verifier: math
+    inputs: {response: response, ground_truth: ground_truth}
+"""
+
+
+def start_stack(
+    start: Callable[..., RunningService], redis: RedisServer, prefix: str, specs: Path
+) -> str:
+    """A gateway with the math and code services, started by ``start``, with the spec
+    :data:`NO_FAILED_REWARD` (written into ``specs``) beside the shipped ones; its URL."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap not installed (the code sandbox)")
     env = redis_env(redis, prefix, TRIBUNAL_MATH_PROCESSES="1", TRIBUNAL_CODE_SLOTS="2")
     math_service = start("math", env=env)
     code = start("code", env=env)
+    specs.mkdir(exist_ok=True)
+    (specs / "math_no_failed_reward.yaml").write_text(NO_FAILED_REWARD)
     gateway = start(
         "gateway",
         env={
             **env,
             "TRIBUNAL_GATEWAY_MATH_URL": math_service.base_url,
             "TRIBUNAL_GATEWAY_CODE_URL": code.base_url,
+            "TRIBUNAL_GATEWAY_SPECS_DIR": str(specs),
         },
     )
     return gateway.base_url
@@ -182,7 +199,7 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
         return started[-1]
 
     try:
-        yield start_stack(start, redis_server, f"t{uuid.uuid4().hex[:10]}")
+        yield start_stack(start, redis_server, f"t{uuid.uuid4().hex[:10]}", logs / "specs")
     finally:
         for running in started:
             running.stop()
@@ -190,10 +207,13 @@ def stack(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.fixture
 def fresh_stack(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
+    service: Callable[..., RunningService],
+    redis_server: RedisServer,
+    key_prefix: str,
+    tmp_path: Path,
 ) -> str:
     """A stack of this test alone; its URL."""
-    return start_stack(service, redis_server, key_prefix)
+    return start_stack(service, redis_server, key_prefix, tmp_path / "specs")
 
 
 def test_the_documented_config_is_what_verl_loads() -> None:
@@ -241,11 +261,41 @@ def test_dapo_manager_with_a_spec_and_turns(stack: str, tokenizer_dir: Path) -> 
     )
     # dapo's manager passes no num_turns (naive's does): tcr_agent counts none, 2 turns.
     assert dapo["scores"] == [1.0, -1.0, 1.0, -1.0]
-    assert set(dapo["extra"]) == {"score", "correct", "num_turns", "overlong"}
+    assert set(dapo["extra"]) == {"score", "correct", "num_turns", "overlong", "failed"}
+    assert dapo["extra"]["failed"] == [0.0] * 4
     naive = reward_loop(stack, tokenizer_dir, rollouts, spec, num_turns=6)
     # naive's passes the agent loop's 6 turns: a wrong answer is punished less.
     assert naive["scores"] == pytest.approx([1.0, -0.8, 1.0, -0.8])
     assert naive["extra"]["num_turns"] == [6.0] * 4
+
+
+def test_a_failed_sample_gets_its_specs_failed_reward_and_the_others_are_scored(
+    stack: str, tokenizer_dir: Path
+) -> None:
+    """verl has no missing value: a sample that failed (here a row without its ground truth)
+    gets the reward its spec pays a failed item, which the gateway reports in the result
+    (tcr_agent's failed_reward, -2.1), flagged in ``failed``; the batch's other samples are
+    scored as usual, and training goes on."""
+    gsm8k_gold, gsm8k_wrong = math_rollouts()[:2]
+    right_program = code_rollouts()[0]
+    no_truth = ("openai/gsm8k", "q", "#### 18", None, {})
+    spec = "+reward.custom_reward_function.reward_kwargs.spec=tcr_agent"
+    rollouts = [gsm8k_gold, no_truth, gsm8k_wrong, right_program]
+    answer = reward_loop(stack, tokenizer_dir, rollouts, spec, num_turns=6)
+    assert answer["scores"] == pytest.approx([1.0, -2.1, -0.8, 1.0])
+    assert answer["rm_scores"] == pytest.approx(answer["scores"])
+    assert answer["extra"]["failed"] == [0.0, 1.0, 0.0, 0.0]
+    # The failed sample's components were not scored: NaN, as verl logs a missing value.
+    correct = answer["extra"]["correct"]
+    assert math.isnan(correct[1]) and [correct[0], correct[2], correct[3]] == [1.0, 0.0, 1.0]
+    # A spec that sets no failed reward: the reward loop stops, saying what to set.
+    neither = "+reward.custom_reward_function.reward_kwargs.spec=math_no_failed_reward"
+    refused = reward_loop(stack, tokenizer_dir, [gsm8k_gold, no_truth], neither)
+    assert refused["error"]["type"] == "RewardUnavailable"
+    message = refused["error"]["message"]
+    # verl's reward loop sends one sample a request: each is item 0 of its own.
+    assert message.startswith("item 0: bad_input (math.ground_truth): ")
+    assert "sets neither failed_reward nor undecided_reward" in message
 
 
 def test_a_sample_goes_at_the_step_of_the_weights_that_wrote_it(

@@ -42,11 +42,16 @@ def require_reward(result: ItemResult) -> float:
             (<field>): <message>``).
     """
     if result.error is not None or result.reward is None:
-        code = result.error.code if result.error else "internal_error"
-        message = result.error.message if result.error else "no reward"
-        field = f" ({result.error.field})" if result.error and result.error.field else ""
-        raise RewardUnavailable(f"item {result.id}: {code}{field}: {message}")
+        raise RewardUnavailable(failure_text(result))
     return result.reward
+
+
+def failure_text(result: ItemResult) -> str:
+    """Why ``result`` has no reward: ``item <id>: <code> (<field>): <message>``."""
+    code = result.error.code if result.error else "internal_error"
+    message = result.error.message if result.error else "no reward"
+    field = f" ({result.error.field})" if result.error and result.error.field else ""
+    return f"item {result.id}: {code}{field}: {message}"
 
 
 _RESERVED = frozenset({"id", "spec", "verifier", "response", "trainer_step"})

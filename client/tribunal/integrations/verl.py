@@ -43,23 +43,41 @@ takes the keys of a batch's first sample for all): ``{"score": reward, <componen
 with a spec's components, or ``{"score", "math", "code"}`` without one; NaN where a component
 or verifier did not score the sample (verl logs them; ``score`` alone is the reward).
 
-verl has no value for "missing": a sample the gateway refused or could not score raises
-:class:`RewardUnavailable` (verl's reward loop stops training with the reason) rather than
-returning a number; a gateway that cannot be reached raises ``tribunal.client.ClientError``
-after the client's retries.
+verl has no value for "missing". With a spec, a sample that failed (a bad label, a
+component's bad input, a timeout the spec does not turn into its ``undecided_reward``) gets the
+reward the spec pays a failed item, which the gateway reports in the result
+(``details.failed_reward``: the spec's ``failed_reward``, else its ``undecided_reward``; as
+OpenRLHF's and slime's routes pay it): the other samples of the batch are scored as usual, the
+result has ``failed`` 1.0 (0.0 for every other sample; verl logs it beside the components),
+and the failure is logged here (logger ``tribunal.integrations.verl``, a warning naming the
+sample, its error class and field). What still raises :class:`RewardUnavailable` (verl's
+reward loop stops training with the reason): a failed sample under a spec that sets neither
+value (the message says so), an error of the infrastructure (a verifier down or full: the
+message names ``backend_unavailable`` or ``queue_full``), and, without a spec, any sample a
+verifier refused or could not score (a verifier item has no failed reward). A gateway that
+cannot be reached raises ``tribunal.client.ClientError`` after the client's retries.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tribunal.integrations._gateway import gateway_access, run_sync, score_on_gateway
-from tribunal.integrations.rollouts import RewardUnavailable, require_reward, rollout_item
+from tribunal.integrations.rollouts import (
+    RewardUnavailable,
+    failure_text,
+    require_reward,
+    rollout_item,
+)
 from tribunal.wire.envelope import ItemResult
+from tribunal.wire.errors import INFRASTRUCTURE_CODES
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "RewardUnavailable",
@@ -204,15 +222,53 @@ def _routed_item(
     )
 
 
-def _verl_score(result: ItemResult, routed: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"score": require_reward(result)}
-    if routed:
+def _failed_reward(result: ItemResult, spec: str, item: Mapping[str, Any]) -> float:
+    """The reward the spec pays ``result``, a sample that failed (``details.failed_reward``),
+    logged with the sample's ``data_source`` and the start of its response (``item``: what was
+    sent; verl's reward loop sends one sample a request, so the item's id is always 0).
+
+    Raises:
+        RewardUnavailable: The gateway reports none: an error of the infrastructure (retry),
+            or a spec that sets neither ``failed_reward`` nor ``undecided_reward`` (said).
+    """
+    paid = result.details.get("failed_reward")
+    error = result.error
+    if error is None or isinstance(paid, bool) or not isinstance(paid, int | float):
+        reason = failure_text(result)
+        ours = "spec" in result.details  # not an item the gateway could not read as a rollout
+        if ours and error is not None and error.code not in INFRASTRUCTURE_CODES:
+            reason += (
+                f"; spec {spec} pays no reward for a failed sample (it sets neither "
+                "failed_reward nor undecided_reward) and verl cannot carry a missing one: set "
+                "failed_reward in the spec (its lowest reward)"
+            )
+        raise RewardUnavailable(reason)
+    logger.warning(
+        "verl sample of %s (response %r) failed (%s%s), given spec %s's failed reward %g: %s",
+        item.get("data_source"),
+        str(item.get("response", ""))[:60],
+        error.code,
+        f", field {error.field}" if error.field else "",
+        spec,
+        paid,
+        error.message,
+    )
+    return float(paid)
+
+
+def _verl_score(result: ItemResult, spec: str | None, item: Mapping[str, Any]) -> dict[str, Any]:
+    if spec is None:
+        out: dict[str, Any] = {"score": require_reward(result)}
         for key in ROUTED_KEYS:
             out[key] = result.reward if result.verifier.name == key else math.nan
         return out
+    failed = result.error is not None or result.reward is None
+    reward = _failed_reward(result, spec, item) if failed else result.reward
+    out = {"score": reward}
     for name, sub in result.details.get("sub_rewards", {}).items():
-        reward = sub.get("reward")
-        out[name] = float(reward) if isinstance(reward, int | float) else math.nan
+        value = sub.get("reward")
+        out[name] = float(value) if isinstance(value, int | float) and not failed else math.nan
+    out["failed"] = 1.0 if failed else 0.0
     return out
 
 
@@ -293,12 +349,15 @@ async def compute_score_batch_async(
             ``reward_model_tokenizer``), ignored.
 
     Returns:
-        One ``{"score": reward, <component>: sub-reward}`` per sample (module docstring).
+        One ``{"score": reward, <component>: sub-reward, "failed": 0.0 | 1.0}`` per sample
+        with a spec (a failed sample's ``score`` is the spec's failed reward), one
+        ``{"score", "math", "code"}`` without (module docstring).
 
     Raises:
         ValueError: A sample's ``data_source`` or ``ground_truth`` cannot be scored (named).
         TypeError: An unknown keyword (a misspelt ``reward_kwargs`` entry).
-        RewardUnavailable: Some item was refused or could not be scored.
+        RewardUnavailable: Some item could not be scored and has no failed reward: without a
+            spec, under a spec that sets none, or for an error of the infrastructure.
         tribunal.client.ClientError: The gateway cannot be reached or refused the batch.
     """
     _check_kwargs(verl_kwargs)
@@ -306,7 +365,7 @@ async def compute_score_batch_async(
     items = _items(name, data_sources, solution_strs, ground_truths, extra_infos)
     base_url, key = gateway_access(url, api_key)
     results = await score_on_gateway(base_url, items, key, timeout_s)
-    return [_verl_score(result, routed=name is None) for result in results]
+    return [_verl_score(result, name, item) for result, item in zip(results, items, strict=True)]
 
 
 def compute_score_batch(
@@ -367,7 +426,9 @@ def compute_score_prime(
     reward of the batch to 0.0 with one printed line. It calls this function in a process pool
     (so it must be a plain function: the async :func:`compute_score` returns a coroutine, which
     cannot be pickled back). It turns any exception into 0.0 as well, so a sample the gateway
-    could not score (:class:`RewardUnavailable`) is paid 0.0 there: prime has no other value.
+    could not score and that has no failed reward (:class:`RewardUnavailable`) is paid 0.0
+    there: prime has no other value. A failed sample under a spec with a failed reward is paid
+    that, as with the other managers.
 
     Returns:
         The reward, a float.

@@ -236,3 +236,10 @@ ALL_ERRORS: tuple[type[TribunalError], ...] = (
 ERRORS_BY_CODE: dict[str, type[TribunalError]] = {cls.code: cls for cls in ALL_ERRORS}
 """The class of each wire ``code``, to raise an error read from a result or an answer again
 (``internal_error`` is :class:`InternalError`, listed after the base class that shares it)."""
+
+INFRASTRUCTURE_CODES: frozenset[str] = frozenset(
+    {BackendUnavailable.code, QueueFull.code, QueueUnavailable.code}
+)
+"""Item error classes that are the infrastructure's (a verifier down or full), which no item
+causes and a retry may cure: a spec's ``on_error: renormalize`` drops them, and routes that
+pay a failed item a reward (a trainer with no missing value) refuse or retry them instead."""

@@ -198,6 +198,15 @@ class SpecDetails(BaseModel):
         description="Components that could not be decided (timeout, internal_error) and took "
         "the spec's `undecided_reward` in place of their value.",
     )
+    failed_reward: float | None = Field(
+        default=None,
+        description="Set on a result with an error: the reward the spec pays this failed "
+        "item where a missing reward cannot be carried (its `failed_reward`, else its "
+        "`undecided_reward`; what OpenRLHF's and slime's routes pay, and verl's "
+        "`compute_score` returns). null on a result with a reward, for an error of the "
+        "infrastructure (backend_unavailable, queue_full, queue_unavailable: retry), and "
+        "under a spec that sets neither.",
+    )
 
 
 GatewayDetails = SpecDetails | MathDetails | CodeDetails | JudgeDetails | CitationDetails

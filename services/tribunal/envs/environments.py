@@ -30,6 +30,8 @@ from tribunal.envs.tasks import (
     mbpp_task,
     refiner_task,
 )
+from tribunal.wire.envelope import ItemError
+from tribunal.wire.errors import INFRASTRUCTURE_CODES
 
 MAX_ANSWER_CHARS = 10_000
 """Longest ``submit`` answer of the math environment (the math verifier's ground-truth cap)."""
@@ -38,8 +40,16 @@ MAX_CODE_CHARS = 100_000
 """Longest program or cell sent to the code service."""
 
 
+FAILED_REWARD = 0.0
+"""The reward of a submission the math or code verifier failed on (a timeout, a bad input of
+its own): their lowest reward (math pays 0 or 1, code the share of tests passed), so that no
+failure is paid more than an answer. A spec's submission (the refiner's) gets its spec's own
+failed reward, which the gateway reports in the result (``details.failed_reward``)."""
+
+
 class EpisodeError(Exception):
-    """A step could not be scored or run: a verifier or the interpreter failed. Never a
+    """A step could not be scored or run: the infrastructure failed (a verifier down or full,
+    the interpreter gone), or a spec that pays nothing for a failed item failed one. Never a
     reward of 0; each protocol answers it in its own error form.
 
     Attributes:
@@ -145,24 +155,39 @@ class Verifiers:
 
     async def score(self, verifier: str, item: Mapping[str, Any]) -> Step:
         """Score one item with ``verifier`` (``math``, ``code``, or ``gateway`` for a spec
-        item); its result's reward as a finished step.
+        item); its result's reward as a finished step, with ``error`` null in its metadata.
+
+        An item the verifier failed on (a timeout, a bad input) is a finished step too: the
+        protocols carry a reward and metadata, and a failure the submission may have caused
+        must not end the rollout. Its reward is the failed reward (:data:`FAILED_REWARD`;
+        a spec item's is its spec's, ``details.failed_reward``), and its metadata's
+        ``error`` is the item's error (``code``, ``message``, ``retryable``, ``field``).
 
         Raises:
-            EpisodeError: The request or the item failed (its error class and whether a
-                retry can help), never a reward of 0.
+            EpisodeError: The request failed, or the item's error is the infrastructure's
+                (a verifier down or full: a retry may cure it), or a spec item failed under a
+                spec that pays nothing for it: its error class and whether a retry can help,
+                never a reward of 0.
         """
         client = self.clients[verifier]
         try:
             (result,) = await client.score(verifier, [item])
         except ClientError as exc:
             raise EpisodeError("backend_unavailable", str(exc), retryable=True) from exc
-        if result.error is not None or result.reward is None:
-            error = result.error
-            code, message = (error.code, error.message) if error else ("no_reward", "")
-            raise EpisodeError(code, message, retryable=bool(error and error.retryable))
-        metadata = {"details": result.details, "verifier": result.verifier.model_dump()}
-        text = f"Submitted. Reward: {result.reward:g}"
-        return Step(text, result.reward, True, metadata)
+        metadata: dict[str, Any] = {
+            "details": result.details,
+            "verifier": result.verifier.model_dump(),
+            "error": None,
+        }
+        if result.error is None and result.reward is not None:
+            return Step(f"Submitted. Reward: {result.reward:g}", result.reward, True, metadata)
+        error = result.error or ItemError(code="no_reward", message="", retryable=False)
+        paid = result.details.get("failed_reward") if verifier == "gateway" else FAILED_REWARD
+        if error.code in INFRASTRUCTURE_CODES or not isinstance(paid, int | float):
+            raise EpisodeError(error.code, error.message, retryable=error.retryable)
+        metadata["error"] = error.model_dump()
+        text = f"Submitted. Not graded ({error.code}: {error.message}). Reward: {paid:g}"
+        return Step(text, float(paid), True, metadata)
 
     async def start_session(self) -> str:
         """Start an interpreter session on the code service; return its id.

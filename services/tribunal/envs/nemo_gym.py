@@ -13,6 +13,7 @@ response's ``output_text`` parts, joined, as ``math_with_judge`` reads it: the r
 and tool calls of the response are not. It answers the request back with ``reward`` and
 Tribunal's ``tribunal`` result (details, verifier version), NeMo Gym's ``BaseVerifyResponse``.
 
+<<<<<<< HEAD
 A verifier's failure is HTTP 502 naming the envelope's error class (NeMo Gym's client raises on
 it): never a reward of 0. ``/reverify_mode`` answers NeMo Gym's ``ReverifyMode`` as a bare JSON
 string (``gym eval reverify`` reads it as ``ReverifyMode(response_json)``): ``"stateless"`` for
@@ -20,6 +21,25 @@ a verifier that ``tribunal rescore`` declares stateless (:data:`tribunal.gateway
 the same inputs under the same version get the same reward, and the result names its version
 and configuration hash), ``"unsupported"`` for one declared stateful, ``"unknown"`` for one not
 declared; ``gym eval reverify`` refuses the last two without ``--force``.
+=======
+A sample that cannot be graded is answered 200, as NeMo Gym's own shape: ``reward`` is the
+failed reward (``tribunal.envs.environments.FAILED_REWARD``, 0.0: the verifiers' lowest, so
+that no failure is paid more than an answer) and ``tribunal.error`` says why (``code``,
+``message``, ``retryable``, ``field``; null for a graded sample). NeMo Gym's agents raise on
+any error status (``raise_for_status``) and its rollout collection then stops, so a sample's
+own failure must not be one: a row without its ``expected_answer`` or ``verifier_metadata.tests``
+(``bad_input`` naming the field), an answer the verifier cannot decide in time (``timeout``),
+a task the verifier refuses (an unparseable ``expected_answer``). ``BaseVerifyResponse``
+reads ``reward`` and ignores ``tribunal`` (pydantic's default); an agent's response model that
+allows extra fields keeps it in the rollout, and rollout collection sends it on to
+``/aggregate_metrics``, which counts such samples (``failed``). Only the infrastructure's
+failure (a verifier down or full: no sample causes it, a retry may cure it) is still an error
+status: 502 naming the envelope's error class, never a reward of 0. A request NeMo Gym's
+models would refuse (no ``response`` or ``responses_create_params``) is 422, FastAPI's.
+``/reverify_mode`` answers ``{"mode": "deterministic"}``: both
+verifiers give the same reward for the same inputs under the same version (the result names
+its version and configuration hash), so re-verifying a stored rollout is safe and reproducible.
+>>>>>>> items36
 """
 
 from __future__ import annotations
@@ -31,9 +51,14 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from tribunal.envs.environments import EpisodeError
+from tribunal.envs.environments import FAILED_REWARD, EpisodeError
 from tribunal.envs.ors import OrsServer
+<<<<<<< HEAD
 from tribunal.gateway.rescore import REVERIFY
+=======
+from tribunal.wire.envelope import ItemError
+from tribunal.wire.errors import BadInput
+>>>>>>> items36
 
 router = APIRouter(prefix="/nemo_gym")
 
@@ -87,13 +112,20 @@ def _server(request: Request, name: str) -> OrsServer:
 
 
 def _item(name: str, body: VerifyRequest, text: str) -> dict[str, Any]:
+    """The verifier's item for the sample.
+
+    Raises:
+        BadInput: The task's row lacks what the server grades against (naming the field).
+    """
     if name == "math":
         if body.expected_answer is None:
-            raise HTTPException(422, "expected_answer: required by the math server")
+            raise BadInput("expected_answer: required by the math server", field="expected_answer")
         return {"id": "verify", "response": text, "ground_truth": body.expected_answer}
     tests = (body.verifier_metadata or {}).get("tests")
     if not isinstance(tests, dict):
-        raise HTTPException(422, "verifier_metadata.tests: required by the code server")
+        raise BadInput(
+            "verifier_metadata.tests: required by the code server", field="verifier_metadata.tests"
+        )
     return {"id": "verify", "language": "python", "response": text, "tests": tests}
 
 
@@ -108,7 +140,12 @@ async def seed_session(request: Request, name: str) -> dict[str, Any]:
 async def verify(request: Request, name: str, body: VerifyRequest) -> dict[str, Any]:
     """The request back with the verifier's ``reward`` (and its result under ``tribunal``)."""
     server = _server(request, name)
-    item = _item(name, body, output_text(body.response))
+    try:
+        item = _item(name, body, output_text(body.response))
+    except BadInput as exc:
+        error = ItemError.from_exception(exc).model_dump()
+        tribunal = {"details": {}, "verifier": None, "error": error}
+        return {**body.model_dump(), "reward": FAILED_REWARD, "tribunal": tribunal}
     try:
         step = await server.verifiers.score(name, item)
     except EpisodeError as exc:
@@ -138,7 +175,9 @@ async def aggregate_metrics(
     request: Request, name: str, body: AggregateRequest
 ) -> AggregateMetrics:
     """Mean, min, max and standard deviation of the reward per task and over all responses,
-    and the share of tasks with at least one reward of 1 (``pass@k``, k = rollouts a task)."""
+    the share of tasks with at least one reward of 1 (``pass@k``, k = rollouts a task), and
+    ``failed``: the responses that could not be graded (``tribunal.error`` set; their failed
+    reward is in the statistics, as it was paid)."""
     _server(request, name)
     if not body.verify_responses:
         return AggregateMetrics()
@@ -153,9 +192,16 @@ async def aggregate_metrics(
     ]
     everything = [reward for rewards in by_task.values() for reward in rewards]
     solved = sum(1 for rewards in by_task.values() if max(rewards) >= 1.0) / len(by_task)
-    agent = {**_stats(everything), "pass@k": solved}
-    key = {"mean/reward": agent["mean/reward"], "pass@k": solved}
+    failed = sum(1 for response in body.verify_responses if _failed(response))
+    agent = {**_stats(everything), "pass@k": solved, "failed": failed}
+    key = {"mean/reward": agent["mean/reward"], "pass@k": solved, "failed": failed}
     return AggregateMetrics(group_level_metrics=groups, agent_metrics=agent, key_metrics=key)
+
+
+def _failed(response: dict[str, Any]) -> bool:
+    """Whether a verify response is one this server could not grade (``tribunal.error``)."""
+    tribunal = response.get("tribunal")
+    return isinstance(tribunal, dict) and tribunal.get("error") is not None
 
 
 def _stats(rewards: list[float]) -> dict[str, float]:

@@ -25,10 +25,16 @@ With ``TRIBUNAL_API_KEY`` set, the key goes in a header (``X-API-Key`` or ``Auth
 Bearer``) or, since ``openenv-core``'s client sends no headers, in the path: the same routes are
 served under ``/k/<key>/openenv/...``.
 
-Errors are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a
-malformed action is ``VALIDATION_ERROR``; a verifier that failed is ``EXECUTION_ERROR`` with the
-envelope's error class leading the message (``backend_unavailable: ...``), never a reward of 0
-(the ``openenv-core`` client raises it as ``RuntimeError``). Over HTTP they are 422 and 502.
+A submission the verifier could not grade (an answer it cannot decide in time, a bad input of
+its own) is an observation like any other, ``done``: its ``reward`` is the failed reward
+(``tribunal.envs.environments.FAILED_REWARD``, or the refiner's spec's) and
+``observation.metadata.error`` says why (null on a graded step); over HTTP too, 200. Errors
+are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a malformed
+action (an unknown tool, a wrong argument, a call after ``submit``: the action's shape, which
+OpenEnv's own server refuses the same way) is ``VALIDATION_ERROR``; the infrastructure's
+failure (a verifier down or full) is ``EXECUTION_ERROR`` with the envelope's error class
+leading the message (``backend_unavailable: ...``), never a reward of 0 (the ``openenv-core``
+client raises it as ``RuntimeError``). Over HTTP they are 422 and 502.
 
 HTTP keeps no state between requests, as OpenEnv's own HTTP routes (a fresh environment per
 request): ``/step`` takes the task with the action (``{"action": {..., "split", "index"}}``)

@@ -16,10 +16,14 @@ A session is named by ``X-Session-ID``; ``/create`` binds it to a task by ``spli
 answer and the tests stay here, so a client cannot send its own. A tool call is answered as
 server-sent events; its result is ``{"ok": true, "output": {"blocks", "metadata", "reward",
 "finished"}}``, or ``{"ok": false, "error", "reason"}`` for a malformed call (ORS's
-``RunToolError``). A verifier's failure is the stream's ``error`` event naming the envelope's
-class (``backend_unavailable: ...``), which the SDK raises as ``ToolFailed``: never a reward
-of 0. A call that resumes an unknown ``task_id`` gets the ``error`` event ``unknown task_id``
-(results are not kept for replay).
+``RunToolError``). A submission the verifier could not grade (an answer it cannot decide in
+time, a bad input of its own) is a finished output like any other: its ``reward`` is the
+failed reward (``tribunal.envs.environments.FAILED_REWARD``, or the refiner's spec's) and
+``metadata.error`` says why (null on a graded step), so that a failure the policy may have
+caused never ends the rollout. Only the infrastructure's failure (a verifier down or full) is
+the stream's ``error`` event naming the envelope's class (``backend_unavailable: ...``), which
+the SDK raises as ``ToolFailed``: never a reward of 0. A call that resumes an unknown
+``task_id`` gets the ``error`` event ``unknown task_id`` (results are not kept for replay).
 
 With ``TRIBUNAL_API_KEY`` set every route but ``/health`` needs the key, as ``X-API-Key`` (the
 SDK's header) or ``Authorization: Bearer``.

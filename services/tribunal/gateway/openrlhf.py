@@ -332,7 +332,7 @@ def failed_reward(spec: RewardSpec) -> float:
         ConfigurationError: The spec sets neither (asked before any item is scored, so that
             every request to it is refused alike, not only those with a failed item).
     """
-    value = spec.failed_reward if spec.failed_reward is not None else spec.undecided_reward
+    value = spec.failed_value
     if value is None:
         raise ConfigurationError(
             f"spec {spec.name} sets neither failed_reward nor undecided_reward: the trainer "

@@ -19,7 +19,7 @@ from typing import Any
 from tribunal.gateway.expression import FormulaError
 from tribunal.gateway.specs import LoadedSpec
 from tribunal.wire.envelope import ItemError, ItemOutcome, VerifierInfo
-from tribunal.wire.errors import ConfigurationError, InternalError
+from tribunal.wire.errors import INFRASTRUCTURE_CODES, ConfigurationError, InternalError
 from tribunal.wire.gateway import ComponentStatus
 
 
@@ -61,7 +61,7 @@ UNDECIDED = frozenset({"timeout", "internal_error"})
 a huge factorial): under a spec with ``undecided_reward`` such a component takes that value
 and the item is combined as usual (:func:`combine`)."""
 
-DROPPABLE = frozenset({"backend_unavailable", "queue_full", "queue_unavailable"})
+DROPPABLE = INFRASTRUCTURE_CODES
 """Error classes ``on_error: renormalize`` drops: the infrastructure's, which no response
 can cause. Any other component error fails the item."""
 
@@ -157,6 +157,7 @@ def combine(loaded: LoadedSpec, results: dict[str, ComponentResult]) -> ItemOutc
         "weight_scale": 1.0,
         "closed_gate": None,
         "undecided": _undecided_to_value(spec.undecided_reward, results),
+        "failed_reward": None,
     }
     info = spec_info(loaded)
     gate_errors = [
@@ -265,5 +266,10 @@ def _failed(
     error: ItemError,
     info: VerifierInfo,
 ) -> ItemOutcome:
+    """The item's error, with the reward the spec pays for it where a missing reward cannot
+    be carried (``details.failed_reward``: its ``failed_value``, as OpenRLHF's and slime's
+    routes pay it); null for an error of the infrastructure (:data:`DROPPABLE`), which a
+    retry may cure and which those routes refuse instead."""
     details["sub_rewards"] = _sub_rewards(loaded, results)
+    details["failed_reward"] = None if error.code in DROPPABLE else loaded.spec.failed_value
     return ItemOutcome(reward=None, error=error, details=details, verifier=info)

@@ -39,7 +39,10 @@ and an HTTP error would cost the whole request. It should be the spec's lowest r
 that no failure is paid more than an answer; the item is listed in the answer's ``errors``
 (index, code, field), flagged in ``extra_logs.failed``, logged and counted. Without it the
 routes use ``undecided_reward``, and a spec with neither is refused on them
-(``tribunal.gateway.openrlhf.failed_reward``).
+(``tribunal.gateway.openrlhf.failed_reward``). On every other route a failed item's result
+reports that value in ``details.failed_reward`` (null for a failure of the infrastructure, or
+under a spec with neither), for clients whose trainer has no missing value (verl's
+``compute_score``: ``tribunal.integrations.verl``).
 
 Specs ship in ``tribunal/gateway/specs/*.yaml`` and can be added from a directory
 (``TRIBUNAL_GATEWAY_SPECS_DIR``); every result names the spec's name, version and hash.
@@ -271,6 +274,12 @@ class RewardSpec(_Model):
         description="An auditor spec and a rate: a sample of groups scored again, never "
         "answered to the trainer (tribunal.gateway.audit).",
     )
+
+    @property
+    def failed_value(self) -> float | None:
+        """The reward of an item that failed, where a missing reward cannot be carried: its
+        ``failed_reward``, else its ``undecided_reward``; None when it sets neither."""
+        return self.failed_reward if self.failed_reward is not None else self.undecided_reward
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardSpec:
