@@ -12,7 +12,7 @@ import math
 import random
 import statistics
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ from pydantic import ValidationError
 from tests.conftest import ROOT, RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
 from tribunal.client import TribunalClient
+from tribunal.core.metrics import _signature_tallies
 from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.request_models import job_request_model
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text
 from tribunal.gateway import audit as audit_module
@@ -115,6 +117,17 @@ def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path
     assert body.step == 120  # type: ignore[attr-defined]
     [item] = body.items  # type: ignore[attr-defined]
     assert gateway.at_step(item, body.step).trainer_step == 120  # type: ignore[attr-defined]
+
+
+def test_the_documented_budget_loads_moves_no_hash_and_a_bad_one_is_refused() -> None:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:budget-spec -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    loaded = load_spec_text(block)
+    assert loaded.spec.budget_usd == 25.0
+    assert load_spec_text(block.replace("budget_usd: 25.0\n", "")).hash == loaded.hash
+    for bad in ("0", "-1", ".nan", "ten"):
+        with pytest.raises(SpecError, match="budget_usd"):
+            load_spec_text(block.replace("25.0", bad))
 
 
 async def test_the_documented_format_only_spec_and_signatures_answer() -> None:
@@ -417,3 +430,74 @@ async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() 
     assert gateway.at_step(items[0], 40).trainer_step == 40
     assert gateway.at_step(items[1], 40).trainer_step == 7
     await gateway.aclose()
+
+
+JUDGED = """
+name: judged
+version: "1"
+budget_usd: 0.001
+components:
+  judge: {verifier: judge, inputs: {response: response, rubrics: {value: []}}}
+"""
+
+
+class PricedJudge(ScriptedClient):
+    """A judge whose every item cost 0.0003 USD (its ``details.usage``, as a priced judge's)."""
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = await super().score(verifier, items)
+        for result in results:
+            result["details"]["usage"] = {"calls": 1, "cost_usd": 0.0003}
+        return results
+
+
+async def test_judge_cost_per_spec_and_window_and_a_budget_spent_across_two_workers(
+    redis_server: RedisServer, key_prefix: str
+) -> None:
+    """Two gateway workers on one real Redis: each item's judge cost is summed per spec (the
+    counter both add to) and per step window; once the spend reaches the spec's budget, both
+    answer its items budget_spent, unscored."""
+    queue = RedisStreamsQueue(
+        redis_server.url, Keys(key_prefix), max_queue_items=100, result_ttl_s=60,
+        visibility_timeout_s=5.0,
+    )  # fmt: skip
+    clients = [PricedJudge({"judge": const(1.0)}) for _ in range(2)]
+    workers = [GatewayVerifier({"judged": load_spec_text(JUDGED)}, lambda c=c: c) for c in clients]
+    for worker in workers:
+        worker.attach_queue(queue, 10.0)
+
+    def batch(name: str, step: int) -> list[Any]:
+        return [
+            workers[0].item_model.model_validate(
+                {"id": f"{name}{k}", "spec": "judged", "response": "x", "trainer_step": step}
+            )
+            for k in range(2)
+        ]
+
+    for worker, step in zip(workers, (3, 12), strict=True):  # 4 items: 0.0012 USD
+        assert [o.reward for o in await worker.score(batch(f"s{step}-", step))] == [1.0, 1.0]
+        assert worker.auditor is not None
+        await worker.auditor.drain()
+    stats = await queue.stats("gateway")
+    assert stats["cost|judged|usd"] == 1_200_000  # nano-dollars
+    [cost, _] = [m for m in _signature_tallies({"gateway": stats}) if "cost" in m.name]
+    assert [(s.labels, s.value) for s in cost.samples] == [({"spec": "judged"}, 0.0012)]
+    assert workers[0].auditor is not None
+    [report] = await signature_report(workers[0], workers[0].auditor.store, {"judged": 0.0012})
+    assert (report["cost_usd"], report["budget_usd"]) == (0.0012, 0.001)
+    assert [(w["window"], w["cost_usd"]) for w in report["windows"]] == [
+        ("step:0", pytest.approx(0.0006)),
+        ("step:10", pytest.approx(0.0006)),
+    ]
+    # The budget is spent: either worker answers the next batch's items budget_spent, and
+    # sends nothing to the judge.
+    sent = [len(c.requests) for c in clients]
+    for worker in workers:
+        outcomes = await worker.score(batch("late", 20))
+        assert all(o.reward is None and o.error is not None for o in outcomes)
+        assert {o.error.code for o in outcomes if o.error} == {"budget_spent"}
+        assert "'judged' spent $0.0012 of its budget_usd $0.001" in str(outcomes[0].error)
+    assert [len(c.requests) for c in clients] == sent
+    for worker in workers:
+        await worker.aclose()
+    await queue.aclose()

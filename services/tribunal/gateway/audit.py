@@ -45,11 +45,17 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from tribunal.core.inspection.store import StatsSink
-from tribunal.core.metrics import MICRO, SEP
+from tribunal.core.metrics import MICRO, NANO, SEP
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
-from tribunal.gateway.signatures import SIGNATURES, SignatureTally, batch_signatures
+from tribunal.gateway.budget import spend_key
+from tribunal.gateway.signatures import (
+    SIGNATURES,
+    SignatureTally,
+    batch_signatures,
+    item_cost_usd,
+)
 from tribunal.gateway.specs import LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
@@ -531,6 +537,11 @@ class Auditor:
                 for item, _ in pairs
             ]
             outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
+            # What the auditor spent is charged to its own spec (its budget, its metric).
+            cost = sum(item_cost_usd(o.details)[0] for o in outcomes)
+            self.counters[spend_key(audit.spec)] = self.counters.get(
+                spend_key(audit.spec), 0
+            ) + round(cost * NANO)
             kept = []
             for (item, reward), outcome in zip(pairs, outcomes, strict=True):
                 if outcome.reward is None:
@@ -674,11 +685,15 @@ async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[
     return out
 
 
-async def signature_report(scorer: Scorer, store: AuditStore) -> list[dict[str, Any]]:
+async def signature_report(
+    scorer: Scorer, store: AuditStore, spent: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
     """Per spec with signature windows: its window size and, per window (oldest first), the
-    items counted and the mean of each hack signature (``length`` in characters, the others
-    in [0, 1]; ``format_share`` only for a spec with a format-only component), for
-    ``GET /v1/signatures``."""
+    items counted, the mean of each hack signature (``length`` in characters, the others
+    in [0, 1]; ``format_share`` only for a spec with a format-only component), ``cost_usd``
+    (what the window's items spent on model calls, USD) and ``unpriced`` (its items with
+    unpriced model calls); per spec ``cost_usd`` (all it spent: ``spent``, from the gateway's
+    stats; None when not given) and ``budget_usd``; for ``GET /v1/signatures``."""
     out = []
     for name, loaded in sorted(scorer.specs.items()):
         windows = []
@@ -691,10 +706,18 @@ async def signature_report(scorer: Scorer, store: AuditStore) -> list[dict[str, 
                 for signature in SIGNATURES
                 if signature in sums
             }
-            windows.append({"window": window, "items": n, **means})
+            costs = {"cost_usd": sums.get("cost", 0) / NANO, "unpriced": sums.get("unpriced", 0)}
+            windows.append({"window": window, "items": n, **means, **costs})
         if windows:
             steps, seconds = loaded.windows
             out.append(
-                {"spec": name, "window_steps": steps, "window_s": seconds, "windows": windows}
+                {
+                    "spec": name,
+                    "window_steps": steps,
+                    "window_s": seconds,
+                    "cost_usd": None if spent is None else spent.get(name, 0.0),
+                    "budget_usd": loaded.spec.budget_usd,
+                    "windows": windows,
+                }
             )
     return out

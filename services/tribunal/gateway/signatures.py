@@ -18,6 +18,12 @@ refusal words: each signature is a measurement, and none moves a reward):
   components of max(0, w·r) / sum over all its summed components of max(0, w·r)`` (0 when
   nothing is paid): near 1 when the item is paid for its form alone.
 
+Beside them, not a signature but counted the same way: ``cost``, what the item's components
+spent on model calls (:func:`item_cost_usd`: the sum of each component's
+``details.usage.cost_usd``, the judge's tokens at ``TRIBUNAL_JUDGE_PRICE``), in nano-dollars
+(``cost|<spec>|usd`` for /metrics, ``cost`` in a window), and ``unpriced``, the items whose
+components made model calls that no price made a cost (``cost_usd`` null).
+
 :func:`batch_signatures` tallies them twice: as counters (``sig|<spec>|<signature>`` sums, in
 millionths except ``length`` in characters, and ``sig|<spec>|items``), which the gateway adds
 to its cluster-wide stats: ``tribunal_spec_signature_total`` and
@@ -37,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tribunal.core.metrics import MICRO, SEP
+from tribunal.core.metrics import MICRO, NANO, SEP
 
 SIGNATURES = ("length", "repetition", "duplicate", "uncommitted", "no_region", "format_share")
 """The signatures counted, in the order of the docs (``format_share`` only for a spec with a
@@ -46,7 +52,7 @@ format-only component)."""
 NGRAM = 4
 """Words per n-gram of ``repetition``."""
 
-_SUMS = ("items", *SIGNATURES)
+_SUMS = ("items", *SIGNATURES, "cost", "unpriced")
 """A window's sums, in :func:`batch_signatures`' order."""
 
 
@@ -81,6 +87,39 @@ def _math_flags(details: Mapping[str, Any]) -> tuple[int, int]:
         uncommitted |= inner.get("uncommitted") is not None
         no_region |= "region" in inner and inner["region"] is None
     return uncommitted, no_region
+
+
+def item_cost_usd(details: Mapping[str, Any]) -> tuple[float, bool]:
+    """What a spec item's components spent on model calls, and whether any call was unpriced.
+
+    Args:
+        details: The spec result's details (``sub_rewards``: per component its verifier's
+            ``details``, whose ``usage`` a judge fills: ``calls`` and ``cost_usd``).
+
+    Returns:
+        ``(USD, unpriced)``: the sum of the components' finite ``usage.cost_usd`` >= 0, and
+        True when a component made model calls (``usage.calls`` > 0) with no ``cost_usd``
+        (its model has no price): that item's cost is then a lower bound.
+
+    >>> usage = {"calls": 2, "cost_usd": 0.0003}
+    >>> item_cost_usd({"sub_rewards": {"judge": {"details": {"usage": usage}}}})
+    (0.0003, False)
+    """
+    subs = details.get("sub_rewards")
+    if not isinstance(subs, dict):
+        return 0.0, False
+    cost, unpriced = 0.0, False
+    for sub in subs.values():
+        inner = sub.get("details") if isinstance(sub, dict) else None
+        usage = inner.get("usage") if isinstance(inner, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        spent = usage.get("cost_usd")
+        if isinstance(spent, (int, float)) and math.isfinite(spent) and spent >= 0:
+            cost += spent
+        elif isinstance(usage.get("calls"), int) and usage["calls"] > 0:
+            unpriced = True
+    return cost, unpriced
 
 
 def format_share(details: Mapping[str, Any], terms: Mapping[str, bool]) -> float:
@@ -125,7 +164,8 @@ class SignatureTally:
 
     Attributes:
         counters: ``{"sig|<spec>|<signature>": sum, "sig|<spec>|items": n}`` for /metrics:
-            sums in millionths, but ``length`` in characters.
+            sums in millionths, but ``length`` in characters; ``"cost|<spec>|usd"``
+            (nano-dollars) and ``"cost|<spec>|unpriced"`` (items).
         windows: Per ``(spec, window)``: the window's order (its first step, or its start
             time) and the same sums without the prefix (``{"items": n, "length": ...}``).
     """
@@ -153,8 +193,8 @@ def batch_signatures(
     shares = format_terms or {}
     seen: set[tuple[str, str, bytes]] = set()
     # Per (spec, window): [order, items, length, repetition, duplicate, uncommitted,
-    # no_region, format_share], as plain integers: named sums are built once per window at
-    # the end, not per item.
+    # no_region, format_share, cost, unpriced], as plain numbers (cost in dollars until the
+    # end, rounded once per window): named sums are built once per window, not per item.
     sums: dict[tuple[str, str], list[Any]] = {}
     for spec, group, response, details, window, order in rows:
         text = response if isinstance(response, str) else ""
@@ -164,7 +204,7 @@ def batch_signatures(
         uncommitted, no_region = _math_flags(details)
         at = sums.get((spec, window))
         if at is None:
-            at = sums[(spec, window)] = [order, 0, 0, 0, 0, 0, 0, 0]
+            at = sums[(spec, window)] = [order, 0, 0, 0, 0, 0, 0, 0, 0.0, 0]
         at[1] += 1
         at[2] += len(text)
         at[3] += round(repetition(text) * MICRO)
@@ -174,14 +214,23 @@ def batch_signatures(
         terms = shares.get(spec)
         if terms is not None:
             at[7] += round(format_share(details, terms) * MICRO)
+        cost, unpriced = item_cost_usd(details)
+        at[8] += cost
+        at[9] += unpriced
     tally = SignatureTally()
     counters = tally.counters
     for (spec, window), (order, *values) in sums.items():
         named = dict(zip(_SUMS, values, strict=True))
+        named["cost"] = round(named["cost"] * NANO)
         if spec not in shares:
             del named["format_share"]
         tally.windows[(spec, window)] = (order, named)
         for name, amount in named.items():
-            key = f"sig{SEP}{spec}{SEP}{name}"
+            if name == "cost":
+                key = f"cost{SEP}{spec}{SEP}usd"
+            elif name == "unpriced":
+                key = f"cost{SEP}{spec}{SEP}unpriced"
+            else:
+                key = f"sig{SEP}{spec}{SEP}{name}"
             counters[key] = counters.get(key, 0) + amount
     return tally
