@@ -501,3 +501,91 @@ async def test_judge_cost_per_spec_and_window_and_a_budget_spent_across_two_work
     for worker in workers:
         await worker.aclose()
     await queue.aclose()
+
+
+CITED = """
+name: cited
+version: "1"
+components:
+  cite:
+    verifier: citation
+    inputs: {response: response, evidence: evidence, question: question}
+"""
+TOOLED = """
+name: tooled
+version: "1"
+components:
+  ran: {builtin: contains, params: {all_of: ["<tool_response>"]}}
+"""
+
+
+class LexicalCitation(ScriptedClient):
+    """The real citation verifier (lexical support mode, its scoring processes started)."""
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        from tests.citation.started import score_started
+        from tribunal.citation.config import CitationConfig
+        from tribunal.citation.verifier import CitationVerifier
+        from tribunal.wire.citation import CitationItem
+
+        self.requests.append((verifier, list(items)))
+        scorer = CitationVerifier(CitationConfig(support="lexical"))
+        outcomes = await score_started(scorer, [CitationItem(**item) for item in items])
+        return [
+            {
+                "id": item["id"],
+                "reward": o.reward,
+                "details": o.details,
+                "error": None,
+                "verifier": {"name": "citation", "version": "1", "config_hash": "0" * 16},
+            }
+            for item, o in zip(items, outcomes, strict=True)
+        ]
+
+
+async def test_unused_tool_outputs_and_duplicate_or_uncited_claims_per_window() -> None:
+    """A tool output whose new words the policy never writes again is unused; the citation
+    scorer's claims set aside as duplicates, or carrying no citation, are counted from its
+    own details (the real verifier, lexical mode)."""
+    specs = {"cited": load_spec_text(CITED), "tooled": load_spec_text(TOOLED)}
+    gateway = GatewayVerifier(specs, lambda: LexicalCitation({}))
+    auditor = Auditor(gateway, MemoryAuditStore())
+    evidence = {"S2": "Tumour growth rate at least doubled in patients with hyperprogression."}
+    claim = "<cite id=S2>Tumour growth rate at least doubled in patients with hyperprogression."
+    call = "<tool_call>{'name': 'python', 'arguments': '17 * 23'}</tool_call><|im_end|>"
+    raw = [
+        {"id": "c1", "spec": "cited", "question": "What happens to tumour growth?",
+         "evidence": evidence, "response": f"<answer>{claim}</cite></answer>"},
+        # The same claim twice, and a sentence with no citation: 3 claims.
+        {"id": "c2", "spec": "cited", "question": "What happens to tumour growth?",
+         "evidence": evidence, "response": f"<answer>{claim}</cite> {claim}</cite> "
+         "Doctors in Lyon saw 40 cases in 2019.</answer>"},
+        {"id": "t1", "spec": "tooled", "response": f"{call}<tool_response>391</tool_response>"
+         "<|im_start|>assistant So the product is 391."},
+        {"id": "t2", "spec": "tooled", "response": f"{call}<tool_response>391</tool_response>"
+         "<|im_start|>assistant So the product is 400."},
+        {"id": "t3", "spec": "tooled", "response": "No tool: 391."},
+    ]  # fmt: skip
+    items = [gateway.item_model.model_validate(r) for r in raw]
+    texts = await gateway.score_results(items, gateway_info())
+    claims = [
+        [(c["cited"], c["gate"]) for c in orjson.loads(t)["details"]["sub_rewards"]["cite"][
+            "details"]["claims"]]
+        for t in texts[:2]
+    ]  # fmt: skip
+    assert claims == [[(True, None)], [(True, None), (True, "duplicate"), (False, None)]]
+    auditor.after(items, texts, step=0)
+    await auditor.drain()
+    stats = auditor.take_stats()
+    assert stats["sig|cited|claim_duplicate"] == round(1e6 / 3)
+    assert stats["sig|cited|claim_uncited"] == round(1e6 / 3)
+    assert stats["sig|tooled|unused_tools"] == 1_000_000  # t2 of t1, t2 (t3 has no output)
+    assert "sig|tooled|claim_duplicate" not in stats  # no citation component
+    report = {r["spec"]: r for r in await signature_report(gateway, auditor.store)}
+    [tooled] = report["tooled"]["windows"]
+    assert tooled["unused_tools"] == pytest.approx(1 / 3, abs=1e-6)
+    [cited] = report["cited"]["windows"]
+    assert cited["claim_duplicate"] == pytest.approx(1 / 6, abs=1e-6)
+    assert cited["claim_uncited"] == pytest.approx(1 / 6, abs=1e-6)
+    assert cited["unused_tools"] == 0.0
+    await gateway.aclose()

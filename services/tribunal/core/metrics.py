@@ -450,8 +450,8 @@ def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metri
     sums = CounterMetricFamily(
         "tribunal_spec_signature",
         "Sum of each hack signature over a spec's items (length in characters; repetition, "
-        "duplicate, uncommitted, no_region, format_share in [0, 1] per item): over a range, "
-        "divided by the items, its mean.",
+        "duplicate, uncommitted, no_region, format_share, unused_tools, claim_duplicate, "
+        "claim_uncited in [0, 1] per item): over a range, divided by the items, its mean.",
         labels=["spec", "signature"],
     )
     items = CounterMetricFamily(

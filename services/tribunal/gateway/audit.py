@@ -397,6 +397,7 @@ def _signature_tally(
     now_s: float,
     windows: Mapping[str, tuple[int, float]],
     format_terms: Mapping[str, Mapping[str, bool]],
+    citing: set[str],
 ) -> SignatureTally:
     """:func:`batch_signatures` of rows whose results are JSON text or outcomes, each in the
     window of its step (or of ``now_s``) under its spec's ``windows`` (in a thread)."""
@@ -410,7 +411,7 @@ def _signature_tally(
         if where is None:
             where = placed[(spec, step)] = window_of(windows[spec], step, now_s)
         parsed.append((spec, group, response, details if isinstance(details, dict) else {}, *where))
-    return batch_signatures(parsed, format_terms)
+    return batch_signatures(parsed, format_terms, citing)
 
 
 class Auditor:
@@ -578,9 +579,10 @@ class Auditor:
         names = {r[0] for r in rows}
         windows = {n: specs[n].windows for n in names}
         terms = {n: t for n in names if (t := specs[n].format_terms) is not None}
+        citing = {n for n in names if "citation" in specs[n].verifiers()}
         try:
             async with self._one_thread:
-                tally = await asyncio.to_thread(_signature_tally, rows, now, windows, terms)
+                tally = await asyncio.to_thread(_signature_tally, rows, now, windows, terms, citing)
             for name, value in tally.counters.items():
                 self.counters[name] = self.counters.get(name, 0) + value
             for key, (order, sums) in tally.windows.items():

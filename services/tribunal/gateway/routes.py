@@ -227,9 +227,10 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
 @router.get("/v1/signatures", operation_id="list_signatures")
 async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
     """Per spec: its hack signatures (length, repetition, duplicate, uncommitted, no_region,
-    format_share) per window of trainer steps (items that carry a step) or of time (items
-    that carry none), each window's items counted, each signature's mean and what its items
-    spent on model calls; and the spec's whole spend beside its budget."""
+    format_share, unused_tools, claim_duplicate, claim_uncited) per window of trainer steps
+    (items that carry a step) or of time (items that carry none), each window's items
+    counted, each signature's mean and what its items spent on model calls; and the spec's
+    whole spend beside its budget."""
     auditor = auditor_of(runtime)
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
