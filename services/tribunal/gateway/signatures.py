@@ -120,6 +120,8 @@ def unused_tool_outputs(text: str) -> tuple[int, int]:
     >>> unused_tool_outputs("<tool_call>2*3</tool_call><tool_response>6</tool_response> It is 5.")
     (1, 1)
     """
+    if "<tool_response>" not in text:  # most responses: no word is read
+        return 0, 0
     segments: list[tuple[bool, str]] = []  # (is a tool output, its text), in order
     at, inside = 0, False
     for token in _TOOL_BLOCK.finditer(text):
