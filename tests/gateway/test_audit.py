@@ -114,7 +114,7 @@ def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path
     gateway.item_model.model_validate(request.items[0])
     job = page.split("<!-- tribunal:audit-job -->\n```json\n", 1)[1].split("```")[0]
     body = job_request_model(gateway).model_validate_json(job)
-    assert body.step == 120  # type: ignore[attr-defined]
+    assert (body.step, body.policy_version) == (120, "ckpt-120")  # type: ignore[attr-defined]
     [item] = body.items  # type: ignore[attr-defined]
     assert gateway.at_step(item, body.step).trainer_step == 120  # type: ignore[attr-defined]
 
@@ -395,13 +395,14 @@ async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() 
     raw = [
         {"id": "a", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7"},
         {"id": "b", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7",
-         "trainer_step": 7},
+         "trainer_step": 7, "policy_version": "own"},
         {"id": "c", "group_id": "h", "spec": "train", "response": "7", "ground_truth": "7",
          "trainer_step": 12},
     ]  # fmt: skip
     items = [gateway.item_model.model_validate(r) for r in raw]
     texts = await gateway.score_results(items, gateway_info())
-    auditor.after(items, texts, step=3, now_s=1000.0)  # `a` takes the batch's step
+    # `a` and `c` take the batch's step (`c` its policy too), `b` keeps its own.
+    auditor.after(items, texts, step=3, now_s=1000.0, policy_version="p3")
     auditor.after(items[:1], texts[:1], step=None, now_s=1000.0)  # no step at all: time
     await auditor.drain()
     windows = await auditor.store.windows("train")
@@ -418,17 +419,21 @@ async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() 
         ("step:10", 1),
         ("time:960", 1),
     ]
-    pairs = sorted((p.id, str(p.step)) for p in await auditor.store.items("train"))
-    assert pairs == [("a", "3"), ("a", "None"), ("b", "7"), ("c", "12")]
+    pairs = sorted(
+        (p.id, str(p.step), p.policy_version) for p in await auditor.store.items("train")
+    )
+    assert pairs == [("a", "3", "p3"), ("a", "None", None), ("b", "7", "own"), ("c", "12", "p3")]
     # A step is an integer >= 0 (the item's own, a batch's): anything else is refused, named.
     with pytest.raises(ValidationError, match="trainer_step"):
         gateway.item_model.model_validate({**raw[0], "trainer_step": -1})
     with pytest.raises(ValidationError, match="step"):
         GatewayScoreRequest.model_validate({"items": raw, "step": "seven"})
     # The trainer's step is never a rollout field (a spec cannot read it, an audit not send it).
-    assert "trainer_step" not in items[1].fields()
+    assert "trainer_step" not in items[1].fields() and "policy_version" not in items[1].fields()
     assert gateway.at_step(items[0], 40).trainer_step == 40
     assert gateway.at_step(items[1], 40).trainer_step == 7
+    assert gateway.at_step(items[0], None, "v").policy_version == "v"
+    assert gateway.at_step(items[1], None, "v").policy_version == "own"
     await gateway.aclose()
 
 

@@ -74,6 +74,13 @@ class GatewayItem(ScoreItem):
         "field): a batch's `step` is given to each of its items that carries none. A spec "
         "item's audit and hack signatures are windowed by it; without one, by time.",
     )
+    policy_version: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The policy that wrote this item (optional; never a rollout field): a "
+        "batch's `policy_version` is given to each of its items that carries none. Recorded "
+        "with the item's audit (GET /v1/audits).",
+    )
 
     @model_validator(mode="after")
     def _known(self) -> GatewayItem:
@@ -87,8 +94,8 @@ class GatewayItem(ScoreItem):
         return self
 
     def fields(self) -> dict[str, Any]:
-        """The item's own fields (everything but ``verifier``, ``spec`` and
-        ``trainer_step``)."""
+        """The item's own fields (everything but ``verifier``, ``spec``, ``trainer_step`` and
+        ``policy_version``)."""
         # Built by hand: model_dump() was a tenth of the gateway's CPU per item.
         fields: dict[str, Any] = {"id": self.id}
         if self.group_id is not None:
@@ -136,7 +143,9 @@ class GatewayScoreRequest(BaseModel):
     policy_version: str | None = Field(
         default=None,
         max_length=128,
-        description="The policy that wrote the responses (optional; a checkpoint name).",
+        description="The policy that wrote the responses (optional; a checkpoint name): "
+        "each item that carries no `policy_version` of its own has it, recorded with its "
+        "audit.",
     )
 
 

@@ -126,6 +126,8 @@ class AuditPair:
         window: Its window's name (:func:`window_of`).
         reward: What the trainer was answered.
         audit_reward: What the auditor gave (never sent to the trainer).
+        policy_version: The policy that wrote it (the item's ``policy_version``, else its
+            batch's), or None. Last, with a default: pairs stored before it read as None.
     """
 
     id: str
@@ -134,6 +136,7 @@ class AuditPair:
     window: str
     reward: float
     audit_reward: float
+    policy_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -469,6 +472,7 @@ class Auditor:
         results: Sequence[str | ItemOutcome],
         step: int | None,
         now_s: float | None = None,
+        policy_version: str | None = None,
     ) -> None:
         """Start auditing the sampled items of an answered batch, and counting every spec
         item's hack signatures (``tribunal.gateway.signatures``); returns at once.
@@ -481,9 +485,11 @@ class Auditor:
             step: The batch's trainer step, or None: the step of each item that carries no
                 ``trainer_step`` of its own (an item without either is windowed by time).
             now_s: The wall clock (epoch s) for time windows; None: now.
+            policy_version: The batch's policy, recorded with the audited pairs of its items
+                that carry none of their own.
         """
         now = time.time() if now_s is None else now_s
-        chosen: dict[tuple[str, int | None], list[tuple[GatewayItem, float]]] = {}
+        chosen: dict[tuple[str, int | None], list[tuple[GatewayItem, float, str | None]]] = {}
         decided: dict[tuple[str, str], bool] = {}
         specs = self._scorer.specs
         rows: list[SignatureRow] = []
@@ -508,7 +514,8 @@ class Auditor:
                 text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
             )
             if isinstance(reward, (int, float)) and math.isfinite(reward):
-                chosen.setdefault((name, at), []).append((item, float(reward)))
+                version = item.policy_version or policy_version
+                chosen.setdefault((name, at), []).append((item, float(reward), version))
         if rows:
             self._signatures(rows, now)
         for (spec, at), pairs in chosen.items():
@@ -524,7 +531,11 @@ class Auditor:
             task.add_done_callback(self._tasks.discard)
 
     async def _audit(
-        self, spec: str, pairs: list[tuple[GatewayItem, float]], step: int | None, now: float
+        self,
+        spec: str,
+        pairs: list[tuple[GatewayItem, float, str | None]],
+        step: int | None,
+        now: float,
     ) -> None:
         audit = self._scorer.specs[spec].spec.audit
         assert audit is not None
@@ -535,7 +546,7 @@ class Auditor:
                     {**item.fields(), "id": item.id, "spec": audit.spec}
                     | ({"group_id": item.group_id} if item.group_id else {})
                 )
-                for item, _ in pairs
+                for item, _, _ in pairs
             ]
             outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
             # What the auditor spent is charged to its own spec (its budget, its metric).
@@ -544,12 +555,14 @@ class Auditor:
                 spend_key(audit.spec), 0
             ) + round(cost * NANO)
             kept = []
-            for (item, reward), outcome in zip(pairs, outcomes, strict=True):
+            for (item, reward, version), outcome in zip(pairs, outcomes, strict=True):
                 if outcome.reward is None:
                     self._count(spec, "failed")
                     continue
                 group = item.group_id or item.id
-                kept.append(AuditPair(item.id, group, step, window, reward, outcome.reward))
+                kept.append(
+                    AuditPair(item.id, group, step, window, reward, outcome.reward, version)
+                )
             self._buffer.setdefault((spec, window), (order, []))[1].extend(kept)
             self._flush_soon()
         except (TimeoutError, ValidationError, OSError) as exc:

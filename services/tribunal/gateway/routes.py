@@ -62,8 +62,14 @@ SCORE_RESPONSES: dict[int | str, dict[str, Any]] = {
 _SCORE_RESPONSE = score_response_model("gateway", GatewayDetails)
 
 
-async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None = None) -> str:
-    """Score a batch in this process and return the ``ScoreResponse`` JSON text.
+async def score_here(
+    runtime: AppRuntime,
+    raw_items: list[Any],
+    step: int | None = None,
+    policy_version: str | None = None,
+) -> str:
+    """Score a batch in this process and return the ``ScoreResponse`` JSON text (``step``
+    and ``policy_version``: the batch's, for its audits and hack signatures).
 
     The synchronous routes fan out from the API process itself rather than through the
     gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
@@ -104,7 +110,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
-        auditor_of(runtime).after(valid, results, step)
+        auditor_of(runtime).after(valid, results, step, policy_version=policy_version)
         with contextlib.suppress(QueueUnavailable):
             await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
@@ -158,7 +164,7 @@ def _settings(request: Request) -> GatewaySettings:
 
 async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     started = time.perf_counter()
-    text = await score_here(runtime, body.items, body.step)
+    text = await score_here(runtime, body.items, body.step, body.policy_version)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )

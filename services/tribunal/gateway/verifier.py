@@ -311,12 +311,19 @@ class GatewayVerifier:
             await self.client.aclose()
             self.client = None
 
-    def at_step(self, item: ScoreItem, step: int) -> ScoreItem:
-        """``item`` at the trainer's ``step`` (``TakesStep``: a job's ``step``), unless it
-        carries its own ``trainer_step``."""
-        if not isinstance(item, GatewayItem) or item.trainer_step is not None:
+    def at_step(
+        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+    ) -> ScoreItem:
+        """``item`` at the trainer's ``step``, written by ``policy_version`` (``TakesStep``:
+        a job's), unless it carries its own ``trainer_step`` / ``policy_version``."""
+        if not isinstance(item, GatewayItem):
             return item
-        return item.model_copy(update={"trainer_step": step})
+        update: dict[str, Any] = {}
+        if step is not None and item.trainer_step is None:
+            update["trainer_step"] = step
+        if policy_version is not None and item.policy_version is None:
+            update["policy_version"] = policy_version
+        return item.model_copy(update=update) if update else item
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch; one outcome per item, in request order. Where a queue is attached
