@@ -38,6 +38,7 @@ from tribunal.gateway.audit import (
     RedisAuditStore,
     audited,
     gap_interval,
+    report,
     signature_report,
     window_of,
 )
@@ -593,4 +594,49 @@ async def test_unused_tool_outputs_and_duplicate_or_uncited_claims_per_window() 
     assert cited["claim_duplicate"] == pytest.approx(1 / 6, abs=1e-6)
     assert cited["claim_uncited"] == pytest.approx(1 / 6, abs=1e-6)
     assert cited["unused_tools"] == 0.0
+    await gateway.aclose()
+
+
+async def test_a_direct_verifier_item_names_its_auditor() -> None:
+    """Direct math items naming the judge-scored `strict` spec as auditor: the sampled groups
+    are scored again under it, aggregated as ``@math>strict``; the verifier never sees the
+    field, and a spec item (audited as its spec says) or an unknown auditor is refused."""
+    specs = {"train": load_spec_text(TRAIN), "strict": load_spec_text(STRICT)}
+    client = ScriptedClient({"math": const(1.0), "judge": const(0.0)})
+    gateway = GatewayVerifier(specs, lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-direct -->\n```json\n", 1)[1].split("```")[0]
+    documented = GatewayScoreRequest.model_validate_json(block).items[0]
+    with_shipped = GatewayVerifier(load_specs([SHIPPED_DIR]), lambda: client)
+    assert with_shipped.item_model.model_validate(documented).audit.spec == "rloo_math"  # type: ignore[attr-defined]
+    audit = {"spec": "strict", "rate": 1.0}
+    raw = [
+        {"id": f"d{k}", "group_id": "g", "verifier": "math", "response": "7",
+         "ground_truth": "7", "audit": audit}
+        for k in range(2)
+    ] + [{"id": "plain", "verifier": "math", "response": "7", "ground_truth": "7"}]  # fmt: skip
+    items = [gateway.item_model.model_validate(r) for r in raw]
+    texts = await gateway.score_results(items, gateway_info())
+    auditor.after(items, texts, step=4, policy_version="p4")
+    await auditor.drain()
+    assert all("audit" not in sent for _, batch in client.requests for sent in batch)
+    assert [v for v, _ in client.requests] == ["math", "judge"]  # `plain` names no auditor
+    audits = {r["spec"]: r for r in await report(gateway, auditor.store)}
+    assert set(audits) == {"train", "@math>strict"}  # the audited spec, and the direct items'
+    direct = audits["@math>strict"]
+    assert (direct["spec"], direct["auditor"], direct["rate"]) == ("@math>strict", "strict", None)
+    [window] = direct["windows"]
+    assert (window["window"], window["n"], window["gap"]) == ("step:0", 2, 1.0)
+    assert {(i["id"], i["policy_version"]) for i in direct["items"]} == {
+        ("d0", "p4"),
+        ("d1", "p4"),
+    }
+    assert auditor.take_stats()["audit|@math>strict|items"] == 2
+    with pytest.raises(ValidationError, match="only a `verifier` item"):
+        gateway.item_model.model_validate({**raw[0], "verifier": None, "spec": "train"})
+    with pytest.raises(ValidationError, match=r"audit\.spec: unknown spec 'nope'"):
+        gateway.item_model.model_validate({**raw[0], "audit": {"spec": "nope", "rate": 0.5}})
+    with pytest.raises(ValidationError, match="rate"):
+        gateway.item_model.model_validate({**raw[0], "audit": {"spec": "strict", "rate": 0}})
     await gateway.aclose()

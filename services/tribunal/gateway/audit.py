@@ -56,10 +56,10 @@ from tribunal.gateway.signatures import (
     batch_signatures,
     item_cost_usd,
 )
-from tribunal.gateway.specs import LoadedSpec
+from tribunal.gateway.specs import WINDOW_S, WINDOW_STEPS, LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
-from tribunal.wire.gateway import GatewayItem
+from tribunal.wire.gateway import VERIFIERS, GatewayItem
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,13 @@ def audited(spec_hash: str, group: str, rate: float) -> bool:
     key = f"{spec_hash}\x00{group}".encode("utf-8", "surrogatepass")
     digest = hashlib.blake2b(key, digest_size=8).digest()
     return int.from_bytes(digest, "big") < rate * 2**64
+
+
+def direct_name(verifier: str, auditor: str) -> str:
+    """The name direct ``verifier`` items audited by spec ``auditor`` are aggregated under
+    (their store keys, their ``spec`` label, ``GET /v1/audits``): ``@<verifier>><auditor>``,
+    which no spec name (``[a-z0-9_]``) can be."""
+    return f"@{verifier}>{auditor}"
 
 
 def window_of(windows: tuple[int, float], step: int | None, now_s: float) -> tuple[str, float]:
@@ -395,6 +402,10 @@ SignatureRow = tuple[str, str, Any, "str | ItemOutcome", int | None]
 """A spec item as the signatures read it: (spec, group, response, result, trainer step)."""
 
 
+_Pending = tuple[GatewayItem, float, str | None]
+"""An item chosen for audit: the item, its training reward and its policy version."""
+
+
 def _signature_tally(
     rows: list[SignatureRow],
     now_s: float,
@@ -489,25 +500,31 @@ class Auditor:
                 that carry none of their own.
         """
         now = time.time() if now_s is None else now_s
-        chosen: dict[tuple[str, int | None], list[tuple[GatewayItem, float, str | None]]] = {}
-        decided: dict[tuple[str, str], bool] = {}
+        chosen: dict[tuple[str, str, int | None], list[_Pending]] = {}
+        decided: dict[tuple[str, str, str], bool] = {}
         specs = self._scorer.specs
         rows: list[SignatureRow] = []
         for item, text in zip(items, results, strict=True):
-            name: str | None = getattr(item, "spec", None)
-            if name is None:
+            if not isinstance(item, GatewayItem):
                 continue
-            own = getattr(item, "trainer_step", None)
+            own = item.trainer_step
             at = step if own is None else own
-            extra = item.__pydantic_extra__ or {}
-            rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
-            loaded = specs[name]
-            audit = loaded.spec.audit
-            if audit is None or not isinstance(item, GatewayItem):
+            name = item.spec
+            if name is not None:
+                extra = item.__pydantic_extra__ or {}
+                rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
+                loaded = specs[name]
+                if loaded.spec.audit is None:
+                    continue
+                auditor, rate, seed = loaded.spec.audit.spec, loaded.spec.audit.rate, loaded.hash
+            elif item.audit is not None:  # a direct verifier item naming its auditor
+                auditor, rate = item.audit.spec, item.audit.rate
+                name = seed = direct_name(str(item.verifier), auditor)
+            else:
                 continue
-            group = (name, item.group_id or item.id)
+            group = (name, auditor, item.group_id or item.id)
             if group not in decided:  # one hash per group, not per item
-                decided[group] = audited(loaded.hash, group[1], audit.rate)
+                decided[group] = audited(seed, group[2], rate)
             if not decided[group]:
                 continue
             reward = (
@@ -515,10 +532,10 @@ class Auditor:
             )
             if isinstance(reward, (int, float)) and math.isfinite(reward):
                 version = item.policy_version or policy_version
-                chosen.setdefault((name, at), []).append((item, float(reward), version))
+                chosen.setdefault((name, auditor, at), []).append((item, float(reward), version))
         if rows:
             self._signatures(rows, now)
-        for (spec, at), pairs in chosen.items():
+        for (spec, auditor, at), pairs in chosen.items():
             if self._pending + len(pairs) > self._max_pending:
                 self._count(spec, "dropped", len(pairs))
                 logger.warning(
@@ -526,24 +543,20 @@ class Auditor:
                 )
                 continue
             self._pending += len(pairs)
-            task = asyncio.create_task(self._audit(spec, pairs, at, now))
+            task = asyncio.create_task(self._audit(spec, auditor, pairs, at, now))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _audit(
-        self,
-        spec: str,
-        pairs: list[tuple[GatewayItem, float, str | None]],
-        step: int | None,
-        now: float,
+        self, spec: str, auditor: str, pairs: list[_Pending], step: int | None, now: float
     ) -> None:
-        audit = self._scorer.specs[spec].spec.audit
-        assert audit is not None
-        window, order = window_of(self._scorer.specs[spec].windows, step, now)
+        loaded = self._scorer.specs.get(spec)  # None: "@<verifier>><auditor>", direct items
+        windows = (WINDOW_STEPS, WINDOW_S) if loaded is None else loaded.windows
+        window, order = window_of(windows, step, now)
         try:
             batch = [
                 self._scorer.item_model.model_validate(
-                    {**item.fields(), "id": item.id, "spec": audit.spec}
+                    {**item.fields(), "id": item.id, "spec": auditor}
                     | ({"group_id": item.group_id} if item.group_id else {})
                 )
                 for item, _, _ in pairs
@@ -551,9 +564,9 @@ class Auditor:
             outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
             # What the auditor spent is charged to its own spec (its budget, its metric).
             cost = sum(item_cost_usd(o.details)[0] for o in outcomes)
-            self.counters[spend_key(audit.spec)] = self.counters.get(
-                spend_key(audit.spec), 0
-            ) + round(cost * NANO)
+            self.counters[spend_key(auditor)] = self.counters.get(spend_key(auditor), 0) + round(
+                cost * NANO
+            )
             kept = []
             for (item, reward, version), outcome in zip(pairs, outcomes, strict=True):
                 if outcome.reward is None:
@@ -675,24 +688,32 @@ class Auditor:
 async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[str, Any]]:
     """Per audited spec: its auditor, rate, windows (training and audit reward, gap and its
     interval, :func:`gap_interval`) and the ``top`` newest pairs with the largest
-    ``reward - audit_reward``, for ``GET /v1/audits``."""
+    ``reward - audit_reward``, for ``GET /v1/audits``; then per verifier and auditor that
+    direct items named (:func:`direct_name`, with the rate null: each item names its own),
+    once audited."""
+    audits: list[tuple[str, str, float | None]] = [
+        (name, loaded.spec.audit.spec, loaded.spec.audit.rate)
+        for name, loaded in sorted(scorer.specs.items())
+        if loaded.spec.audit is not None
+    ]
+    audits += [(direct_name(v, s), s, None) for v in VERIFIERS for s in sorted(scorer.specs)]
     out = []
-    for name, loaded in sorted(scorer.specs.items()):
-        audit = loaded.spec.audit
-        if audit is None:
-            continue
+    for name, auditor, rate in audits:
+        direct = rate is None
         windows = [
             {"window": window, **asdict(gap_interval(sums))}
             for window, sums in await store.windows(name)
             if sums.get("n", 0) >= 1
         ]
+        if direct and not windows:
+            continue
         pairs = await store.items(name)
         driving = sorted(pairs, key=lambda p: p.reward - p.audit_reward, reverse=True)[:top]
         out.append(
             {
                 "spec": name,
-                "auditor": audit.spec,
-                "rate": audit.rate,
+                "auditor": auditor,
+                "rate": rate,
                 "windows": windows,
                 "items": [asdict(p) for p in driving if p.reward > p.audit_reward],
             }
