@@ -398,6 +398,20 @@ ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (
                 ),
             ),
             Panel(
+                "Model cost per hour, by spec",
+                "What each spec's items spent on model calls (their components' "
+                "details.usage.cost_usd; an audit charged to its auditor spec), USD per hour: "
+                "against the spec's budget_usd, how soon its batches are refused.",
+                "currencyUSD",
+                (
+                    Query(
+                        f"3600 * max by (spec) (rate(tribunal_spec_cost_usd_total{{{SPEC}}}"
+                        f"[{RATE}]))",
+                        "{{spec}} USD/h",
+                    ),
+                ),
+            ),
+            Panel(
                 "Spec errors by class /s",
                 "Spec items answered with an error, by class.",
                 "reqps",

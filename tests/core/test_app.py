@@ -12,6 +12,7 @@ from tests.core.toy import ToyVerifier, toy_spec
 from tribunal.code.session_api import SESSION_RESPONSES
 from tribunal.core.app import create_app
 from tribunal.core.settings import CoreSettings
+from tribunal.gateway.routes import SCORE_RESPONSES
 from tribunal.wire import errors
 
 
@@ -249,8 +250,11 @@ def test_every_error_class_has_a_code_a_status_and_an_openapi_entry() -> None:
     for cls in errors.ALL_ERRORS:
         assert cls.code and 400 <= cls.http_status < 600, cls
         codes.add(cls.code)
-        # session_lost is answered by the code service's session routes alone, which say so.
-        routes = SESSION_RESPONSES if cls is errors.SessionLost else declared
+        # session_lost is answered by the code service's session routes alone, which say so;
+        # budget_spent only by the gateway's scoring routes (a reward spec's budget).
+        routes = {errors.SessionLost: SESSION_RESPONSES, errors.BudgetSpent: SCORE_RESPONSES}.get(
+            cls, declared
+        )
         if cls.http_status < 500 or cls.http_status in (503, 504):
             assert str(cls.http_status) in map(str, routes), f"{cls.__name__} missing from OpenAPI"
     assert len(codes) == len(errors.ALL_ERRORS) - 1  # the base shares internal_error

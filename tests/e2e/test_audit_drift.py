@@ -189,10 +189,27 @@ def _signatures(client: httpx.Client, spec: str, items: int) -> list[dict[str, A
     raise AssertionError(f"signatures of {items} items of {spec} not stored: {windows}")
 
 
+def _audited(client: httpx.Client, spec: str, version_prefix: str) -> list[dict[str, Any]]:
+    """``spec``'s audited items whose policy_version starts with ``version_prefix``, once
+    there are some."""
+    for _ in range(300):
+        report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+        found = [
+            i
+            for i in report[spec]["items"]
+            if (i["policy_version"] or "").startswith(version_prefix)
+        ]
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"no audited item of {spec} by a policy {version_prefix}*")
+
+
 def test_the_trainer_sends_its_step_with_each_job(gateway: str) -> None:
     """The GRPO trainer's reward scheduler (``tribunal.trainer.rewards``) submits one job per
     group to the gateway, each with the group's training step: the gateway's worker audits
-    and counts the signatures of each in the window of its step, never by time."""
+    and counts the signatures of each in the window of its step, never by time, and records
+    the policy of each audited group (``<run_id>@<step>``)."""
     from tribunal.trainer.rewards import RewardScheduler, build_sources
     from tribunal.trainer.rollout import Completion, RolloutGroup
 
@@ -200,7 +217,7 @@ def test_the_trainer_sends_its_step_with_each_job(gateway: str) -> None:
         model="unused",
         dataset="unused",
         gateway_url=gateway,
-        reward_spec="strict_math",
+        reward_spec="lenient_math",
         reward_spec_fields={"ground_truth": "answer"},
     )
     scheduler = RewardScheduler(build_sources(config), "stop", run_id="steps")
@@ -218,13 +235,21 @@ def test_the_trainer_sends_its_step_with_each_job(gateway: str) -> None:
         for step in (3, 12, 14)
         for index in range(2)
     ]
-    assert [f.result(timeout=60).rewards for f in futures] == [[1.0, 0.0, 1.0, 0.0]] * 6
+    assert [f.result(timeout=60).rewards for f in futures] == [[1.0, 0.0, 1.0, 1.0]] * 6
     scheduler.close()
     with httpx.Client(base_url=gateway, timeout=30) as client:
-        windows = _signatures(client, "strict_math", 24)
-    # strict_math has no audit: windows of the default 10 steps; 8 items at step 3, 16 at
-    # 12 and 14, none by time.
-    assert [(w["window"], w["items"]) for w in windows] == [("step:0", 8), ("step:10", 16)]
+        windows = _signatures(client, "lenient_math", 24)
+        audited_items = _audited(client, "lenient_math", "steps@")
+    # lenient_math's windows are one step each: 8 items at step 3, 8 at 12 and 8 at 14, none
+    # by time.
+    assert [(w["window"], w["items"]) for w in windows] == [
+        ("step:3", 8),
+        ("step:12", 8),
+        ("step:14", 8),
+    ]
+    assert {(i["step"], i["policy_version"]) for i in audited_items} <= {
+        (s, f"steps@{s}") for s in (3, 12, 14)
+    }
     assert windows[0]["length"] == sum(map(len, texts)) / 4
 
 
@@ -247,7 +272,9 @@ def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: s
         math_job = {"verifier": "math", "items": [{"id": "a", "response": "1"}], "step": 3}
         assert client.post("/v1/jobs", json=math_job).status_code == 422
     scorer = SyncTribunalClient(gateway)
-    job = scorer.submit("gateway", items, idempotency_key="stepped-job", step=5000)
+    job = scorer.submit(
+        "gateway", items, idempotency_key="stepped-job", step=5000, policy_version="ckpt-5000"
+    )
     assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
     scorer.close()
     with httpx.Client(base_url=gateway, timeout=30) as client:
@@ -260,3 +287,5 @@ def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: s
         assert [(w["n"], w["gap"]) for w in stepped] == [(4, 1.0)]
         kept = [i for i in report["lenient_math"]["items"] if i["id"].startswith("stepped-")]
         assert sorted(i["step"] for i in kept) == [5000] * 4
+        # The job's policy_version is recorded with each of its audited items.
+        assert [i["policy_version"] for i in kept] == ["ckpt-5000"] * 4

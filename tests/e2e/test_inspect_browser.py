@@ -473,7 +473,7 @@ def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
     ]  # fmt: skip
     answer = httpx.post(
         f"{stack.gateway}/v1/score",
-        json={"items": items, "step": 3},
+        json={"items": items, "step": 3, "policy_version": "ckpt-3"},
         headers={"Authorization": f"Bearer {KEY}"},
         timeout=120,
     )
@@ -483,13 +483,15 @@ def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
         "const card = document.querySelector('.card[data-spec=lenient_math]');"
         "return card && [[...card.querySelectorAll('table.windows tbody tr')].map((r) => "
         "[...r.cells].map((c) => c.textContent)), [...card.querySelectorAll('a.item-link')]"
-        ".map((a) => a.textContent), card.querySelectorAll('canvas').length];"
+        ".map((a) => a.textContent), card.querySelectorAll('canvas').length,"
+        "[...card.querySelectorAll('table.driving tbody tr')].map((r) => r.cells[3].textContent)];"
     )
-    windows, driving, canvases = _wait(
+    windows, driving, canvases, policies = _wait(
         browser, lambda d: (r := d.execute_script(rows_js)) and r[0] and r, "the audited spec"
     )
     assert windows == [["step:0", "4", "1", "0.5", "0.5", "-0.066 to 1.066"]]
     assert sorted(driving) == ["aud-1", "aud-3"] and canvases == 1
+    assert policies == ["ckpt-3", "ckpt-3"]  # the batch's policy_version, per driving item
     browser.save_screenshot(str(tmp_path / "monitor.png"))
     browser.find_element(By.LINK_TEXT, "aud-1").click()
     _wait(browser, lambda d: d.find_element(By.ID, "detail-id").text == "aud-1", "the item view")

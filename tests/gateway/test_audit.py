@@ -12,7 +12,7 @@ import math
 import random
 import statistics
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,9 @@ from pydantic import ValidationError
 from tests.conftest import ROOT, RedisServer
 from tests.gateway.test_specs import ScriptedClient, const
 from tribunal.client import TribunalClient
+from tribunal.core.metrics import _signature_tallies
 from tribunal.core.queue.keys import Keys
+from tribunal.core.queue.redis_streams import RedisStreamsQueue
 from tribunal.core.request_models import job_request_model
 from tribunal.gateway import GatewayVerifier, SpecError, load_spec_text
 from tribunal.gateway import audit as audit_module
@@ -36,6 +38,7 @@ from tribunal.gateway.audit import (
     RedisAuditStore,
     audited,
     gap_interval,
+    report,
     signature_report,
     window_of,
 )
@@ -112,9 +115,20 @@ def test_the_documented_audit_spec_loads_beside_the_shipped_specs(tmp_path: Path
     gateway.item_model.model_validate(request.items[0])
     job = page.split("<!-- tribunal:audit-job -->\n```json\n", 1)[1].split("```")[0]
     body = job_request_model(gateway).model_validate_json(job)
-    assert body.step == 120  # type: ignore[attr-defined]
+    assert (body.step, body.policy_version) == (120, "ckpt-120")  # type: ignore[attr-defined]
     [item] = body.items  # type: ignore[attr-defined]
     assert gateway.at_step(item, body.step).trainer_step == 120  # type: ignore[attr-defined]
+
+
+def test_the_documented_budget_loads_moves_no_hash_and_a_bad_one_is_refused() -> None:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:budget-spec -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    loaded = load_spec_text(block)
+    assert loaded.spec.budget_usd == 25.0
+    assert load_spec_text(block.replace("budget_usd: 25.0\n", "")).hash == loaded.hash
+    for bad in ("0", "-1", ".nan", "ten"):
+        with pytest.raises(SpecError, match="budget_usd"):
+            load_spec_text(block.replace("25.0", bad))
 
 
 async def test_the_documented_format_only_spec_and_signatures_answer() -> None:
@@ -382,13 +396,14 @@ async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() 
     raw = [
         {"id": "a", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7"},
         {"id": "b", "group_id": "g", "spec": "train", "response": "7", "ground_truth": "7",
-         "trainer_step": 7},
+         "trainer_step": 7, "policy_version": "own"},
         {"id": "c", "group_id": "h", "spec": "train", "response": "7", "ground_truth": "7",
          "trainer_step": 12},
     ]  # fmt: skip
     items = [gateway.item_model.model_validate(r) for r in raw]
     texts = await gateway.score_results(items, gateway_info())
-    auditor.after(items, texts, step=3, now_s=1000.0)  # `a` takes the batch's step
+    # `a` and `c` take the batch's step (`c` its policy too), `b` keeps its own.
+    auditor.after(items, texts, step=3, now_s=1000.0, policy_version="p3")
     auditor.after(items[:1], texts[:1], step=None, now_s=1000.0)  # no step at all: time
     await auditor.drain()
     windows = await auditor.store.windows("train")
@@ -405,15 +420,223 @@ async def test_items_are_windowed_by_their_own_step_else_the_batchs_else_time() 
         ("step:10", 1),
         ("time:960", 1),
     ]
-    pairs = sorted((p.id, str(p.step)) for p in await auditor.store.items("train"))
-    assert pairs == [("a", "3"), ("a", "None"), ("b", "7"), ("c", "12")]
+    pairs = sorted(
+        (p.id, str(p.step), p.policy_version) for p in await auditor.store.items("train")
+    )
+    assert pairs == [("a", "3", "p3"), ("a", "None", None), ("b", "7", "own"), ("c", "12", "p3")]
     # A step is an integer >= 0 (the item's own, a batch's): anything else is refused, named.
     with pytest.raises(ValidationError, match="trainer_step"):
         gateway.item_model.model_validate({**raw[0], "trainer_step": -1})
     with pytest.raises(ValidationError, match="step"):
         GatewayScoreRequest.model_validate({"items": raw, "step": "seven"})
     # The trainer's step is never a rollout field (a spec cannot read it, an audit not send it).
-    assert "trainer_step" not in items[1].fields()
+    assert "trainer_step" not in items[1].fields() and "policy_version" not in items[1].fields()
     assert gateway.at_step(items[0], 40).trainer_step == 40
     assert gateway.at_step(items[1], 40).trainer_step == 7
+    assert gateway.at_step(items[0], None, "v").policy_version == "v"
+    assert gateway.at_step(items[1], None, "v").policy_version == "own"
+    await gateway.aclose()
+
+
+JUDGED = """
+name: judged
+version: "1"
+budget_usd: 0.001
+components:
+  judge: {verifier: judge, inputs: {response: response, rubrics: {value: []}}}
+"""
+
+
+class PricedJudge(ScriptedClient):
+    """A judge whose every item cost 0.0003 USD (its ``details.usage``, as a priced judge's)."""
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = await super().score(verifier, items)
+        for result in results:
+            result["details"]["usage"] = {"calls": 1, "cost_usd": 0.0003}
+        return results
+
+
+async def test_judge_cost_per_spec_and_window_and_a_budget_spent_across_two_workers(
+    redis_server: RedisServer, key_prefix: str
+) -> None:
+    """Two gateway workers on one real Redis: each item's judge cost is summed per spec (the
+    counter both add to) and per step window; once the spend reaches the spec's budget, both
+    answer its items budget_spent, unscored."""
+    queue = RedisStreamsQueue(
+        redis_server.url, Keys(key_prefix), max_queue_items=100, result_ttl_s=60,
+        visibility_timeout_s=5.0,
+    )  # fmt: skip
+    clients = [PricedJudge({"judge": const(1.0)}) for _ in range(2)]
+    workers = [GatewayVerifier({"judged": load_spec_text(JUDGED)}, lambda c=c: c) for c in clients]
+    for worker in workers:
+        worker.attach_queue(queue, 10.0)
+
+    def batch(name: str, step: int) -> list[Any]:
+        return [
+            workers[0].item_model.model_validate(
+                {"id": f"{name}{k}", "spec": "judged", "response": "x", "trainer_step": step}
+            )
+            for k in range(2)
+        ]
+
+    for worker, step in zip(workers, (3, 12), strict=True):  # 4 items: 0.0012 USD
+        assert [o.reward for o in await worker.score(batch(f"s{step}-", step))] == [1.0, 1.0]
+        assert worker.auditor is not None
+        await worker.auditor.drain()
+    stats = await queue.stats("gateway")
+    assert stats["cost|judged|usd"] == 1_200_000  # nano-dollars
+    [cost, _] = [m for m in _signature_tallies({"gateway": stats}) if "cost" in m.name]
+    assert [(s.labels, s.value) for s in cost.samples] == [({"spec": "judged"}, 0.0012)]
+    assert workers[0].auditor is not None
+    [report] = await signature_report(workers[0], workers[0].auditor.store, {"judged": 0.0012})
+    assert (report["cost_usd"], report["budget_usd"]) == (0.0012, 0.001)
+    assert [(w["window"], w["cost_usd"]) for w in report["windows"]] == [
+        ("step:0", pytest.approx(0.0006)),
+        ("step:10", pytest.approx(0.0006)),
+    ]
+    # The budget is spent: either worker answers the next batch's items budget_spent, and
+    # sends nothing to the judge.
+    sent = [len(c.requests) for c in clients]
+    for worker in workers:
+        outcomes = await worker.score(batch("late", 20))
+        assert all(o.reward is None and o.error is not None for o in outcomes)
+        assert {o.error.code for o in outcomes if o.error} == {"budget_spent"}
+        assert "'judged' spent $0.0012 of its budget_usd $0.001" in str(outcomes[0].error)
+    assert [len(c.requests) for c in clients] == sent
+    for worker in workers:
+        await worker.aclose()
+    await queue.aclose()
+
+
+CITED = """
+name: cited
+version: "1"
+components:
+  cite:
+    verifier: citation
+    inputs: {response: response, evidence: evidence, question: question}
+"""
+TOOLED = """
+name: tooled
+version: "1"
+components:
+  ran: {builtin: contains, params: {all_of: ["<tool_response>"]}}
+"""
+
+
+class LexicalCitation(ScriptedClient):
+    """The real citation verifier (lexical support mode, its scoring processes started)."""
+
+    async def score(self, verifier: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        from tests.citation.started import score_started
+        from tribunal.citation.config import CitationConfig
+        from tribunal.citation.verifier import CitationVerifier
+        from tribunal.wire.citation import CitationItem
+
+        self.requests.append((verifier, list(items)))
+        scorer = CitationVerifier(CitationConfig(support="lexical"))
+        outcomes = await score_started(scorer, [CitationItem(**item) for item in items])
+        return [
+            {
+                "id": item["id"],
+                "reward": o.reward,
+                "details": o.details,
+                "error": None,
+                "verifier": {"name": "citation", "version": "1", "config_hash": "0" * 16},
+            }
+            for item, o in zip(items, outcomes, strict=True)
+        ]
+
+
+async def test_unused_tool_outputs_and_duplicate_or_uncited_claims_per_window() -> None:
+    """A tool output whose new words the policy never writes again is unused; the citation
+    scorer's claims set aside as duplicates, or carrying no citation, are counted from its
+    own details (the real verifier, lexical mode)."""
+    specs = {"cited": load_spec_text(CITED), "tooled": load_spec_text(TOOLED)}
+    gateway = GatewayVerifier(specs, lambda: LexicalCitation({}))
+    auditor = Auditor(gateway, MemoryAuditStore())
+    evidence = {"S2": "Tumour growth rate at least doubled in patients with hyperprogression."}
+    claim = "<cite id=S2>Tumour growth rate at least doubled in patients with hyperprogression."
+    call = "<tool_call>{'name': 'python', 'arguments': '17 * 23'}</tool_call><|im_end|>"
+    raw = [
+        {"id": "c1", "spec": "cited", "question": "What happens to tumour growth?",
+         "evidence": evidence, "response": f"<answer>{claim}</cite></answer>"},
+        # The same claim twice, and a sentence with no citation: 3 claims.
+        {"id": "c2", "spec": "cited", "question": "What happens to tumour growth?",
+         "evidence": evidence, "response": f"<answer>{claim}</cite> {claim}</cite> "
+         "Doctors in Lyon saw 40 cases in 2019.</answer>"},
+        {"id": "t1", "spec": "tooled", "response": f"{call}<tool_response>391</tool_response>"
+         "<|im_start|>assistant So the product is 391."},
+        {"id": "t2", "spec": "tooled", "response": f"{call}<tool_response>391</tool_response>"
+         "<|im_start|>assistant So the product is 400."},
+        {"id": "t3", "spec": "tooled", "response": "No tool: 391."},
+    ]  # fmt: skip
+    items = [gateway.item_model.model_validate(r) for r in raw]
+    texts = await gateway.score_results(items, gateway_info())
+    claims = [
+        [(c["cited"], c["gate"]) for c in orjson.loads(t)["details"]["sub_rewards"]["cite"][
+            "details"]["claims"]]
+        for t in texts[:2]
+    ]  # fmt: skip
+    assert claims == [[(True, None)], [(True, None), (True, "duplicate"), (False, None)]]
+    auditor.after(items, texts, step=0)
+    await auditor.drain()
+    stats = auditor.take_stats()
+    assert stats["sig|cited|claim_duplicate"] == round(1e6 / 3)
+    assert stats["sig|cited|claim_uncited"] == round(1e6 / 3)
+    assert stats["sig|tooled|unused_tools"] == 1_000_000  # t2 of t1, t2 (t3 has no output)
+    assert "sig|tooled|claim_duplicate" not in stats  # no citation component
+    report = {r["spec"]: r for r in await signature_report(gateway, auditor.store)}
+    [tooled] = report["tooled"]["windows"]
+    assert tooled["unused_tools"] == pytest.approx(1 / 3, abs=1e-6)
+    [cited] = report["cited"]["windows"]
+    assert cited["claim_duplicate"] == pytest.approx(1 / 6, abs=1e-6)
+    assert cited["claim_uncited"] == pytest.approx(1 / 6, abs=1e-6)
+    assert cited["unused_tools"] == 0.0
+    await gateway.aclose()
+
+
+async def test_a_direct_verifier_item_names_its_auditor() -> None:
+    """Direct math items naming the judge-scored `strict` spec as auditor: the sampled groups
+    are scored again under it, aggregated as ``@math>strict``; the verifier never sees the
+    field, and a spec item (audited as its spec says) or an unknown auditor is refused."""
+    specs = {"train": load_spec_text(TRAIN), "strict": load_spec_text(STRICT)}
+    client = ScriptedClient({"math": const(1.0), "judge": const(0.0)})
+    gateway = GatewayVerifier(specs, lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-direct -->\n```json\n", 1)[1].split("```")[0]
+    documented = GatewayScoreRequest.model_validate_json(block).items[0]
+    with_shipped = GatewayVerifier(load_specs([SHIPPED_DIR]), lambda: client)
+    assert with_shipped.item_model.model_validate(documented).audit.spec == "rloo_math"  # type: ignore[attr-defined]
+    audit = {"spec": "strict", "rate": 1.0}
+    raw = [
+        {"id": f"d{k}", "group_id": "g", "verifier": "math", "response": "7",
+         "ground_truth": "7", "audit": audit}
+        for k in range(2)
+    ] + [{"id": "plain", "verifier": "math", "response": "7", "ground_truth": "7"}]  # fmt: skip
+    items = [gateway.item_model.model_validate(r) for r in raw]
+    texts = await gateway.score_results(items, gateway_info())
+    auditor.after(items, texts, step=4, policy_version="p4")
+    await auditor.drain()
+    assert all("audit" not in sent for _, batch in client.requests for sent in batch)
+    assert [v for v, _ in client.requests] == ["math", "judge"]  # `plain` names no auditor
+    audits = {r["spec"]: r for r in await report(gateway, auditor.store)}
+    assert set(audits) == {"train", "@math>strict"}  # the audited spec, and the direct items'
+    direct = audits["@math>strict"]
+    assert (direct["spec"], direct["auditor"], direct["rate"]) == ("@math>strict", "strict", None)
+    [window] = direct["windows"]
+    assert (window["window"], window["n"], window["gap"]) == ("step:0", 2, 1.0)
+    assert {(i["id"], i["policy_version"]) for i in direct["items"]} == {
+        ("d0", "p4"),
+        ("d1", "p4"),
+    }
+    assert auditor.take_stats()["audit|@math>strict|items"] == 2
+    with pytest.raises(ValidationError, match="only a `verifier` item"):
+        gateway.item_model.model_validate({**raw[0], "verifier": None, "spec": "train"})
+    with pytest.raises(ValidationError, match=r"audit\.spec: unknown spec 'nope'"):
+        gateway.item_model.model_validate({**raw[0], "audit": {"spec": "nope", "rate": 0.5}})
+    with pytest.raises(ValidationError, match="rate"):
+        gateway.item_model.model_validate({**raw[0], "audit": {"spec": "strict", "rate": 0}})
     await gateway.aclose()

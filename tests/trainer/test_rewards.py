@@ -141,7 +141,11 @@ class SpecSource:
         return [{"response": c.text} for c in group.completions]
 
     async def score(
-        self, items: list[dict[str, Any]], key: str, step: int | None
+        self,
+        items: list[dict[str, Any]],
+        key: str,
+        step: int | None,
+        policy_version: str | None = None,
     ) -> list[ItemReward]:
         self.calls += 1
         if self.calls > 1:

@@ -269,6 +269,7 @@ class TribunalClient:
         *,
         idempotency_key: str | None = None,
         step: int | None = None,
+        policy_version: str | None = None,
     ) -> str:
         """Queue a batch as a job (``POST /v1/jobs``) and return its id at once.
 
@@ -279,13 +280,15 @@ class TribunalClient:
                 once), e.g. after a crash; with another batch it is a 409.
             step: The trainer's step of the batch (``gateway`` only): the gateway windows
                 the job's audits and hack signatures by it (docs/audits.md); None: by time.
+            policy_version: The policy that wrote the responses (``gateway`` only),
+                recorded with their audits.
 
         Raises:
             RequestRejected: 4xx (409 idempotency_conflict, 413, 422 ...).
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
-            ValueError: ``step`` for a verifier other than the gateway, or not an integer
-                >= 0.
+            ValueError: ``step`` or ``policy_version`` for a verifier other than the
+                gateway, or ``step`` not an integer >= 0.
         """
         body: dict[str, Any] = {
             "verifier": verifier,
@@ -293,10 +296,11 @@ class TribunalClient:
         }
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
-        if step is not None:
-            if verifier != "gateway":
-                raise ValueError("step: only the gateway takes a batch's step")
-            body["step"] = _step(step)
+        for name, value in (("step", _step(step)), ("policy_version", policy_version)):
+            if value is not None:
+                if verifier != "gateway":
+                    raise ValueError(f"{name}: only the gateway takes a batch's {name}")
+                body[name] = value
         response = await self._request(
             "POST", "/v1/jobs", body=body, idempotent=idempotency_key is not None
         )

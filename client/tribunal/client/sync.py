@@ -71,10 +71,17 @@ class SyncTribunalClient:
         *,
         idempotency_key: str | None = None,
         step: int | None = None,
+        policy_version: str | None = None,
     ) -> str:
         """See :meth:`TribunalClient.submit`."""
         return self._runner.run(
-            self._client.submit(verifier, items, idempotency_key=idempotency_key, step=step)
+            self._client.submit(
+                verifier,
+                items,
+                idempotency_key=idempotency_key,
+                step=step,
+                policy_version=policy_version,
+            )
         )
 
     def job(self, job_id: str, *, wait_s: float = 0.0) -> JobState:

@@ -10,6 +10,7 @@ whether sending the same thing again can help (``retryable``)::
     ├── Unauthorized                 unauthorized            401
     ├── JobNotFound                  job_not_found           404
     ├── IdempotencyConflict          idempotency_conflict    409
+    ├── BudgetSpent                  budget_spent            402
     ├── QueueFull                    queue_full              429  retryable, Retry-After
     │   └── SessionsFull             sessions_full           429  retryable, Retry-After
     ├── SessionLost                  session_lost            410
@@ -121,6 +122,14 @@ class IdempotencyConflict(TribunalError):
     http_status = 409
 
 
+class BudgetSpent(TribunalError):
+    """A reward spec's items spent its ``budget_usd`` on model calls: its batches are refused
+    (never paid a default) until its budget is raised."""
+
+    code = "budget_spent"
+    http_status = 402
+
+
 class QueueFull(TribunalError):
     """The verifier's queue is at its bound; retry after ``retry_after_s``."""
 
@@ -218,6 +227,7 @@ ALL_ERRORS: tuple[type[TribunalError], ...] = (
     Unauthorized,
     JobNotFound,
     IdempotencyConflict,
+    BudgetSpent,
     QueueFull,
     SessionsFull,
     SessionLost,

@@ -49,6 +49,16 @@ the component's default was used); ``error``; ``dropped`` (errored, and dropped 
 the spec's ``undecided_reward``: the other components still apply)."""
 
 
+class ItemAudit(BaseModel):
+    """The auditor a direct ``verifier`` item names: a spec served by the gateway and a rate
+    (the share of GRPO groups audited, drawn per group as a spec's audit draws them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str = Field(description="The auditor: a spec served by the gateway.")
+    rate: float = Field(gt=0.0, le=1.0, description="Share of GRPO groups audited, in (0, 1].")
+
+
 class GatewayItem(ScoreItem):
     """One item for the gateway: a ``verifier`` item or a rollout for a reward ``spec``.
 
@@ -74,6 +84,19 @@ class GatewayItem(ScoreItem):
         "field): a batch's `step` is given to each of its items that carries none. A spec "
         "item's audit and hack signatures are windowed by it; without one, by time.",
     )
+    policy_version: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The policy that wrote this item (optional; never a rollout field): a "
+        "batch's `policy_version` is given to each of its items that carries none. Recorded "
+        "with the item's audit (GET /v1/audits).",
+    )
+    audit: ItemAudit | None = Field(
+        default=None,
+        description="A `verifier` item's auditor (optional; never sent to the verifier): a "
+        "sample of groups is scored again under that spec, aggregated as `@<verifier>` in "
+        "GET /v1/audits. A `spec` item is audited as its spec says.",
+    )
 
     @model_validator(mode="after")
     def _known(self) -> GatewayItem:
@@ -84,11 +107,16 @@ class GatewayItem(ScoreItem):
             raise ValueError(f"spec: unknown spec {self.spec!r}; known: {', '.join(specs)}")
         if self.verifier is not None and self.verifier not in VERIFIERS:
             raise ValueError(f"verifier: one of {', '.join(VERIFIERS)}")
+        if self.audit is not None:
+            if self.spec is not None:
+                raise ValueError("audit: only a `verifier` item names one (a spec's is its own)")
+            if specs is not None and self.audit.spec not in specs:
+                raise ValueError(f"audit.spec: unknown spec {self.audit.spec!r}")
         return self
 
     def fields(self) -> dict[str, Any]:
-        """The item's own fields (everything but ``verifier``, ``spec`` and
-        ``trainer_step``)."""
+        """The item's own fields (everything but ``verifier``, ``spec``, ``trainer_step``,
+        ``policy_version`` and ``audit``)."""
         # Built by hand: model_dump() was a tenth of the gateway's CPU per item.
         fields: dict[str, Any] = {"id": self.id}
         if self.group_id is not None:
@@ -136,7 +164,9 @@ class GatewayScoreRequest(BaseModel):
     policy_version: str | None = Field(
         default=None,
         max_length=128,
-        description="The policy that wrote the responses (optional; a checkpoint name).",
+        description="The policy that wrote the responses (optional; a checkpoint name): "
+        "each item that carries no `policy_version` of its own has it, recorded with its "
+        "audit.",
     )
 
 

@@ -54,6 +54,10 @@ SEP = "|"
 MICRO = 1_000_000
 """Sums are kept as integers (Redis's HINCRBY) in millionths: seconds as microseconds."""
 
+NANO = 1_000_000_000
+"""Costs are summed in nano-dollars: one judged item often costs less than a hundred
+micro-dollars, and a 64-bit counter still holds billions of dollars."""
+
 MAX_OBSERVED = 1_000_000.0
 """Bound on one observation's share of a histogram's sum (units: seconds, reward): a 64-bit
 counter in millionths then holds millions of them. Past it, Redis would refuse the increment
@@ -456,8 +460,8 @@ def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metri
     sums = CounterMetricFamily(
         "tribunal_spec_signature",
         "Sum of each hack signature over a spec's items (length in characters; repetition, "
-        "duplicate, uncommitted, no_region, format_share in [0, 1] per item): over a range, "
-        "divided by the items, its mean.",
+        "duplicate, uncommitted, no_region, format_share, unused_tools, claim_duplicate, "
+        "claim_uncited in [0, 1] per item): over a range, divided by the items, its mean.",
         labels=["spec", "signature"],
     )
     items = CounterMetricFamily(
@@ -465,10 +469,28 @@ def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metri
         "Spec items whose hack signatures were counted (dropped: past the gateway's bound).",
         labels=["spec", "outcome"],
     )
+    cost = CounterMetricFamily(
+        "tribunal_spec_cost_usd",
+        "What a spec's items spent on model calls (the sum of their components' "
+        "details.usage.cost_usd: judge tokens at TRIBUNAL_JUDGE_PRICE), USD; audits charged "
+        "to the auditor spec.",
+        labels=["spec"],
+    )
+    unpriced = CounterMetricFamily(
+        "tribunal_spec_cost_unpriced_items",
+        "Spec items whose components made model calls with no price (their cost is missing "
+        "from tribunal_spec_cost_usd_total).",
+        labels=["spec"],
+    )
     for stats in all_stats.values():
         for name, value in stats.items():
             parts = name.split(SEP)
-            if len(parts) == 3 and parts[0] == "sig":
+            if len(parts) == 3 and parts[0] == "cost":
+                if parts[2] == "usd":
+                    cost.add_metric([parts[1]], value / NANO)
+                elif parts[2] == "unpriced":
+                    unpriced.add_metric([parts[1]], value)
+            elif len(parts) == 3 and parts[0] == "sig":
                 if parts[2] == "items":
                     items.add_metric([parts[1], "counted"], value)
                 else:
@@ -476,7 +498,7 @@ def _signature_tallies(all_stats: Mapping[str, Mapping[str, int]]) -> list[Metri
                     sums.add_metric([parts[1], parts[2]], value / scale)
             elif len(parts) == 3 and parts[0] == "audit" and parts[2] == "signatures_dropped":
                 items.add_metric([parts[1], "dropped"], value)
-    return [sums, items]
+    return [sums, items, cost, unpriced]
 
 
 class Metrics:

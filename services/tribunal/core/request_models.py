@@ -126,7 +126,8 @@ STEP_DESCRIPTION = (
 def job_request_model(verifier: Verifier) -> type[BaseModel]:
     """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
     with the verifier's lenient items, one member of the ``/v1/jobs`` union; a verifier that
-    takes the trainer's step (``TakesStep``: the gateway) also takes an optional ``step``."""
+    takes the trainer's step (``TakesStep``: the gateway) also takes an optional ``step`` and
+    ``policy_version``."""
     name = "".join(part.capitalize() for part in verifier.name.split("_"))
     items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
     tag: Any = Literal[verifier.name]
@@ -139,6 +140,15 @@ def job_request_model(verifier: Verifier) -> type[BaseModel]:
         fields["step"] = (
             StrictInt | None,
             Field(default=None, ge=0, description=STEP_DESCRIPTION),
+        )
+        fields["policy_version"] = (
+            str | None,
+            Field(
+                default=None,
+                max_length=128,
+                description="The policy that wrote the batch (optional; a checkpoint name): "
+                "each item that carries none has it, recorded with its audit.",
+            ),
         )
     model: type[BaseModel] = create_model(
         f"{name}JobCreate", __config__=ConfigDict(extra="forbid"), **fields

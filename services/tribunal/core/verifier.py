@@ -195,11 +195,15 @@ class AttachesQueue(Protocol):
 class TakesStep(Protocol):
     """A verifier whose batches may carry the trainer's step (the gateway: its audits and
     hack signatures are windowed by it). Its job body (``POST /v1/jobs``) then takes an
-    optional ``step``, which :meth:`at_step` gives to each valid item before the batch is
+    optional ``step`` and ``policy_version``, which :meth:`at_step` gives to each valid item
+    before the batch is
     queued: the worker that scores an item may hold items of several jobs at once."""
 
-    def at_step(self, item: ScoreItem, step: int) -> ScoreItem:
-        """``item`` at the trainer's ``step``; an item that carries its own step keeps it."""
+    def at_step(
+        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+    ) -> ScoreItem:
+        """``item`` at the trainer's ``step``, written by ``policy_version`` (each None:
+        unchanged); an item that carries its own step or version keeps it."""
         ...
 
 

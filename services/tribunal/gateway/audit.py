@@ -45,15 +45,21 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from tribunal.core.inspection.store import StatsSink
-from tribunal.core.metrics import MICRO, SEP
+from tribunal.core.metrics import MICRO, NANO, SEP
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.keys import Keys
 from tribunal.core.queue.redis_streams import RedisStreamsQueue
-from tribunal.gateway.signatures import SIGNATURES, SignatureTally, batch_signatures
-from tribunal.gateway.specs import LoadedSpec
+from tribunal.gateway.budget import spend_key
+from tribunal.gateway.signatures import (
+    SIGNATURES,
+    SignatureTally,
+    batch_signatures,
+    item_cost_usd,
+)
+from tribunal.gateway.specs import WINDOW_S, WINDOW_STEPS, LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
-from tribunal.wire.gateway import GatewayItem
+from tribunal.wire.gateway import VERIFIERS, GatewayItem
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +95,13 @@ def audited(spec_hash: str, group: str, rate: float) -> bool:
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
+def direct_name(verifier: str, auditor: str) -> str:
+    """The name direct ``verifier`` items audited by spec ``auditor`` are aggregated under
+    (their store keys, their ``spec`` label, ``GET /v1/audits``): ``@<verifier>><auditor>``,
+    which no spec name (``[a-z0-9_]``) can be."""
+    return f"@{verifier}>{auditor}"
+
+
 def window_of(windows: tuple[int, float], step: int | None, now_s: float) -> tuple[str, float]:
     """The window of an item: its name and its order (the first step, or the start time).
 
@@ -120,6 +133,8 @@ class AuditPair:
         window: Its window's name (:func:`window_of`).
         reward: What the trainer was answered.
         audit_reward: What the auditor gave (never sent to the trainer).
+        policy_version: The policy that wrote it (the item's ``policy_version``, else its
+            batch's), or None. Last, with a default: pairs stored before it read as None.
     """
 
     id: str
@@ -128,6 +143,7 @@ class AuditPair:
     window: str
     reward: float
     audit_reward: float
+    policy_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -386,11 +402,16 @@ SignatureRow = tuple[str, str, Any, "str | ItemOutcome", int | None]
 """A spec item as the signatures read it: (spec, group, response, result, trainer step)."""
 
 
+_Pending = tuple[GatewayItem, float, str | None]
+"""An item chosen for audit: the item, its training reward and its policy version."""
+
+
 def _signature_tally(
     rows: list[SignatureRow],
     now_s: float,
     windows: Mapping[str, tuple[int, float]],
     format_terms: Mapping[str, Mapping[str, bool]],
+    citing: set[str],
 ) -> SignatureTally:
     """:func:`batch_signatures` of rows whose results are JSON text or outcomes, each in the
     window of its step (or of ``now_s``) under its spec's ``windows`` (in a thread)."""
@@ -404,7 +425,7 @@ def _signature_tally(
         if where is None:
             where = placed[(spec, step)] = window_of(windows[spec], step, now_s)
         parsed.append((spec, group, response, details if isinstance(details, dict) else {}, *where))
-    return batch_signatures(parsed, format_terms)
+    return batch_signatures(parsed, format_terms, citing)
 
 
 class Auditor:
@@ -462,6 +483,7 @@ class Auditor:
         results: Sequence[str | ItemOutcome],
         step: int | None,
         now_s: float | None = None,
+        policy_version: str | None = None,
     ) -> None:
         """Start auditing the sampled items of an answered batch, and counting every spec
         item's hack signatures (``tribunal.gateway.signatures``); returns at once.
@@ -474,37 +496,46 @@ class Auditor:
             step: The batch's trainer step, or None: the step of each item that carries no
                 ``trainer_step`` of its own (an item without either is windowed by time).
             now_s: The wall clock (epoch s) for time windows; None: now.
+            policy_version: The batch's policy, recorded with the audited pairs of its items
+                that carry none of their own.
         """
         now = time.time() if now_s is None else now_s
-        chosen: dict[tuple[str, int | None], list[tuple[GatewayItem, float]]] = {}
-        decided: dict[tuple[str, str], bool] = {}
+        chosen: dict[tuple[str, str, int | None], list[_Pending]] = {}
+        decided: dict[tuple[str, str, str], bool] = {}
         specs = self._scorer.specs
         rows: list[SignatureRow] = []
         for item, text in zip(items, results, strict=True):
-            name: str | None = getattr(item, "spec", None)
-            if name is None:
+            if not isinstance(item, GatewayItem):
                 continue
-            own = getattr(item, "trainer_step", None)
+            own = item.trainer_step
             at = step if own is None else own
-            extra = item.__pydantic_extra__ or {}
-            rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
-            loaded = specs[name]
-            audit = loaded.spec.audit
-            if audit is None or not isinstance(item, GatewayItem):
+            name = item.spec
+            if name is not None:
+                extra = item.__pydantic_extra__ or {}
+                rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
+                loaded = specs[name]
+                if loaded.spec.audit is None:
+                    continue
+                auditor, rate, seed = loaded.spec.audit.spec, loaded.spec.audit.rate, loaded.hash
+            elif item.audit is not None:  # a direct verifier item naming its auditor
+                auditor, rate = item.audit.spec, item.audit.rate
+                name = seed = direct_name(str(item.verifier), auditor)
+            else:
                 continue
-            group = (name, item.group_id or item.id)
+            group = (name, auditor, item.group_id or item.id)
             if group not in decided:  # one hash per group, not per item
-                decided[group] = audited(loaded.hash, group[1], audit.rate)
+                decided[group] = audited(seed, group[2], rate)
             if not decided[group]:
                 continue
             reward = (
                 text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
             )
             if isinstance(reward, (int, float)) and math.isfinite(reward):
-                chosen.setdefault((name, at), []).append((item, float(reward)))
+                version = item.policy_version or policy_version
+                chosen.setdefault((name, auditor, at), []).append((item, float(reward), version))
         if rows:
             self._signatures(rows, now)
-        for (spec, at), pairs in chosen.items():
+        for (spec, auditor, at), pairs in chosen.items():
             if self._pending + len(pairs) > self._max_pending:
                 self._count(spec, "dropped", len(pairs))
                 logger.warning(
@@ -512,32 +543,39 @@ class Auditor:
                 )
                 continue
             self._pending += len(pairs)
-            task = asyncio.create_task(self._audit(spec, pairs, at, now))
+            task = asyncio.create_task(self._audit(spec, auditor, pairs, at, now))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _audit(
-        self, spec: str, pairs: list[tuple[GatewayItem, float]], step: int | None, now: float
+        self, spec: str, auditor: str, pairs: list[_Pending], step: int | None, now: float
     ) -> None:
-        audit = self._scorer.specs[spec].spec.audit
-        assert audit is not None
-        window, order = window_of(self._scorer.specs[spec].windows, step, now)
+        loaded = self._scorer.specs.get(spec)  # None: "@<verifier>><auditor>", direct items
+        windows = (WINDOW_STEPS, WINDOW_S) if loaded is None else loaded.windows
+        window, order = window_of(windows, step, now)
         try:
             batch = [
                 self._scorer.item_model.model_validate(
-                    {**item.fields(), "id": item.id, "spec": audit.spec}
+                    {**item.fields(), "id": item.id, "spec": auditor}
                     | ({"group_id": item.group_id} if item.group_id else {})
                 )
-                for item, _ in pairs
+                for item, _, _ in pairs
             ]
             outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
+            # What the auditor spent is charged to its own spec (its budget, its metric).
+            cost = sum(item_cost_usd(o.details)[0] for o in outcomes)
+            self.counters[spend_key(auditor)] = self.counters.get(spend_key(auditor), 0) + round(
+                cost * NANO
+            )
             kept = []
-            for (item, reward), outcome in zip(pairs, outcomes, strict=True):
+            for (item, reward, version), outcome in zip(pairs, outcomes, strict=True):
                 if outcome.reward is None:
                     self._count(spec, "failed")
                     continue
                 group = item.group_id or item.id
-                kept.append(AuditPair(item.id, group, step, window, reward, outcome.reward))
+                kept.append(
+                    AuditPair(item.id, group, step, window, reward, outcome.reward, version)
+                )
             self._buffer.setdefault((spec, window), (order, []))[1].extend(kept)
             self._flush_soon()
         except (TimeoutError, ValidationError, OSError) as exc:
@@ -567,9 +605,10 @@ class Auditor:
         names = {r[0] for r in rows}
         windows = {n: specs[n].windows for n in names}
         terms = {n: t for n in names if (t := specs[n].format_terms) is not None}
+        citing = {n for n in names if "citation" in specs[n].verifiers()}
         try:
             async with self._one_thread:
-                tally = await asyncio.to_thread(_signature_tally, rows, now, windows, terms)
+                tally = await asyncio.to_thread(_signature_tally, rows, now, windows, terms, citing)
             for name, value in tally.counters.items():
                 self.counters[name] = self.counters.get(name, 0) + value
             for key, (order, sums) in tally.windows.items():
@@ -649,24 +688,32 @@ class Auditor:
 async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[str, Any]]:
     """Per audited spec: its auditor, rate, windows (training and audit reward, gap and its
     interval, :func:`gap_interval`) and the ``top`` newest pairs with the largest
-    ``reward - audit_reward``, for ``GET /v1/audits``."""
+    ``reward - audit_reward``, for ``GET /v1/audits``; then per verifier and auditor that
+    direct items named (:func:`direct_name`, with the rate null: each item names its own),
+    once audited."""
+    audits: list[tuple[str, str, float | None]] = [
+        (name, loaded.spec.audit.spec, loaded.spec.audit.rate)
+        for name, loaded in sorted(scorer.specs.items())
+        if loaded.spec.audit is not None
+    ]
+    audits += [(direct_name(v, s), s, None) for v in VERIFIERS for s in sorted(scorer.specs)]
     out = []
-    for name, loaded in sorted(scorer.specs.items()):
-        audit = loaded.spec.audit
-        if audit is None:
-            continue
+    for name, auditor, rate in audits:
+        direct = rate is None
         windows = [
             {"window": window, **asdict(gap_interval(sums))}
             for window, sums in await store.windows(name)
             if sums.get("n", 0) >= 1
         ]
+        if direct and not windows:
+            continue
         pairs = await store.items(name)
         driving = sorted(pairs, key=lambda p: p.reward - p.audit_reward, reverse=True)[:top]
         out.append(
             {
                 "spec": name,
-                "auditor": audit.spec,
-                "rate": audit.rate,
+                "auditor": auditor,
+                "rate": rate,
                 "windows": windows,
                 "items": [asdict(p) for p in driving if p.reward > p.audit_reward],
             }
@@ -674,11 +721,15 @@ async def report(scorer: Scorer, store: AuditStore, top: int = 20) -> list[dict[
     return out
 
 
-async def signature_report(scorer: Scorer, store: AuditStore) -> list[dict[str, Any]]:
+async def signature_report(
+    scorer: Scorer, store: AuditStore, spent: Mapping[str, float] | None = None
+) -> list[dict[str, Any]]:
     """Per spec with signature windows: its window size and, per window (oldest first), the
-    items counted and the mean of each hack signature (``length`` in characters, the others
-    in [0, 1]; ``format_share`` only for a spec with a format-only component), for
-    ``GET /v1/signatures``."""
+    items counted, the mean of each hack signature (``length`` in characters, the others
+    in [0, 1]; ``format_share`` only for a spec with a format-only component), ``cost_usd``
+    (what the window's items spent on model calls, USD) and ``unpriced`` (its items with
+    unpriced model calls); per spec ``cost_usd`` (all it spent: ``spent``, from the gateway's
+    stats; None when not given) and ``budget_usd``; for ``GET /v1/signatures``."""
     out = []
     for name, loaded in sorted(scorer.specs.items()):
         windows = []
@@ -691,10 +742,18 @@ async def signature_report(scorer: Scorer, store: AuditStore) -> list[dict[str, 
                 for signature in SIGNATURES
                 if signature in sums
             }
-            windows.append({"window": window, "items": n, **means})
+            costs = {"cost_usd": sums.get("cost", 0) / NANO, "unpriced": sums.get("unpriced", 0)}
+            windows.append({"window": window, "items": n, **means, **costs})
         if windows:
             steps, seconds = loaded.windows
             out.append(
-                {"spec": name, "window_steps": steps, "window_s": seconds, "windows": windows}
+                {
+                    "spec": name,
+                    "window_steps": steps,
+                    "window_s": seconds,
+                    "cost_usd": None if spent is None else spent.get(name, 0.0),
+                    "budget_usd": loaded.spec.budget_usd,
+                    "windows": windows,
+                }
             )
     return out

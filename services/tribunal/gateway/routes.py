@@ -14,9 +14,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
+from tribunal.core.metrics import NANO
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
 from tribunal.gateway.audit import Auditor, build_audit_store, report, signature_report
+from tribunal.gateway.budget import budget_error, spend_key, spent_specs
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -30,7 +32,7 @@ from tribunal.gateway.settings import GatewaySettings
 from tribunal.gateway.slime import SlimeRewardRequest
 from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
-from tribunal.wire.envelope import ScoreItem, ScoreResponse, score_response_model
+from tribunal.wire.envelope import ErrorResponse, ScoreItem, ScoreResponse, score_response_model
 from tribunal.wire.errors import BadInput, QueueUnavailable, ScoringTimeout, TribunalError
 from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
 
@@ -45,13 +47,29 @@ keyed = APIRouter(
     prefix="/k/{token}", dependencies=[Depends(require_path_key)], route_class=JSONRoute
 )
 
+SCORE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    402: {
+        "model": ErrorResponse,
+        "description": "A reward spec the batch names spent its budget_usd on model calls "
+        "(budget_spent): `field` names the first such item's spec; nothing was scored.",
+    },
+}
+"""The error responses of the gateway's scoring routes: every service's, and a spent budget."""
+
 # The document's answer (results' details as the gateway writes them); answers go out as the
 # JSON text score_here assembles, never validated through it.
 _SCORE_RESPONSE = score_response_model("gateway", GatewayDetails)
 
 
-async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None = None) -> str:
-    """Score a batch in this process and return the ``ScoreResponse`` JSON text.
+async def score_here(
+    runtime: AppRuntime,
+    raw_items: list[Any],
+    step: int | None = None,
+    policy_version: str | None = None,
+) -> str:
+    """Score a batch in this process and return the ``ScoreResponse`` JSON text (``step``
+    and ``policy_version``: the batch's, for its audits and hack signatures).
 
     The synchronous routes fan out from the API process itself rather than through the
     gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
@@ -66,6 +84,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
 
     Raises:
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
+        BudgetSpent: A spec the batch names has spent its ``budget_usd`` (402).
         QueueFull: A verifier shed this batch's items, or this process already scores
             ``TRIBUNAL_GATEWAY_MAX_INFLIGHT_ITEMS`` items and nothing of the batch was
             started (429, ``Retry-After``; counted in ``tribunal_request_errors_total``).
@@ -91,7 +110,7 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
-        auditor_of(runtime).after(valid, results, step)
+        auditor_of(runtime).after(valid, results, step, policy_version=policy_version)
         with contextlib.suppress(QueueUnavailable):
             await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
@@ -106,8 +125,22 @@ async def score_here(runtime: AppRuntime, raw_items: list[Any], step: int | None
         if recorder is None
         else partial(recorder.record_request, raw_items, started_s=started_s)
     )
+    await _refuse_spent(runtime, verifier, raw_items)
     with verifier.in_flight.admit(len(raw_items)):
         return await service.score_in_process(service.parse_items(raw_items), fan_out, keep)
+
+
+async def _refuse_spent(runtime: AppRuntime, verifier: GatewayVerifier, raw: list[Any]) -> None:
+    """Refuse the batch when a spec it names has spent its budget (tribunal.gateway.budget):
+    the first such item's ``spec`` is named."""
+    names = [item.get("spec") if isinstance(item, dict) else None for item in raw]
+    named = (n for n in names if isinstance(n, str))
+    spent = await spent_specs(runtime.queue, verifier.specs, named)
+    for index, name in enumerate(names):
+        if name in spent:
+            budget = verifier.specs[name].spec.budget_usd
+            assert budget is not None
+            raise budget_error(name, spent[name], budget, f"items.{index}.spec")
 
 
 def auditor_of(runtime: AppRuntime) -> Auditor:
@@ -131,7 +164,7 @@ def _settings(request: Request) -> GatewaySettings:
 
 async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     started = time.perf_counter()
-    text = await score_here(runtime, body.items, body.step)
+    text = await score_here(runtime, body.items, body.step, body.policy_version)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )
@@ -143,7 +176,7 @@ async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     response_model=_SCORE_RESPONSE,
     operation_id="gateway_score",
     summary="Score mixed items across verifiers and reward specs",
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
     """Score every item (each on its verifier, or its spec's components on theirs) and answer
@@ -156,7 +189,7 @@ async def score(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
     response_model=_SCORE_RESPONSE,
     operation_id="gateway_score_named",
     summary="The same as POST /v1/score, at the path every service has",
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def score_named(body: GatewayScoreRequest, runtime: RuntimeDep) -> Response:
     """``POST /v1/score`` at ``/v1/<service>/score``, for clients that address services
@@ -200,12 +233,16 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
 @router.get("/v1/signatures", operation_id="list_signatures")
 async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
     """Per spec: its hack signatures (length, repetition, duplicate, uncommitted, no_region,
-    format_share) per window of trainer steps (items that carry a step) or of time (items
-    that carry none), each window's items counted and each signature's mean."""
+    format_share, unused_tools, claim_duplicate, claim_uncited) per window of trainer steps
+    (items that carry a step) or of time (items that carry none), each window's items
+    counted, each signature's mean and what its items spent on model calls; and the spec's
+    whole spend beside its budget."""
     auditor = auditor_of(runtime)
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
-    return {"specs": await signature_report(verifier, auditor.store)}
+    stats = await runtime.queue.stats("gateway")
+    spent = {name: stats.get(spend_key(name), 0) / NANO for name in verifier.specs}
+    return {"specs": await signature_report(verifier, auditor.store, spent)}
 
 
 def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:
@@ -341,7 +378,7 @@ async def _get_reward(
     response_model=GetRewardResponse,
     operation_id="openrlhf_get_reward",
     tags=["openrlhf"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def get_reward(
     body: GetRewardRequest, request: Request, runtime: RuntimeDep
@@ -357,7 +394,7 @@ async def get_reward(
     response_model=GetRewardResponse,
     operation_id="openrlhf_get_reward_spec",
     tags=["openrlhf"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def get_reward_spec(
     spec: str, body: GetRewardRequest, request: Request, runtime: RuntimeDep
@@ -397,7 +434,7 @@ async def _slime_result(
     response_model=float,
     operation_id="slime_reward",
     tags=["slime"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def slime_reward(
     spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
@@ -414,7 +451,7 @@ async def slime_reward(
     response_model=dict[str, float],
     operation_id="slime_reward_components",
     tags=["slime"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def slime_reward_components(
     spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
@@ -432,7 +469,7 @@ async def slime_reward_components(
     response_model=GetRewardResponse,
     operation_id="openrlhf_get_reward_keyed",
     tags=["openrlhf"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def get_reward_keyed(
     spec: str, body: GetRewardRequest, request: Request, runtime: RuntimeDep
@@ -446,7 +483,7 @@ async def get_reward_keyed(
     response_model=float,
     operation_id="slime_reward_keyed",
     tags=["slime"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def slime_reward_keyed(
     spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response
@@ -460,7 +497,7 @@ async def slime_reward_keyed(
     response_model=dict[str, float],
     operation_id="slime_reward_components_keyed",
     tags=["slime"],
-    responses=ERROR_RESPONSES,
+    responses=SCORE_RESPONSES,
 )
 async def slime_reward_components_keyed(
     spec: str, body: SlimeRewardRequest, runtime: RuntimeDep, response: Response

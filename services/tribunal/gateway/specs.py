@@ -274,6 +274,15 @@ class RewardSpec(_Model):
         description="An auditor spec and a rate: a sample of groups scored again, never "
         "answered to the trainer (tribunal.gateway.audit).",
     )
+    budget_usd: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="What its items may spend on model calls (USD, the sum of their "
+        "components' details.usage.cost_usd; an audit is charged to the auditor spec); once "
+        "spent, its next batch is refused with budget_spent (402) (tribunal.gateway.budget). "
+        "null: no bound.",
+    )
 
     @property
     def failed_value(self) -> float | None:
@@ -407,8 +416,8 @@ def load_spec_text(text: str, origin: str = "<text>") -> LoadedSpec:
     except FormulaError as exc:
         raise SpecError(f"{origin}: score: {exc}") from None
     # A spec without a score or a failed_reward hashes as it did before the field existed;
-    # the audit moves no reward, so a spec's hash is the same with or without one.
-    exclude = {"description", "sources", "audit", "reverify"} | {
+    # the audit and the budget move no reward, so a spec's hash is the same with or without.
+    exclude = {"description", "sources", "audit", "reverify", "budget_usd"} | {
         name for name in ("score", "failed_reward") if getattr(spec, name) is None
     }
     payload = spec.model_dump(mode="json", exclude=exclude)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
 from tribunal.core.queue.base import JobQueue
 from tribunal.gateway.audit import Auditor
+from tribunal.gateway.budget import budget_error, spent_specs
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.remote import InFlightItems
@@ -246,6 +247,8 @@ class GatewayVerifier:
         # audits run where the synchronous routes answer.
         self.auditor: Auditor | None = None
         self._audits_jobs = False
+        # The queue of the gateway's worker (attach_queue): its stats hold the specs' spend.
+        self._queue: JobQueue | None = None
 
     def config_hash(self) -> str:
         """Hash of the served specs (downstream results carry their verifiers' own)."""
@@ -308,22 +311,53 @@ class GatewayVerifier:
             await self.client.aclose()
             self.client = None
 
-    def at_step(self, item: ScoreItem, step: int) -> ScoreItem:
-        """``item`` at the trainer's ``step`` (``TakesStep``: a job's ``step``), unless it
-        carries its own ``trainer_step``."""
-        if not isinstance(item, GatewayItem) or item.trainer_step is not None:
+    def at_step(
+        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+    ) -> ScoreItem:
+        """``item`` at the trainer's ``step``, written by ``policy_version`` (``TakesStep``:
+        a job's), unless it carries its own ``trainer_step`` / ``policy_version``."""
+        if not isinstance(item, GatewayItem):
             return item
-        return item.model_copy(update={"trainer_step": step})
+        update: dict[str, Any] = {}
+        if step is not None and item.trainer_step is None:
+            update["trainer_step"] = step
+        if policy_version is not None and item.policy_version is None:
+            update["policy_version"] = policy_version
+        return item.model_copy(update=update) if update else item
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch; one outcome per item, in request order. Where a queue is attached
-        (:meth:`attach_queue`: the gateway's worker, scoring jobs), the batch is then audited
-        and its hack signatures counted, each item windowed by its ``trainer_step`` (the
-        job's ``step``), or by time without one."""
-        outcomes = await self.score_outcomes(items)
+        (:meth:`attach_queue`: the gateway's worker, scoring jobs), an item whose spec has
+        spent its budget is answered ``budget_spent`` unscored (``tribunal.gateway.budget``),
+        and the rest is then audited and its hack signatures counted, each item windowed by
+        its ``trainer_step`` (the job's ``step``), or by time without one."""
+        refused: list[ItemOutcome | None] = (
+            [None] * len(items)
+            if self._queue is None
+            else await self._spent_items(self._queue, items)
+        )
+        kept = [item for item, error in zip(items, refused, strict=True) if error is None]
+        answered = await self.score_outcomes(kept)
         if self._audits_jobs and self.auditor is not None:
-            self.auditor.after(items, outcomes, step=None)
-        return outcomes
+            self.auditor.after(kept, answered, step=None)
+        scored = iter(answered)
+        return [next(scored) if error is None else error for error in refused]
+
+    async def _spent_items(
+        self, queue: JobQueue, items: Sequence[ScoreItem]
+    ) -> list[ItemOutcome | None]:
+        """Per item: the ``budget_spent`` outcome when its spec has spent its budget
+        (``tribunal.gateway.budget``), else None (scored)."""
+        names = [getattr(item, "spec", None) for item in items]
+        spent = await spent_specs(queue, self.specs, (n for n in names if n is not None))
+        out: list[ItemOutcome | None] = []
+        for name in names:
+            budget = None if name not in spent else self.specs[name].spec.budget_usd
+            if name is None or budget is None:
+                out.append(None)
+                continue
+            out.append(ItemOutcome.failed(budget_error(name, spent[name], budget, "spec")))
+        return out
 
     async def score_outcomes(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
         """Score a batch, one outcome per item, never audited (what an auditor scores with:
@@ -335,10 +369,12 @@ class GatewayVerifier:
 
     def attach_queue(self, queue: JobQueue, timeout_s: float) -> None:
         """Audit the jobs this process scores (the worker calls it once started), with the
-        audit store beside ``queue`` and its counters in the queue's stats."""
+        audit store beside ``queue`` and its counters in the queue's stats, and refuse the
+        items of specs whose budget those stats say is spent."""
         from tribunal.gateway.audit import build_audit_store
 
         self._audits_jobs = True
+        self._queue = queue
         if self.auditor is None:
             self.auditor = Auditor(
                 self, build_audit_store(queue), timeout_s=timeout_s, stats_sink=queue.incr_stats

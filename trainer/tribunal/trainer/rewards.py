@@ -65,11 +65,16 @@ class RewardSource(Protocol):
     retry_backoff_s: float
 
     async def score(
-        self, items: list[dict[str, Any]], key: str, step: int | None
+        self,
+        items: list[dict[str, Any]],
+        key: str,
+        step: int | None,
+        policy_version: str | None = None,
     ) -> list[ItemReward]:
         """Return one :class:`ItemReward` per item, in order; ``step`` is the training step
         of the group (the gateway windows its audits and hack signatures by it), None for
-        an evaluation.
+        an evaluation; ``policy_version`` the policy that wrote it (recorded with its
+        audits), None for an evaluation.
 
         Raises:
             RewardFailure: the service could not be reached or answered an error.
@@ -150,20 +155,29 @@ class JobsRewardSource:
         ]
 
     async def score(
-        self, items: list[dict[str, Any]], key: str, step: int | None
+        self,
+        items: list[dict[str, Any]],
+        key: str,
+        step: int | None,
+        policy_version: str | None = None,
     ) -> list[ItemReward]:
         """Submit the items as one job and long-poll its results. The gateway's job carries
-        ``step``: its audits and hack signatures are windowed by the trainer's steps (a
-        verifier's job has no such field; an evaluation sends none).
+        ``step`` and ``policy_version``: its audits and hack signatures are windowed by the
+        trainer's steps, and each audit records the policy (a verifier's job has no such
+        field; an evaluation sends neither).
 
         Raises:
             RewardFailure: ``transport`` (no answer), ``timeout`` (not done in
                 ``timeout_s``), or the service's error code (``queue_full``, ``http_500``...).
         """
-        at = step if self.config.verifier == "gateway" else None
+        gateway = self.config.verifier == "gateway"
         try:
             job_id = await self._client.submit(
-                self.config.verifier, items, idempotency_key=key, step=at
+                self.config.verifier,
+                items,
+                idempotency_key=key,
+                step=step if gateway else None,
+                policy_version=policy_version if gateway else None,
             )
             results = await self._client.wait(job_id, timeout_s=self.timeout_s)
         except JobTimeout as exc:
@@ -203,7 +217,12 @@ class GroupScores:
 
 
 async def _score_source(
-    source: RewardSource, group: RolloutGroup, key: str, policy: FailurePolicy, step: int | None
+    source: RewardSource,
+    group: RolloutGroup,
+    key: str,
+    policy: FailurePolicy,
+    step: int | None,
+    policy_version: str | None,
 ) -> tuple[list[ItemReward] | None, Counter[str], Counter[str], int]:
     """One source's results for a group, under the policy: (results or None if failed,
     item errors, failures, retries)."""
@@ -217,7 +236,7 @@ async def _score_source(
             await asyncio.sleep(source.retry_backoff_s * 2 ** (attempt - 1))
         try:
             results = await asyncio.wait_for(
-                source.score(items, f"{key}-{source.name}-a{attempt}", step),
+                source.score(items, f"{key}-{source.name}-a{attempt}", step, policy_version),
                 source.timeout_s,
             )
         except (TimeoutError, RewardFailure) as exc:
@@ -247,17 +266,22 @@ async def score_group(
     policy: FailurePolicy,
     *,
     step: int | None = None,
+    policy_version: str | None = None,
 ) -> GroupScores:
     """Score one group with every source concurrently and combine: Σ weight · reward.
 
     A completion unscorable by any source is NaN; a source that failed drops the group.
     ``step`` is the training step sent with the group (``RewardScheduler`` sends its
     ``group.step``); None, an evaluation's, keeps it out of training's windows.
+    ``policy_version`` names the policy that wrote the group (``RewardScheduler``:
+    ``<run_id>@<step>``), recorded with its audits.
 
     Raises:
         RewardFailure: the policy is ``stop`` and a source failed.
     """
-    outcomes = await asyncio.gather(*(_score_source(s, group, key, policy, step) for s in sources))
+    outcomes = await asyncio.gather(
+        *(_score_source(s, group, key, policy, step, policy_version) for s in sources)
+    )
     size = len(group.completions)
     scores = GroupScores(rewards=[0.0] * size)
     for source, (results, item_errors, failures, retries) in zip(sources, outcomes, strict=True):
@@ -302,7 +326,13 @@ class RewardScheduler:
     def submit(self, group: RolloutGroup) -> concurrent.futures.Future[GroupScores]:
         """Start scoring ``group`` now; the future holds its :class:`GroupScores`."""
         key = f"{self.run_id}-s{group.step}-g{group.index}"
-        return self._run(score_group(self.sources, group, key, self.policy, step=group.step))
+        # On-policy: the group was written by the policy of its step, in this run.
+        version = f"{self.run_id}@{group.step}"
+        return self._run(
+            score_group(
+                self.sources, group, key, self.policy, step=group.step, policy_version=version
+            )
+        )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)

@@ -42,13 +42,17 @@ def jobs_router(job_body: Any, state_model: type[JobState] = JobState) -> APIRou
     ) -> JobCreated:
         """Queue a batch and return its ``job_id`` at once. ``items`` have the schema of the
         named verifier's score request; an invalid item gets a ``bad_input`` result. The
-        gateway's job may carry the trainer's ``step``."""
+        gateway's job may carry the trainer's ``step`` and ``policy_version``."""
         service = runtime.services[body.verifier]
         items = body.items
         step = getattr(body, "step", None)
+        version = getattr(body, "policy_version", None)
         verifier = service.verifier
-        if step is not None and isinstance(verifier, TakesStep):
-            items = [i if isinstance(i, InvalidItem) else verifier.at_step(i, step) for i in items]
+        if (step is not None or version is not None) and isinstance(verifier, TakesStep):
+            items = [
+                i if isinstance(i, InvalidItem) else verifier.at_step(i, step, version)
+                for i in items
+            ]
         submitted = await service.submit(
             items, body.idempotency_key, use_cache=wants_cache(cache_control)
         )

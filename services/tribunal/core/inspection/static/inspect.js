@@ -206,12 +206,12 @@ async function loadMonitor() {
     }
     card.append(el("h3", {}, "items driving the gap"), spec.items.length
       ? el("table", { class: "driving" },
-        el("thead", {}, el("tr", {}, ...["id", "group", "step", "training", "audit"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ...["id", "group", "step", "policy", "training", "audit"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ...spec.items.map((i) => {
           const link = el("a", { class: "item-link", href: itemHref("gateway", i.id) }, i.id);
           link.addEventListener("click", (event) => { event.preventDefault(); openItem("gateway", i.id); });
           return el("tr", {}, el("td", {}, link), el("td", {}, i.group), el("td", {}, i.step === null ? "—" : i.step),
-            el("td", {}, num(i.reward)), el("td", {}, num(i.audit_reward)));
+            el("td", {}, i.policy_version ?? "—"), el("td", {}, num(i.reward)), el("td", {}, num(i.audit_reward)));
         })))
       : el("p", {}, "none: no audited item was paid more in training than by its auditor"));
     return card;
