@@ -52,7 +52,6 @@ async def main(url, key, broken_url):
         )
         await env.reset(split="gsm8k_test", index=0)  # a new episode on the same connection
         report["wrong"] = outcome(await env.step({"tool": "submit", "arguments": {"answer": "17"}}))
-<<<<<<< HEAD
         # A per-step (trajectory) reward, checked against OpenEnv's own trajectory rubric.
         options = {"gamma": 0.5, "intermediate_reward": 0.25}
         await env.reset(split="gsm8k_test", index=0, trajectory=options)
@@ -71,11 +70,9 @@ async def main(url, key, broken_url):
         report["bad_trajectory"] = await attempt(
             env, env.reset(split="gsm8k_test", index=0, trajectory={"gamma": 2})
         )
-=======
         await env.reset(split="gsm8k_test", index=0)
         tower = {"tool": "submit", "arguments": {"answer": "9^{9^{9^{9^{9}}}}"}}
         report["tower"] = outcome(await env.step(tower))
->>>>>>> items36
     async with GenericEnvClient(base_url=f"{broken_url}/openenv/math") as env:
         await env.reset(split="gsm8k_test", index=0)
         report["broken"] = await attempt(

@@ -62,18 +62,6 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     # The message's output_text is graded; the reasoning item's \boxed{17} is not.
     assert report["math"] == [1.0, 0.0]
     assert report["code"] == 1.0
-<<<<<<< HEAD
-    assert report["no_answer"][0] == 422 and "expected_answer" in report["no_answer"][1]
-    # /reverify_mode as newer NeMo Gym's `gym eval reverify` reads it: both verifiers are
-    # declared stateless for `tribunal rescore`, so re-verifying is safe.
-    assert report["reverify"] == {"math": "stateless", "code": "stateless"}
-    [curl] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "reverify_mode" in b]
-    command, expected = curl.replace("http://127.0.0.1:8105", stack.url).splitlines()
-    answer = subprocess.run(
-        command.replace("<key>", KEY), shell=True, capture_output=True, text=True
-    )
-    assert answer.stdout == expected.removeprefix("# ")
-=======
     # A sample that cannot be graded is NeMo Gym's 200 with the failed reward (0.0, the
     # verifiers' lowest) and the error under `tribunal`, never an error status (NeMo Gym's
     # agents raise on one, and rollout collection stops).
@@ -87,8 +75,15 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     unparseable = failed["unparseable"]["tribunal"]["error"]
     assert unparseable["code"] == "bad_input" and unparseable["field"] == "ground_truth"
     assert "no parseable math answer" in unparseable["message"]
-    assert report["reverify"] == {"mode": "deterministic"}
->>>>>>> items36
+    # /reverify_mode as newer NeMo Gym's `gym eval reverify` reads it: both verifiers are
+    # declared stateless for `tribunal rescore`, so re-verifying is safe.
+    assert report["reverify"] == {"math": "stateless", "code": "stateless"}
+    [curl] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "reverify_mode" in b]
+    command, expected = curl.replace("http://127.0.0.1:8105", stack.url).splitlines()
+    answer = subprocess.run(
+        command.replace("<key>", KEY), shell=True, capture_output=True, text=True
+    )
+    assert answer.stdout == expected.removeprefix("# ")
     aggregate = report["aggregate"]
     assert aggregate["agent_metrics"]["mean/reward"] == pytest.approx(1 / 3)
     assert aggregate["agent_metrics"]["pass@k"] == 0.5

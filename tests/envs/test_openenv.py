@@ -55,7 +55,6 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     assert report["submit"]["reward"] == 1.0 and report["submit"]["done"]
     assert "episode_finished" in report["after"]["error"]
     assert report["wrong"]["reward"] == 0.0
-<<<<<<< HEAD
     # Per-step rewards: the intermediate reward, then the verifier's, and the discounted
     # credit of every step, each as OpenEnv's own trajectory rubric computes it.
     trajectory = report["trajectory"]
@@ -67,13 +66,11 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     assert report["trajectory_state"]["step_rewards"] == [0.25, 0.5, 1.0]
     bad = report["bad_trajectory"]["error"]
     assert "VALIDATION_ERROR" in bad and "trajectory.gamma" in bad
-=======
     # An answer the verifier cannot decide in time: an observation with the failed reward
     # (0.0) and the error in its metadata, never the error message the client raises.
     tower = report["tower"]
     assert tower["reward"] == 0.0 and tower["done"]
     assert tower["observation"]["metadata"]["error"]["code"] == "timeout"
->>>>>>> items36
     # A verifier that cannot be reached: the protocol's error, named, never a reward of 0.
     broken = report["broken"]["error"]
     assert "EXECUTION_ERROR" in broken and "backend_unavailable" in broken

@@ -13,15 +13,6 @@ response's ``output_text`` parts, joined, as ``math_with_judge`` reads it: the r
 and tool calls of the response are not. It answers the request back with ``reward`` and
 Tribunal's ``tribunal`` result (details, verifier version), NeMo Gym's ``BaseVerifyResponse``.
 
-<<<<<<< HEAD
-A verifier's failure is HTTP 502 naming the envelope's error class (NeMo Gym's client raises on
-it): never a reward of 0. ``/reverify_mode`` answers NeMo Gym's ``ReverifyMode`` as a bare JSON
-string (``gym eval reverify`` reads it as ``ReverifyMode(response_json)``): ``"stateless"`` for
-a verifier that ``tribunal rescore`` declares stateless (:data:`tribunal.gateway.rescore.REVERIFY`:
-the same inputs under the same version get the same reward, and the result names its version
-and configuration hash), ``"unsupported"`` for one declared stateful, ``"unknown"`` for one not
-declared; ``gym eval reverify`` refuses the last two without ``--force``.
-=======
 A sample that cannot be graded is answered 200, as NeMo Gym's own shape: ``reward`` is the
 failed reward (``tribunal.envs.environments.FAILED_REWARD``, 0.0: the verifiers' lowest, so
 that no failure is paid more than an answer) and ``tribunal.error`` says why (``code``,
@@ -36,10 +27,12 @@ allows extra fields keeps it in the rollout, and rollout collection sends it on 
 failure (a verifier down or full: no sample causes it, a retry may cure it) is still an error
 status: 502 naming the envelope's error class, never a reward of 0. A request NeMo Gym's
 models would refuse (no ``response`` or ``responses_create_params``) is 422, FastAPI's.
-``/reverify_mode`` answers ``{"mode": "deterministic"}``: both
-verifiers give the same reward for the same inputs under the same version (the result names
-its version and configuration hash), so re-verifying a stored rollout is safe and reproducible.
->>>>>>> items36
+``/reverify_mode`` answers NeMo Gym's ``ReverifyMode`` as a bare JSON
+string (``gym eval reverify`` reads it as ``ReverifyMode(response_json)``): ``"stateless"`` for
+a verifier that ``tribunal rescore`` declares stateless (:data:`tribunal.gateway.rescore.REVERIFY`:
+the same inputs under the same version get the same reward, and the result names its version
+and configuration hash), ``"unsupported"`` for one declared stateful, ``"unknown"`` for one not
+declared; ``gym eval reverify`` refuses the last two without ``--force``.
 """
 
 from __future__ import annotations
@@ -53,12 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tribunal.envs.environments import FAILED_REWARD, EpisodeError
 from tribunal.envs.ors import OrsServer
-<<<<<<< HEAD
 from tribunal.gateway.rescore import REVERIFY
-=======
 from tribunal.wire.envelope import ItemError
 from tribunal.wire.errors import BadInput
->>>>>>> items36
 
 router = APIRouter(prefix="/nemo_gym")
 
