@@ -50,6 +50,15 @@ async def main(url, key, broken_url):
         report["after"] = await attempt(
             env, env.step({"tool": "submit", "arguments": {"answer": "18"}})
         )
+        # Text the policy writes that the environment refuses (an answer over several lines):
+        # an observation, and the episode goes on to a paid answer, as on ORS. A mistyped
+        # argument (the action's shape) stays OpenEnv's VALIDATION_ERROR.
+        await env.reset(split="gsm8k_test", index=0)
+        report["retry"] = [
+            await attempt(env, env.step({"tool": "submit", "arguments": {"answer": answer}}))
+            for answer in ("16 - 7 = 9\n9 * 2 = 18", 18, "18")
+        ]
+        report["retry_state"] = await env.state()
         await env.reset(split="gsm8k_test", index=0)  # a new episode on the same connection
         report["wrong"] = outcome(await env.step({"tool": "submit", "arguments": {"answer": "17"}}))
         # A per-step (trajectory) reward, checked against OpenEnv's own trajectory rubric.
@@ -86,6 +95,19 @@ async def main(url, key, broken_url):
     action = {"tool": "submit", "arguments": {"code": program}, "split": "humaneval", "index": 2}
     step = requests.post(f"{url}/openenv/code/step", json={"action": action}, headers=headers)
     report["http_step"] = StepResponse.model_validate(step.json()).model_dump()
+    # Over HTTP: a refused answer, and a program longer than the code service takes.
+    report["http_refused"] = []
+    for env_name, action in (
+        ("math", {"tool": "submit", "arguments": {"answer": "9\n18"}, "split": "gsm8k_test"}),
+        ("code", {"tool": "submit", "arguments": {"code": "#" * 100_001}, "split": "humaneval"}),
+    ):
+        step = requests.post(
+            f"{url}/openenv/{env_name}/step",
+            json={"action": {**action, "index": 0}},
+            headers=headers,
+        )
+        answer = StepResponse.model_validate(step.json()).model_dump() if step.ok else step.text
+        report["http_refused"].append([step.status_code, answer])
     refused = requests.post(f"{url}/openenv/code/reset", json={})
     report["http_no_key"] = refused.status_code
     print(json.dumps(report))

@@ -55,6 +55,21 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     assert report["submit"]["reward"] == 1.0 and report["submit"]["done"]
     assert "episode_finished" in report["after"]["error"]
     assert report["wrong"]["reward"] == 0.0
+    # An answer over several lines: an observation (not done, no reward, the error named as
+    # ORS's reply names it), then the episode goes on: a mistyped argument is still OpenEnv's
+    # VALIDATION_ERROR, and the right answer is paid.
+    multiline, mistyped, right = report["retry"]
+    assert multiline["done"] is False and multiline["reward"] is None
+    assert multiline["observation"]["metadata"]["error"] == {
+        "code": "input_validation",
+        "message": "answer: one line, the final answer",
+        "retryable": False,
+        "field": "answer",
+    }
+    assert "Refused (input_validation" in multiline["observation"]["text"]
+    assert "VALIDATION_ERROR" in mistyped["error"] and "answer: a string" in mistyped["error"]
+    assert right["reward"] == 1.0 and right["done"]
+    assert report["retry_state"]["step_count"] == 2 and report["retry_state"]["done"]
     # Per-step rewards: the intermediate reward, then the verifier's, and the discounted
     # credit of every step, each as OpenEnv's own trajectory rubric computes it.
     trajectory = report["trajectory"]
@@ -77,3 +92,10 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     assert report["http_reset"]["observation"]["task"]["split"] == "humaneval"
     assert report["http_step"]["reward"] == 1.0 and report["http_step"]["done"]
     assert report["http_no_key"] == 401
+    # The same over HTTP, for the math answer and for a program longer than the code service
+    # takes: 200 and an observation, never 422.
+    for (status, step), field in zip(report["http_refused"], ("answer", "code"), strict=True):
+        assert status == 200, step
+        assert step["done"] is False and step["reward"] is None
+        error = step["observation"]["metadata"]["error"]
+        assert error["code"] == "input_validation" and error["field"] == field

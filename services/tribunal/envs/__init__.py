@@ -10,10 +10,11 @@ protocol answers in its own error form, never a reward of 0.
 
 from tribunal.envs.environments import (
     ENVIRONMENTS,
+    ContentRefused,
     EpisodeError,
     Step,
     ToolInputError,
     Verifiers,
 )
 
-__all__ = ["ENVIRONMENTS", "EpisodeError", "Step", "ToolInputError", "Verifiers"]
+__all__ = ["ENVIRONMENTS", "ContentRefused", "EpisodeError", "Step", "ToolInputError", "Verifiers"]

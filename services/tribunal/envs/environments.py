@@ -74,6 +74,24 @@ class ToolInputError(Exception):
         self.reason = reason
 
 
+class ContentRefused(ToolInputError):
+    """A well-formed tool call whose argument's *content* the environment refuses (a math
+    answer over several lines, an argument longer than the services take): text the policy
+    wrote, not the action's shape. The episode goes on and the agent may try again; ORS
+    answers it as any malformed call (``ok: false``, ``reason``), OpenEnv as an observation
+    (``observation.metadata.error``) rather than an error message, since ``openenv-core``'s
+    client raises on those and the rollout would end on the policy's text.
+
+    Attributes:
+        reason: ORS's reason (``input_validation``).
+        field: The argument refused (``answer``, ``code``).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__("input_validation", f"{field}: {message}")
+        self.field = field
+
+
 @dataclass(frozen=True)
 class Step:
     """What one tool call gives back.
@@ -261,7 +279,10 @@ class Episode:
         """Run tool ``name`` with ``arguments``.
 
         Raises:
-            ToolInputError: Unknown tool, a bad argument, or the episode already ended.
+            ToolInputError: Unknown tool, a missing or mistyped argument, or the episode
+                already ended.
+            ContentRefused: An argument's content refused (see the class); the episode goes
+                on.
             EpisodeError: A verifier or the interpreter failed.
         """
         if self.finished:
@@ -295,7 +316,7 @@ def _argument(arguments: Mapping[str, Any], name: str, schema: Mapping[str, Any]
     if not isinstance(value, str):
         raise ToolInputError("input_validation", f"{name}: a string is required")
     if len(value) > MAX_CODE_CHARS:
-        raise ToolInputError("input_validation", f"{name}: longer than {MAX_CODE_CHARS} chars")
+        raise ContentRefused(name, f"longer than {MAX_CODE_CHARS} chars")
     return value
 
 
@@ -340,12 +361,12 @@ class Environment:
         """The verifier's item for ``submitted`` (the ``submit`` tool's argument).
 
         Raises:
-            ToolInputError: The submission cannot be graded as declared (a multi-line math
-                answer).
+            ContentRefused: The submission cannot be graded as declared (a multi-line or
+                overlong math answer).
         """
         if self.verifier == "math":
             if "\n" in submitted or len(submitted) > MAX_ANSWER_CHARS:
-                raise ToolInputError("input_validation", "answer: one line, the final answer")
+                raise ContentRefused("answer", "one line, the final answer")
             return {
                 "id": task.id,
                 "response": f"Answer: {submitted}",

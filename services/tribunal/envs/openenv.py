@@ -18,8 +18,9 @@ A per-step (trajectory) reward, as OpenEnv's RFC 004 trajectory rubrics give it
 ``c`` (the rubric's ``forward`` before ``done``) and the last step's the verifier's ``R`` (its
 ``score_trajectory``); that step's ``metadata.step_rewards`` (and ``state``'s, once done) is the
 credit of each of the episode's ``T`` steps, ``R * g ** (T - 1 - t)`` for step ``t`` (its
-``compute_step_rewards``). Only steps that ran are steps: a refused or failed one is an error,
-not a step of the trajectory.
+``compute_step_rewards``). A step is an observation: a tool call, a submission, and a
+submission whose content was refused (below) are steps of the trajectory; an error message is
+not.
 
 With ``TRIBUNAL_API_KEY`` set, the key goes in a header (``X-API-Key`` or ``Authorization:
 Bearer``) or, since ``openenv-core``'s client sends no headers, in the path: the same routes are
@@ -28,13 +29,26 @@ served under ``/k/<key>/openenv/...``.
 A submission the verifier could not grade (an answer it cannot decide in time, a bad input of
 its own) is an observation like any other, ``done``: its ``reward`` is the failed reward
 (``tribunal.envs.environments.FAILED_REWARD``, or the refiner's spec's) and
-``observation.metadata.error`` says why (null on a graded step); over HTTP too, 200. Errors
-are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a malformed
-action (an unknown tool, a wrong argument, a call after ``submit``: the action's shape, which
-OpenEnv's own server refuses the same way) is ``VALIDATION_ERROR``; the infrastructure's
-failure (a verifier down or full) is ``EXECUTION_ERROR`` with the envelope's error class
-leading the message (``backend_unavailable: ...``), never a reward of 0 (the ``openenv-core``
-client raises it as ``RuntimeError``). Over HTTP they are 422 and 502.
+``observation.metadata.error`` says why (null on a graded step); over HTTP too, 200.
+
+Text the policy wrote that the environment refuses (an argument's content, not its shape: a
+math answer over several lines, an argument longer than the services take:
+:class:`tribunal.envs.environments.ContentRefused`) is an observation too, **not** ``done``:
+the agent may try again, as on ORS, whose ``ok: false`` reply keeps the episode going. Its
+``reward`` is null, OpenEnv's value of a step nothing graded (``Observation.reward``'s default,
+as a tool step's; with a per-step reward, the intermediate reward, as OpenEnv's rubric gives
+every step before ``done``): 0 would read as a graded wrong answer. Its
+``observation.metadata.error`` is ``{"code", "message", "retryable", "field"}``, ``code``
+ORS's ``reason`` (``input_validation``), ``message`` ORS's ``error`` (``answer: one line, the
+final answer``) and ``retryable`` false, as an item error's (the same text is refused again; a
+different one is the agent's next try); over HTTP too, 200.
+
+Errors are OpenEnv's error message ``{"type": "error", "data": {"message", "code"}}``: a
+malformed action (an unknown tool, a missing or mistyped argument, a call after ``submit``: the
+action's shape, which OpenEnv's own server refuses the same way) is ``VALIDATION_ERROR``;
+the infrastructure's failure (a verifier down or full) is ``EXECUTION_ERROR`` with the
+envelope's error class leading the message (``backend_unavailable: ...``), never a reward of 0
+(the ``openenv-core`` client raises it as ``RuntimeError``). Over HTTP they are 422 and 502.
 
 HTTP keeps no state between requests, as OpenEnv's own HTTP routes (a fresh environment per
 request): ``/step`` takes the task with the action (``{"action": {..., "split", "index"}}``)
@@ -54,6 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tribunal.core.middleware import key_matches, presented_key
 from tribunal.envs.environments import (
+    ContentRefused,
     Environment,
     Episode,
     EpisodeError,
@@ -145,7 +160,10 @@ class _OpenEnvEpisode:
     async def step(self, action: Action) -> dict[str, Any]:
         if self.episode is None:
             raise ToolInputError("input_validation", "reset first: no episode yet")
-        step: Step = await self.episode.call(action.tool, action.arguments)
+        try:
+            step: Step = await self.episode.call(action.tool, action.arguments)
+        except ContentRefused as exc:
+            step = refused(exc)
         self.step_count += 1
         metadata: dict[str, Any] = dict(step.metadata)
         reward = step.reward
@@ -171,6 +189,14 @@ class _OpenEnvEpisode:
     async def close(self) -> None:
         if self.episode is not None:
             await self.episode.close()
+
+
+def refused(exc: ContentRefused) -> Step:
+    """The observation of a tool call whose argument's content was refused: not finished,
+    no reward, ``metadata.error`` as an item error (``code`` ORS's ``reason``)."""
+    error = {"code": exc.reason, "message": str(exc), "retryable": False, "field": exc.field}
+    text = f"Refused ({exc.reason}: {exc}). The episode goes on; call the tool again."
+    return Step(text, None, False, {"error": error})
 
 
 def discounted(final: float, steps: int, gamma: float) -> list[float]:
