@@ -5,7 +5,7 @@
 2. Without a memory cgroup, local socket buffers raised to the host's maximum held over 1 GiB
    under a 256 MiB limit, counted by no rlimit. At the default size, queues of datagrams
    from closed senders and connections never accepted still held 528 MiB under 256 MiB (one
-   process) and 217 MiB on one listening socket.
+   process) and 222 MiB on one listening socket.
 5. In assert mode, names the test used but did not define (the prompt's helpers) were taken
    from the program, which could redefine them and was handed the expected values.
 6. The seccomp filter allowed calls that Docker's and podman's default profiles refuse and no
@@ -285,7 +285,7 @@ async def test_local_sockets_hold_no_more_than_the_memory_limit(
     held_mib, files = map(int, outcome.details["stdout"].split())
     assert 0 < held_mib <= 128 and files > 8, outcome.details["stdout"]
     # A listening socket kept every connection never accepted, up to somaxconn (4096), each
-    # holding its closed client's buffer: 1000 held 217 MiB on one file. A backlog past the
+    # holding its closed client's buffer: 1000 held 222 MiB on one file. A backlog past the
     # filter's bound is refused before a byte is held.
     pending = queues.model_copy(
         update={"code": textwrap.dedent(LISTEN_QUEUE.replace("CLIENTS", "1000"))}
