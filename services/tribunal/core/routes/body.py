@@ -16,7 +16,8 @@ against the route's body model, in the loop's default executor
 nothing to validate again:
 
 - a valid body: the validated model (pydantic returns an instance of the model as it is);
-- an invalid one: ``None``, which fails at once; the exception handler
+- an invalid one: a :class:`_Invalid` stand-in, which fails at once (no attribute, no item,
+  not None); the exception handler
   (``tribunal.core.app``) puts the body's own errors, kept by :func:`body_errors`, in place of
   that stand-in's. FastAPI's order is kept: the route's dependencies (the API key) run first,
   and errors of headers or query parameters come before the body's.
@@ -65,11 +66,18 @@ def body_errors(request: Request) -> BodyErrors | None:
     return found if isinstance(found, BodyErrors) else None
 
 
+class _Invalid:
+    """What FastAPI is handed for a body that failed off the loop: no model, dict, list or
+    None (an optional body would take None as valid), so its validation fails at once."""
+
+    __slots__ = ()
+
+
 def _parse_and_validate(data: bytes, field: Any) -> tuple[Any, BodyErrors | None]:
     value = loads(data)
     validated, errors = field.validate(value, {}, loc=_LOC)
     if errors:
-        return None, BodyErrors(errors=list(errors), body=value, size=len(data))
+        return _Invalid(), BodyErrors(errors=list(errors), body=value, size=len(data))
     return validated, None
 
 
