@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from tribunal.wire.jsonparse import loads, orjson_reads_exactly
+from tribunal.wire.jsonparse import _SLICE, loads, orjson_reads_exactly
 
 CASES = [
     b'{"t": 99999999999999999999}',  # what orjson alone reads as 1e+20
@@ -36,6 +36,15 @@ def test_orjson_alone_would_change_the_value() -> None:
     assert orjson.loads(CASES[0]) == {"t": 1e20}
     assert not orjson_reads_exactly(CASES[0])
     assert orjson_reads_exactly(b'{"n": 123456789012345678, "s": "x" }')  # 18 digits: exact
+
+
+@pytest.mark.parametrize("offset", range(-20, 2))
+def test_a_run_of_digits_across_a_slice_end_is_found(offset: int) -> None:
+    """The check walks a large body a slice at a time (issue 38): a run of 19 digits cut by
+    a slice's end is still found, and one of 18 is still no run."""
+    start = _SLICE + offset
+    assert not orjson_reads_exactly(b"[" + b" " * (start - 1) + b"9" * 19 + b"]")
+    assert orjson_reads_exactly(b"[" + b" " * (start - 1) + b"9" * 18 + b"]")
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b'{"a": }', b"[1,]", b"\xff\xfe\xfd"])

@@ -190,7 +190,7 @@ class _CallRole:
                 os.dup2(high_rep, 4)
                 os.closerange(5, 65536)
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                _set_limits(self.memory_mb, self.cpu_budget_s)
+                _set_limits(self.memory_mb, self.cpu_budget_s, self.driver.filter is not None)
                 self.driver.confine()
                 _worker_main(self.code, 3, 4)
             finally:

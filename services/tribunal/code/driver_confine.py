@@ -138,10 +138,43 @@ class _Filter:
             raise OSError("prctl(PR_SET_SECCOMP) failed")
 
 
-def _set_limits(memory_mb: int | None, cpu_s: float | None) -> None:
+def _read_int(path: str, default: int) -> int:
+    try:
+        with open(path, "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return default
+
+
+# The most kernel memory one open local socket can hold: a datagram socket's queue takes
+# max_dgram_qlen + 1 datagrams, each up to a sender's default buffer (senders closed after
+# sending still count, and the seccomp filter keeps every buffer at the default); a listening
+# socket takes as many pending connections (the filter refuses a larger backlog), each with
+# a closed client's buffer; a stream socket, one buffer. Read once per sandbox: the case
+# network namespaces are new, with the kernel's default queue length, as the sandbox's.
+SOCKET_BYTES = (_read_int("/proc/sys/net/unix/max_dgram_qlen", 10) + 1) * _read_int(
+    "/proc/sys/net/core/wmem_default", 212_992
+)
+
+MIN_OPEN_FILES = 32
+"""The fewest open files a program gets, whatever its memory limit (a language runtime opens
+a few; a small memory limit would otherwise leave it none)."""
+
+
+def _set_limits(memory_mb: int | None, cpu_s: float | None, filtered: bool) -> None:
     if memory_mb:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if memory_mb and filtered:
+        # Socket buffers are kernel memory that neither RLIMIT_AS nor (for local sockets) a
+        # memory cgroup counts: a process's open files, each holding at most SOCKET_BYTES
+        # (where the seccomp filter keeps buffers and backlogs at their bounds), stay
+        # within its memory limit (at least MIN_OPEN_FILES files); sockets in flight are
+        # bounded by the same RLIMIT_NOFILE per uid.
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        files = max(MIN_OPEN_FILES, limit // SOCKET_BYTES)
+        if soft == resource.RLIM_INFINITY or files < soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     if cpu_s:
         cpu = max(1, math.ceil(cpu_s))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))

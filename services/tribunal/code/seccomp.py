@@ -23,6 +23,8 @@ What each refusal stops:
   socket memory of TCP and UDP, not of ``AF_UNIX``); raised to the host's ``wmem_max`` (4 MiB
   here) they held over 1 GiB under a 256 MiB limit. Refused, each socket keeps the host's
   default (``net.core.wmem_default``, 208 KiB).
+* ``listen`` with a backlog over :data:`LISTEN_BACKLOG`: connections never accepted each hold
+  a closed client's buffer, up to ``somaxconn`` (4096) of them per listening socket.
 * ``bpf``, ``userfaultfd``, ``perf_event_open``, ``ptrace``, ``process_vm_readv``/``_writev``,
   ``kcmp``, ``pidfd_getfd``: kernel attack surface and reaching into other processes.
 * The rest of what Docker's and podman's default profiles refuse (``CONTAINER_DEFAULTS``):
@@ -41,9 +43,10 @@ lacks), so that a program sees an ordinary error, and its verdict is its own. Ca
 foreign architecture (32-bit entry points) kill the process (libseccomp's default).
 
 What a host without a memory cgroup still leaves to the kernel's memory: the default buffers
-of the local sockets a case's processes may hold (at most the processes times the open files,
-each ``wmem_default``: 64 x 256 x 208 KiB at the defaults), pipe buffers (bounded per uid by
-``fs.pipe-user-pages-soft``, 64 MiB) and page tables.
+of the local sockets a case's processes may hold (the driver gives each process as many open
+files as its memory limit pays for at ``driver_confine.SOCKET_BYTES`` each, so at most the
+memory limit per process, and as much again in flight per uid), pipe buffers (bounded per uid
+by ``fs.pipe-user-pages-soft``, 64 MiB) and page tables.
 """
 
 from __future__ import annotations
@@ -95,6 +98,13 @@ SOCKET_BUFFERS: tuple[int, ...] = (7, 8, 32, 33)
 """``SO_SNDBUF``, ``SO_RCVBUF``, ``SO_SNDBUFFORCE``, ``SO_RCVBUFFORCE`` (``asm-generic/socket.h``):
 ``setsockopt(SOL_SOCKET, ...)`` of each is refused (``EPERM``)."""
 
+LISTEN_BACKLOG: int = 10
+"""The largest ``listen`` backlog allowed (``EPERM`` above): a listening local socket keeps
+up to backlog + 1 connections that were never accepted, each holding what its client sent
+before closing (a buffer the client's file no longer counts); at the kernel's default
+``somaxconn`` (4096), one listening socket held 4097 buffers. At 10, it holds no more than a
+datagram socket's queue (``net.unix.max_dgram_qlen`` + 1, 11 in a new network namespace)."""
+
 PERSONAS: int = 0x0020008
 """The persona bits a program may set: ``PER_LINUX32`` (``0x8``) and ``UNAME26``
 (``0x20000``), the personas Docker's profile allows besides the default ``0``; a
@@ -144,6 +154,9 @@ def build_filter() -> bytes:
             seccomp.Arg(1, seccomp.EQ, socket.SOL_SOCKET),
             seccomp.Arg(2, seccomp.EQ, option),
         )
+    # The argument is an int: a negative backlog (read by the kernel as "the most") has its
+    # high bits set and is refused too.
+    rules.add_rule(refuse, "listen", seccomp.Arg(1, seccomp.GT, LISTEN_BACKLOG))
     # One rule per bit: libseccomp compares an argument once per rule, and rules are or-ed.
     for bit in range(32):
         if not PERSONAS >> bit & 1:

@@ -246,7 +246,7 @@ class _StdioRole:
                     self.driver.chan.burn()
                     namespaces.enter(status_w)
                 self.driver.enter_child(stdin_fd, out_w, err_w, self.binary_fd)
-                _set_limits(memory_mb, timeout_s + 1)
+                _set_limits(memory_mb, timeout_s + 1, self.driver.filter is not None)
                 target()
             finally:
                 os._exit(127)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tribunal.code.config import CodeConfig
+from tribunal.code.driver_confine import MIN_OPEN_FILES, SOCKET_BYTES
 from tribunal.code.extract import extract_program
 from tribunal.code.runner import Runner, classify_execution
 from tribunal.code.sandbox import SlotPool, build_driver_pyc
@@ -57,15 +58,6 @@ _DOCKER_HINT = (
 )
 
 
-def _wmem_default() -> int:
-    """The host's default send buffer of a socket (bytes; Linux's own default where unread)."""
-    try:
-        with open("/proc/sys/net/core/wmem_default") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return 212_992
-
-
 class _CodeBase:
     """What both code verifiers share: config, slot pool, runner, start-up checks."""
 
@@ -105,7 +97,6 @@ class _CodeBase:
 
     def _left_open(self, layers: dict[str, Any]) -> dict[str, str]:
         """What each layer this host lacks leaves open (``docs/code-sandbox.md``)."""
-        config = self.config
         open_: dict[str, str] = {}
         if layers["namespaces"] != "bwrap":
             open_["namespaces"] = (
@@ -124,16 +115,16 @@ class _CodeBase:
                 "naming one)"
             )
         if not layers["memory_cgroup"]:
-            # Each process may hold its open files' worth of sockets, and as many more may
-            # be in flight (the kernel bounds those by RLIMIT_NOFILE per uid); the filter keeps
-            # each at the host's default buffer.
-            sockets = (config.max_processes + 1) * config.max_open_files
-            buffer = _wmem_default()
+            # The driver gives each process as many open files as its memory limit pays for
+            # at the most one local socket can hold (SOCKET_BYTES, with the filter's backlog
+            # bound and the default buffers it keeps), and the kernel bounds the sockets in
+            # flight by the same RLIMIT_NOFILE per uid.
             open_["memory_cgroup"] = (
                 "kernel memory of a program's processes is counted by no limit: page tables, "
-                "pipe buffers (fs.pipe-user-pages-soft per slot uid) and the buffers of up to "
-                f"{sockets} local sockets (net.core.wmem_default each, {buffer >> 10} KiB "
-                f"here: {sockets * buffer / (1 << 30):.1f} GiB)"
+                "pipe buffers (fs.pipe-user-pages-soft per slot uid) and local socket "
+                "buffers, up to the memory limit per process and as much again in flight "
+                f"(open files: the memory limit / {SOCKET_BYTES >> 10} KiB, at least "
+                f"{MIN_OPEN_FILES}), as the address space is bounded per process"
                 if layers["seccomp"]
                 else "kernel memory of a program's processes is counted by no limit"
             )

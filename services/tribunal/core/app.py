@@ -26,6 +26,7 @@ from tribunal.core.inspection.routes import inspect_router
 from tribunal.core.inspection.store import InspectRecorder, build_inspect_store, recorder_for
 from tribunal.core.metrics import Metrics
 from tribunal.core.middleware import BodyLimitMiddleware
+from tribunal.core.offload import off_loop_if_large
 from tribunal.core.queue.base import JobQueue
 from tribunal.core.queue.factory import build_cache, build_queue
 from tribunal.core.request_models import (
@@ -35,6 +36,7 @@ from tribunal.core.request_models import (
     score_response_type,
 )
 from tribunal.core.routes import health, jobs
+from tribunal.core.routes.body import body_errors
 from tribunal.core.routes.score import score_router
 from tribunal.core.scoring import ScoringService
 from tribunal.core.service import ServiceSpec
@@ -311,15 +313,23 @@ def _add_error_handlers(app: FastAPI, tags: set[str]) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         _count_error(request, "bad_input")
-        first = exc.errors()[0]
+        errors, body = list(exc.errors()), exc.body
+        large = body_errors(request)
+        if large is not None:
+            # The body was validated off the loop; FastAPI's errors of it are a stand-in's.
+            errors = [e for e in errors if tuple(e.get("loc", ()))[:1] != ("body",)]
+            errors, body = errors + large.errors, large.body
+        first = errors[0]
         if first.get("type") == "json_invalid":
             return _error_response(422, "bad_input", _json_error(exc, first), "body", False)
         field = _validation_field(request, first.get("loc", ()), tags)
         msg = str(first.get("msg"))
         # Text that is not Unicode in a request's own key or tag fails as something else (a
         # missing tag, a tag that matches none, a body that is no string) naming no field:
-        # the surrogate is the cause, and its path the field.
-        surrogate = lone_surrogate(exc.body)
+        # the surrogate is the cause, and its path the field. The search walks the whole
+        # body: off the loop where the body is large.
+        size = large.size if large is not None else int(request.headers.get("content-length") or 0)
+        surrogate = await off_loop_if_large(size, lone_surrogate, body)
         if surrogate:
             field = ".".join(printable(str(part)) for part in surrogate)
             msg = SURROGATE_MESSAGE
