@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The trainers whose own code the integration tests run (verl, OpenRLHF), each installed as its
-# users install it: its own declared dependency ranges, resolved into a hashed lock of its own
-# (requirements/trainer-envs/<trainer>.txt), in a venv of its own (.venv-<trainer>), with only
-# tribunal-client (client/) added, as docs/integrations.md installs it. Their pins cannot share
-# the main lock (transformers: OpenRLHF 0.11.2 pins ==5.15.0, verl 0.9.1 wants <5.11; verl's
-# Hydra needs the ANTLR 4.9 runtime, the math verifier's math-verify 4.13).
+# The trainers whose own code the integration tests run (verl, OpenRLHF, TRL with its openreward
+# extra), each installed as its users install it: its own declared dependency ranges, resolved
+# into a hashed lock of its own (requirements/trainer-envs/<trainer>.txt), in a venv of its own
+# (.venv-<trainer>), with only tribunal-client (client/) added where it uses it, as
+# docs/integrations.md installs it. Their pins cannot share the main lock (transformers: OpenRLHF
+# 0.11.2 pins ==5.15.0, verl 0.9.1 wants <5.11; verl's Hydra needs the ANTLR 4.9 runtime, the
+# math verifier's math-verify 4.13; trl[openreward]'s openreward 0.1.167 pins
+# sse-starlette==2.3.6, the main lock's mcp needs >=3).
 #
 #   scripts/trainer_envs.sh lock verl    compile <trainer>.in into <trainer>.txt (hashes)
 #   scripts/trainer_envs.sh venv verl    build .venv-<trainer> from the lock, once: a venv whose
