@@ -61,13 +61,15 @@ protocol-envs:
 
 # The trainers whose own code the integration tests run, each installed as its users install it
 # (its own declared dependency ranges, from requirements/trainer-envs/<trainer>.txt, a hashed
-# lock of its own; torch from TORCH_INDEX) with only tribunal-client (client/) added:
-# .venv-verl and .venv-openrlhf (scripts/trainer_envs.sh; built once, kept while the lock,
+# lock of its own; torch from TORCH_INDEX) with only tribunal-client (client/) added where it uses
+# it: .venv-verl, .venv-openrlhf and .venv-trl (TRL with its openreward extra, no client)
+# (scripts/trainer_envs.sh; built once, kept while the lock,
 # torch's pin and client/pyproject.toml are unchanged). `scripts/trainer_envs.sh lock TRAINER`
 # recompiles a lock.
 trainer-envs:
 	PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX) scripts/trainer_envs.sh venv verl
 	PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX) scripts/trainer_envs.sh venv openrlhf
+	PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX) scripts/trainer_envs.sh venv trl
 
 # The public data sets the docs, the tutorial, the benchmarks and the tests read, into
 # TRIBUNAL_DATA_DIR (default ../shared/data): `tribunal data fetch`, from each one's public source

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The trainers whose own code the integration tests run (verl, OpenRLHF), each installed as its
-# users install it: its own declared dependency ranges, resolved into a hashed lock of its own
-# (requirements/trainer-envs/<trainer>.txt), in a venv of its own (.venv-<trainer>), with only
-# tribunal-client (client/) added, as docs/integrations.md installs it. Their pins cannot share
-# the main lock (transformers: OpenRLHF 0.11.2 pins ==5.15.0, verl 0.9.1 wants <5.11; verl's
-# Hydra needs the ANTLR 4.9 runtime, the math verifier's math-verify 4.13).
+# The trainers whose own code the integration tests run (verl, OpenRLHF, TRL with its openreward
+# extra), each installed as its users install it: its own declared dependency ranges, resolved
+# into a hashed lock of its own (requirements/trainer-envs/<trainer>.txt), in a venv of its own
+# (.venv-<trainer>), with only tribunal-client (client/) added where it uses it, as
+# docs/integrations.md installs it. Their pins cannot share the main lock (transformers: OpenRLHF
+# 0.11.2 pins ==5.15.0, verl 0.9.1 wants <5.11; verl's Hydra needs the ANTLR 4.9 runtime, the
+# math verifier's math-verify 4.13; trl[openreward]'s openreward 0.1.167 pins
+# sse-starlette==2.3.6, the main lock's mcp needs >=3).
 #
 #   scripts/trainer_envs.sh lock verl    compile <trainer>.in into <trainer>.txt (hashes)
 #   scripts/trainer_envs.sh venv verl    build .venv-<trainer> from the lock, once: a venv whose
@@ -14,7 +16,8 @@
 # - torch, from TORCH_INDEX at requirements/torch.txt's version, as the main venv takes it (the
 #   lock is compiled against that pin, then its block is taken out);
 # - tribunal-client, this repository's client/, installed editable without its dependencies
-#   (they are in the lock: the compile sees the client's wheel);
+#   (they are in the lock: the compile sees the client's wheel), where <trainer>.in names it
+#   (trl's does not: its adapter talks to Tribunal with the openreward SDK alone);
 # - the packages a <trainer>.in names on a `# left out: NAME==VERSION: why` line, which cannot
 #   install without a GPU: the compile sees an empty stand-in wheel of that name and version
 #   (so the rest resolves as the trainer declares it), and the stand-in's block is taken out.
@@ -59,7 +62,8 @@ PY
       --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url \
       --no-emit-find-links --find-links "$wheels" -c requirements/torch.txt -o "$lock" "$in"
     # torch's, tribunal-client's and the stand-ins' blocks (pin, hashes, `# via` lines) leave it.
-    "$tool/bin/python" - "$lock" torch tribunal-client $left_out <<'PY'
+    client=$(grep -qx tribunal-client "$in" && echo tribunal-client || true)
+    "$tool/bin/python" - "$lock" torch $client $left_out <<'PY'
 import re
 import sys
 from pathlib import Path
@@ -88,7 +92,9 @@ PY
     "$venv/bin/pip" install "${pip[@]}" --require-hashes --no-deps -r "$lock"
     "$venv/bin/pip" install "${pip[@]}" --no-deps --index-url "$torch_index" -r requirements/torch.txt
     # The lock holds the client's build backend (setuptools): no build isolation, nothing fetched.
-    "$venv/bin/pip" install "${pip[@]}" --no-deps --no-build-isolation -e client
+    if grep -qx tribunal-client "$in"; then
+      "$venv/bin/pip" install "${pip[@]}" --no-deps --no-build-isolation -e client
+    fi
     echo "$stamp" >"$venv/inputs.sha256"
     ;;
   *)

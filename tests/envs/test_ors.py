@@ -38,7 +38,9 @@ def test_the_openreward_client_runs_math_and_code_episodes(
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The example of docs/integrations.md, as written, in the client's own venv.
     page = (ROOT / "docs" / "integrations.md").read_text()
-    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "openreward" in b]
+    [example] = [
+        b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "from openreward import" in b
+    ]
     example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
     ran = subprocess.run(
         [str(openreward_python), "-c", example], capture_output=True, text=True, timeout=300

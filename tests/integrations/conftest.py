@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 
 
 def trainer_python(name: str) -> Path:
-    """The python of ``.venv-<name>`` (``verl``, ``openrlhf``), built from its lock once
+    """The python of ``.venv-<name>`` (``verl``, ``openrlhf``, ``trl``), built from its lock once
     (``make trainer-envs`` builds it too; a venv whose stamp matches its inputs is kept)."""
     subprocess.run([str(ROOT / "scripts" / "trainer_envs.sh"), "venv", name], check=True)
     return ROOT / f".venv-{name}" / "bin" / "python"

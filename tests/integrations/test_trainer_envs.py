@@ -79,3 +79,23 @@ def test_a_trainers_environment_is_its_own_with_the_client_distribution(
             assert found, line
             missing.add(found[1])
     assert missing == left_out, report["check"]
+
+
+def test_trls_environment_is_trl_with_its_openreward_extra_and_nothing_of_tribunal(
+    tmp_path: Path,
+) -> None:
+    """.venv-trl (tests/envs/test_trl_ors.py) is ``pip install trl[openreward]==1.16.0`` with
+    torch: the extra's openreward and TRL's own ranges met, no tribunal distribution at all (the
+    adapter talks to Tribunal with the openreward SDK alone)."""
+    python = trainer_python("trl")
+    done = subprocess.run(
+        [str(python), "-c", REPORT, "trl"], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    report = json.loads(done.stdout)
+    dists = report["dists"]
+    assert dists["trl"] == "1.16.0" and "openreward" in dists and "torch" in dists
+    assert not {"tribunal-client", "tribunal-rl"} & set(dists)
+    requires = [Requirement(r) for r in report["requires"]]
+    [extra] = [r for r in requires if r.marker and r.marker.evaluate({"extra": "openreward"})]
+    assert extra.name == "openreward" and extra.specifier.contains(dists["openreward"])
+    assert report["check"] == ["No broken requirements found."]
