@@ -202,6 +202,7 @@ OTHER_ENVIRONMENTS = frozenset(
         "envs/test_openenv.py",
         "envs/test_ors.py",
         "envs/test_rubrics.py",
+        "envs/test_trl_ors.py",
         "integrations/test_openrlhf.py",
         "integrations/test_trainer_envs.py",
         "integrations/test_verl.py",
