@@ -6,8 +6,9 @@ an API key) in front of the four verifiers as real processes on the embedded que
 judge model is the scripted OpenAI-compatible server (vLLM needs a GPU this machine does not
 have). The test scores items through the gateway, then reads them on the page: ids, rewards,
 the error of a failed item, the filters, a citation item's highlighted claims, a judge
-item's reasons, a spec's formula, the groups and the charts; and a hostile response and id
-are shown as text. A screenshot of each view is saved under the test's tmp dir.
+item's reasons, a spec's formula, the groups and the charts, the monitor view (audit gap,
+hack signatures and judge cost per step window, as the API answers them); and a hostile
+response and id are shown as text. A screenshot of each view is saved under the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -598,7 +599,8 @@ def _page_shows_signatures(browser: WebDriver, report: dict[str, dict[str, Any]]
         assert charted["mean length, characters (by window)"][1] == [
             [w["length"] for w in spec["windows"]]
         ]
-        assert spend.startswith(f"spent ${spec['cost_usd']:.6f}".rstrip("0").rstrip("."))
+        spent = re.match(r"spent (\$[0-9.]+) in all; ", spend)
+        assert spent and _close(spent[1], spec["cost_usd"], 6), (name, spend)
     judged = report["judged"]
     assert [w["window"] for w in judged["windows"]] == ["step:0", "step:10"]
     costs = [w["cost_usd"] for w in judged["windows"]]
