@@ -242,11 +242,26 @@ async def test_the_page_and_its_data_need_the_api_key(
     inspected: httpx.AsyncClient, authorization: str | None, status: int
 ) -> None:
     headers = {"authorization": authorization or ""}
-    for path in ("/inspect", "/inspect/api/items", "/inspect/static/inspect.js"):
+    for path in (
+        "/inspect",
+        "/inspect/api/items",
+        "/inspect/api/signatures",
+        "/inspect/static/inspect.js",
+    ):
         answer = await inspected.get(path, headers=headers)
         assert answer.status_code == status, path
         if status == 401:
             assert 'Basic realm="Tribunal inspector"' in answer.headers.get_list("www-authenticate")
+
+
+async def test_the_monitor_data_is_empty_where_nothing_audits(
+    inspected: httpx.AsyncClient,
+) -> None:
+    # Only the gateway audits and counts hack signatures (tests/e2e/test_inspect_browser.py
+    # reads its monitor view); another service's page says so instead of failing.
+    for path in ("/inspect/api/audits", "/inspect/api/signatures"):
+        answer = await inspected.get(path)
+        assert answer.status_code == 200 and answer.json() == {"specs": []}, path
 
 
 async def test_only_the_page_asks_a_browser_for_basic_credentials(

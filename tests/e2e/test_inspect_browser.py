@@ -6,12 +6,14 @@ an API key) in front of the four verifiers as real processes on the embedded que
 judge model is the scripted OpenAI-compatible server (vLLM needs a GPU this machine does not
 have). The test scores items through the gateway, then reads them on the page: ids, rewards,
 the error of a failed item, the filters, a citation item's highlighted claims, a judge
-item's reasons, a spec's formula, the groups and the charts; and a hostile response and id
-are shown as text. A screenshot of each view is saved under the test's tmp dir.
+item's reasons, a spec's formula, the groups and the charts, the monitor view (audit gap,
+hack signatures and judge cost per step window, as the API answers them); and a hostile
+response and id are shown as text. A screenshot of each view is saved under the test's tmp dir.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -74,13 +76,19 @@ class Stack:
 
 
 def _audited_spec(tmp: Path) -> Path:
-    """A spec reading answers leniently, audited (every group) by the strict ``rloo_math``."""
+    """A spec reading answers leniently, audited (every group) by the strict ``rloo_math``;
+    and a judged spec with a budget (the judge is priced), not audited."""
     specs = tmp / "specs"
     specs.mkdir()
     (specs / "lenient_math.yaml").write_text(
         "name: lenient_math\nversion: '1'\ncomponents:\n  math:\n    verifier: math\n"
         "    inputs:\n      response: response\n      ground_truth: ground_truth\n"
         "      options: {value: {answer_format: lenient}}\naudit: {spec: rloo_math, rate: 1.0}\n"
+    )
+    (specs / "judged.yaml").write_text(
+        "name: judged\nversion: '1'\nbudget_usd: 5.0\ncomponents:\n  judge:\n"
+        "    verifier: judge\n"
+        "    inputs: {question: question, response: response, rubrics: {value: [{text: ok}]}}\n"
     )
     return specs
 
@@ -95,7 +103,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
     urls = {n: f"http://127.0.0.1:{free_port()}" for n in ("math", "code", "judge", "citation")}
     gateway = f"http://127.0.0.1:{free_port()}"
     memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
-    judge_env = {"TRIBUNAL_JUDGE_BASE_URL": judge.base_url, "TRIBUNAL_JUDGE_MODEL": "fake-judge"}
+    judge_env = {
+        "TRIBUNAL_JUDGE_BASE_URL": judge.base_url,
+        "TRIBUNAL_JUDGE_MODEL": "fake-judge",
+        "TRIBUNAL_JUDGE_PRICE": '{"prompt": 10, "completion": 10}',
+    }
     gateway_env = {
         "TRIBUNAL_QUEUE": "redis",
         "TRIBUNAL_REDIS_URL": redis_server.url,
@@ -478,6 +490,21 @@ def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
         timeout=120,
     )
     assert [r["reward"] for r in answer.json()["results"]] == [1.0] * 4, answer.text
+    # A priced judge's spec at steps 3 and 12: two windows of signatures and cost.
+    for step, response in ((3, "ok"), (12, "ok ok ok ok ok ok ok ok")):
+        judged = [
+            {"id": f"jdg-{step}-{k}", "group_id": f"jdg-{step}", "spec": "judged",
+             "question": "q?", "response": response}
+            for k in range(3)
+        ]  # fmt: skip
+        answer = httpx.post(
+            f"{stack.gateway}/v1/score",
+            json={"items": judged, "step": step},
+            headers={"Authorization": f"Bearer {KEY}"},
+            timeout=120,
+        )
+        assert all(r["error"] is None for r in answer.json()["results"]), answer.text
+    signatures = _signatures(stack.gateway)
     browser.get(f"{stack.gateway}/inspect?view=monitor")
     rows_js = (
         "const card = document.querySelector('.card[data-spec=lenient_math]');"
@@ -490,8 +517,98 @@ def test_the_monitor_view_shows_the_audit_gap_and_opens_its_items(
         browser, lambda d: (r := d.execute_script(rows_js)) and r[0] and r, "the audited spec"
     )
     assert windows == [["step:0", "4", "1", "0.5", "0.5", "-0.066 to 1.066"]]
-    assert sorted(driving) == ["aud-1", "aud-3"] and canvases == 1
+    assert sorted(driving) == ["aud-1", "aud-3"] and canvases == 3  # audit, signatures, length
     assert policies == ["ckpt-3", "ckpt-3"]  # the batch's policy_version, per driving item
+    _page_shows_signatures(browser, signatures)
     browser.save_screenshot(str(tmp_path / "monitor.png"))
+    browser.execute_script("document.querySelector('.card[data-spec=judged]').scrollIntoView();")
+    browser.save_screenshot(str(tmp_path / "monitor-signatures.png"))
     browser.find_element(By.LINK_TEXT, "aud-1").click()
     _wait(browser, lambda d: d.find_element(By.ID, "detail-id").text == "aud-1", "the item view")
+
+
+def _signatures(gateway: str) -> dict[str, dict[str, Any]]:
+    """``GET /v1/signatures`` per spec, once it holds the monitor test's items (they are
+    counted after the answer, off the scoring path)."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    expected = {"lenient_math": {"step:0": 4}, "judged": {"step:0": 3, "step:10": 3}}
+    for _ in range(100):
+        specs = httpx.get(f"{gateway}/v1/signatures", headers=headers, timeout=10).json()["specs"]
+        report = {spec["spec"]: spec for spec in specs}
+        counts = {
+            name: {w["window"]: w["items"] for w in report[name]["windows"]}
+            for name in expected
+            if name in report
+        }
+        judged = report.get("judged", {})
+        spent = sum(w["cost_usd"] for w in judged.get("windows", []))
+        if counts == expected and judged["cost_usd"] == pytest.approx(spent, abs=1e-9):
+            return report
+        time.sleep(0.1)
+    raise AssertionError(f"the signatures never counted the monitor's items: {specs}")
+
+
+MONITOR_SIGNATURES_JS = """
+return [...document.querySelectorAll('#view-monitor .card')].map((card) => [
+  card.dataset.spec,
+  [...card.querySelectorAll('table.signatures thead th')].map((c) => c.textContent),
+  [...card.querySelectorAll('table.signatures tbody tr')].map((r) =>
+    [...r.cells].map((c) => c.textContent)),
+  (card.querySelector('p.spend') || {}).textContent,
+  charts.filter((c) => card.contains(c.root)).map((c) =>
+    [c.root.parentNode.dataset.chart, c.series.slice(1).map((s) => s.label), c.data.slice(1)]),
+]);
+"""
+
+
+def _close(text: str, value: float, digits: int) -> bool:
+    """Whether a cell the page wrote with ``digits`` decimals (``$`` for USD) reads ``value``."""
+    return abs(float(text.lstrip("$")) - value) <= 0.5 * 10**-digits + 1e-12
+
+
+def _page_shows_signatures(browser: WebDriver, report: dict[str, dict[str, Any]]) -> None:
+    """The Monitor view shows, per spec, what ``GET /v1/signatures`` answers: each window's
+    items, mean length and signatures (table and charts), its cost and the spec's spend
+    beside its budget."""
+    cards = _wait(
+        browser,
+        lambda d: (
+            (cards := {c[0]: c for c in d.execute_script(MONITOR_SIGNATURES_JS)})
+            and all(len(cards.get(n, [0, 0, []])[2]) == len(report[n]["windows"]) for n in report)
+            and cards
+        ),
+        "the signature tables of every spec",
+    )
+    assert {"lenient_math", "judged"} <= report.keys()
+    for name, spec in report.items():
+        _, head, rows, spend, drawn = cards[name]
+        shares = head[3:-2]
+        assert head[:3] == ["window", "items", "length"] and head[-2:] == ["cost", "unpriced"]
+        assert shares and all(s in spec["windows"][0] for s in shares), head
+        for row, window in zip(rows, spec["windows"], strict=True):
+            assert row[:2] == [window["window"], str(window["items"])], (name, row)
+            assert _close(row[2], window["length"], 1), (name, row)
+            for cell, share in zip(row[3:-2], shares, strict=True):
+                assert _close(cell, window[share], 3), (name, share, row)
+            assert _close(row[-2], window["cost_usd"], 6) and row[-1] == str(window["unpriced"])
+        charted = {title: (labels, data) for title, labels, data in drawn}
+        assert charted["signatures (by window)"] == (
+            shares,
+            [[w.get(s) for w in spec["windows"]] for s in shares],
+        )
+        assert charted["mean length, characters (by window)"][1] == [
+            [w["length"] for w in spec["windows"]]
+        ]
+        spent = re.match(r"spent (\$[0-9.]+) in all; ", spend)
+        assert spent and _close(spent[1], spec["cost_usd"], 6), (name, spend)
+    judged = report["judged"]
+    assert [w["window"] for w in judged["windows"]] == ["step:0", "step:10"]
+    costs = [w["cost_usd"] for w in judged["windows"]]
+    assert all(c > 0 for c in costs) and costs[1] > costs[0]  # the longer responses cost more
+    share = re.fullmatch(
+        r"spent \$[0-9.]+ in all; budget \$5 \(([0-9.]+)% spent\)", cards["judged"][3]
+    )
+    assert share and _close(share[1], 100 * judged["cost_usd"] / 5, 1), cards["judged"][3]
+    drawn = {title: data for title, _, data in cards["judged"][4]}
+    assert drawn["model cost, USD (by window)"] == [costs]
+    assert cards["lenient_math"][3] == "spent $0 in all; no budget"

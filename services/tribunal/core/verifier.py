@@ -211,10 +211,16 @@ class TakesStep(Protocol):
 class ReportsAudits(Protocol):
     """A verifier that audits what it scores: the inspector's monitor view shows its
     ``audit_report`` (per audited spec: training vs audit reward per window, the gap's
-    interval, the items driving it)."""
+    interval, the items driving it) and its ``signature_report`` (per spec: the hack
+    signatures and the model cost per window, the spend beside the budget)."""
 
     async def audit_report(self) -> list[dict[str, Any]]:
         """One report per audited spec."""
+        ...
+
+    async def signature_report(self, queue: JobQueue) -> list[dict[str, Any]]:
+        """One report per spec with signature windows (``GET /v1/signatures``' ``specs``);
+        ``queue``'s cluster-wide stats hold each spec's whole spend."""
         ...
 
 

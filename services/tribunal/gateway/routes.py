@@ -14,11 +14,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
-from tribunal.core.metrics import NANO
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.gateway.audit import Auditor, build_audit_store, report, signature_report
-from tribunal.gateway.budget import budget_error, spend_key, spent_specs
+from tribunal.gateway.audit import Auditor, build_audit_store, report
+from tribunal.gateway.budget import budget_error, spent_specs
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
     GetRewardResponse,
@@ -237,12 +236,10 @@ async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
     (items that carry a step) or of time (items that carry none), each window's items
     counted, each signature's mean and what its items spent on model calls; and the spec's
     whole spend beside its budget."""
-    auditor = auditor_of(runtime)
+    auditor_of(runtime)  # built here when this process has scored nothing yet
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
-    stats = await runtime.queue.stats("gateway")
-    spent = {name: stats.get(spend_key(name), 0) / NANO for name in verifier.specs}
-    return {"specs": await signature_report(verifier, auditor.store, spent)}
+    return {"specs": await verifier.signature_report(runtime.queue)}
 
 
 def _gateway_for(spec: str, runtime: AppRuntime) -> GatewayVerifier:

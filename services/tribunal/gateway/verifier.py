@@ -27,10 +27,10 @@ from typing import Any, ClassVar, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError, create_model
 
-from tribunal.core.metrics import MICRO, REWARD_BUCKETS, SEP, Tally
+from tribunal.core.metrics import MICRO, NANO, REWARD_BUCKETS, SEP, Tally
 from tribunal.core.queue.base import JobQueue
 from tribunal.gateway.audit import Auditor
-from tribunal.gateway.budget import budget_error, spent_specs
+from tribunal.gateway.budget import budget_error, spend_key, spent_specs
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
 from tribunal.gateway.remote import InFlightItems
@@ -287,6 +287,23 @@ class GatewayVerifier:
         from tribunal.gateway.audit import report
 
         return await report(self, self.auditor.store)
+
+    async def signature_report(self, queue: JobQueue) -> list[dict[str, Any]]:
+        """Per spec, its hack signatures and model cost per window of steps (or of time),
+        and its whole spend (read from ``queue``'s stats) beside its budget
+        (``tribunal.gateway.audit.signature_report``), for ``GET /v1/signatures`` and the
+        inspector's monitor view; empty before this process has counted anything.
+
+        Raises:
+            QueueUnavailable: ``queue``'s store cannot be read.
+        """
+        if self.auditor is None:
+            return []
+        from tribunal.gateway.audit import signature_report
+
+        stats = await queue.stats("gateway")
+        spent = {name: stats.get(spend_key(name), 0) / NANO for name in self.specs}
+        return await signature_report(self, self.auditor.store, spent)
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result

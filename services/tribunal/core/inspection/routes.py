@@ -358,6 +358,18 @@ async def audits(runtime: RuntimeDep) -> Response:
     return Response(dump_json({"specs": specs}), media_type="application/json")
 
 
+@router.get("/api/signatures")
+async def signatures(runtime: RuntimeDep) -> Response:
+    """The monitor view's other data: per spec of a service that audits (the gateway's
+    ``signature_report``, the body of its ``GET /v1/signatures``: the hack signatures' means
+    and the model cost per window, the spend beside the budget); ``{"specs": []}`` elsewhere."""
+    specs: list[Any] = []
+    for service in runtime.services.values():
+        if isinstance(service.verifier, ReportsAudits):
+            specs.extend(await service.verifier.signature_report(runtime.queue))
+    return Response(dump_json({"specs": specs}), media_type="application/json")
+
+
 @router.get("/api/export.jsonl")
 async def export(runtime: RuntimeDep, filters: FiltersDep) -> StreamingResponse:
     """The records that match, newest first, one JSON object a line (as the detail route)."""

@@ -102,13 +102,17 @@ async function loadItems() {
   }));
 }
 
-function chart(title, series, data, bars) {
-  const holder = el("div", { class: "chart" });
+// labels: names of the x values 0, 1, ... (windows), read on the axis instead of numbers,
+// each given half a step either side; yRange: uPlot's y range (else fitted to the data,
+// which stretches all-zero shares to 0-100 and starts bars of costs above 0).
+function chart(title, series, data, bars, labels, yRange) {
+  const holder = el("div", { class: "chart", "data-chart": title });
+  const x = labels ? { time: false, range: [-0.5, labels.length - 0.5] } : { time: !bars };
   const opts = {
     title, width: 460, height: 200,
-    scales: { x: { time: !bars } },
+    scales: { x, ...(yRange ? { y: { range: yRange } } : {}) },
     series: [{}, ...series],
-    axes: [{}, {}],
+    axes: [labels ? { values: (u, splits) => splits.map((i) => labels[i] ?? "") } : {}, {}],
   };
   if (bars) opts.series[1].paths = uPlot.paths.bars({ size: [0.9, 60] });
   charts.push(new uPlot(opts, data, holder));
@@ -181,12 +185,54 @@ async function loadGroups() {
     : el("p", {}, "no GRPO groups among the items that match (items carry group_id)"));
 }
 
+// The hack signatures in [0, 1] (length, in characters, has a chart of its own), in the
+// order of GET /v1/signatures; a spec's windows carry only those it counts.
+const SHARES = ["repetition", "duplicate", "uncommitted", "no_region", "format_share",
+  "unused_tools", "claim_duplicate", "claim_uncited"];
+const COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d", "#bab0ac"];
+
+function usd(value) {
+  return typeof value === "number" ? "$" + num(value, 6) : "—";
+}
+
+// Per spec: its hack signatures and the model cost per window of trainer steps (or of
+// time), and what it spent in all beside its budget.
+function signaturesView(sig) {
+  const windows = sig.windows;
+  const labels = windows.map((w) => w.window);
+  const x = windows.map((w, i) => i);
+  const shares = SHARES.filter((name) => windows.some((w) => name in w));
+  const parts = [el("h3", {}, `hack signatures (windows of ${sig.window_steps} steps, or ${num(sig.window_s)} s without a step)`),
+    chart("signatures (by window)", shares.map((name, i) => ({ label: name, stroke: COLOURS[i], width: 2 })),
+      [x, ...shares.map((name) => windows.map((w) => w[name] ?? null))], false, labels, [0, 1]),
+    chart("mean length, characters (by window)", [{ label: "length", stroke: "#4c78a8", width: 2 }],
+      [x, windows.map((w) => w.length)], false, labels)];
+  const head = ["window", "items", "length", ...shares, "cost", "unpriced"];
+  parts.push(el("table", { class: "signatures" },
+    el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
+    el("tbody", {}, ...windows.map((w) => el("tr", {},
+      el("td", {}, w.window), el("td", {}, w.items), el("td", {}, num(w.length, 1)),
+      ...shares.map((name) => el("td", {}, num(w[name]))),
+      el("td", {}, usd(w.cost_usd)), el("td", {}, w.unpriced))))));
+  const budget = sig.budget_usd === null ? "no budget"
+    : `budget ${usd(sig.budget_usd)}` + (sig.budget_usd > 0 ? ` (${num(100 * sig.cost_usd / sig.budget_usd, 1)}% spent)` : "");
+  parts.push(el("h3", {}, "model cost"), el("p", { class: "spend" }, `spent ${usd(sig.cost_usd)} in all; ${budget}`));
+  if (windows.some((w) => w.cost_usd > 0 || w.unpriced > 0)) {
+    parts.push(chart("model cost, USD (by window)", [{ label: "cost", fill: "#e45756", stroke: "#e45756" }],
+      [x, windows.map((w) => w.cost_usd)], true, labels, (u, min, max) => [0, max > 0 ? 1.1 * max : 1]));
+  }
+  return parts;
+}
+
 // Per audited spec: training vs audit reward over windows of trainer steps, the gap with its
-// 95 % interval, and the items that drive it, each opening the item view.
+// 95 % interval, and the items that drive it, each opening the item view; then per spec its
+// hack signatures and model cost per window (signaturesView).
 async function loadMonitor() {
   const section = document.getElementById("view-monitor");
-  const data = await getJSON("audits");
+  const [data, sigs] = await Promise.all([getJSON("audits"), getJSON("signatures")]);
   while (charts.length) charts.pop().destroy();
+  const signatures = new Map(sigs.specs.map((sig) => [sig.spec, sig]));
+  const audited = new Set(data.specs.map((spec) => spec.spec));
   const cards = data.specs.map((spec) => {
     const card = el("div", { class: "card", "data-spec": spec.spec },
       el("h2", {}, spec.spec),
@@ -196,7 +242,8 @@ async function loadMonitor() {
       card.append(chart("training vs audit reward (by window)", [
         { label: "training", stroke: "#f58518", width: 2 },
         { label: "audit", stroke: "#4c78a8", width: 2 },
-      ], [x, spec.windows.map((w) => w.reward), spec.windows.map((w) => w.audit_reward)], true));
+      ], [x, spec.windows.map((w) => w.reward), spec.windows.map((w) => w.audit_reward)], true,
+      spec.windows.map((w) => w.window)));
       card.append(el("h3", {}, "windows"), el("table", { class: "windows" },
         el("thead", {}, el("tr", {}, ...["window", "items", "training", "audit", "gap", "95% interval"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ...spec.windows.map((w) => el("tr", { class: w.low !== null && w.low > 0 ? "gap" : null },
@@ -214,10 +261,16 @@ async function loadMonitor() {
             el("td", {}, i.policy_version ?? "—"), el("td", {}, num(i.reward)), el("td", {}, num(i.audit_reward)));
         })))
       : el("p", {}, "none: no audited item was paid more in training than by its auditor"));
+    if (signatures.has(spec.spec)) card.append(...signaturesView(signatures.get(spec.spec)));
     return card;
   });
+  for (const sig of sigs.specs) {
+    if (audited.has(sig.spec)) continue;
+    cards.push(el("div", { class: "card", "data-spec": sig.spec }, el("h2", {}, sig.spec),
+      el("p", {}, `not audited; ${sig.windows.length} windows`), ...signaturesView(sig)));
+  }
   section.replaceChildren(...(cards.length ? cards
-    : [el("p", {}, "no spec is audited here (a spec's audit block; docs/audits.md)")]));
+    : [el("p", {}, "no spec is audited or has scored items here (a spec's audit block; docs/audits.md)")]));
 }
 
 // ---- the detail of one item ------------------------------------------------------------
