@@ -43,12 +43,16 @@ def sh_blocks(page: Path) -> list[str]:
 
 
 def page_curl_commands(page: Path) -> list[str]:
-    """The ``curl`` commands of one page's sh blocks, continuation lines joined."""
+    """The ``curl`` commands of one page's sh blocks, continuation lines joined, but those of
+    the environments server (``python -m tribunal.envs``, port 8105), which neither ``tribunal
+    up`` nor compose.yaml runs: tests/envs/ runs its examples against it."""
     commands = []
     for block in sh_blocks(page):
         joined = block.replace("\\\n", "")
         commands += [
-            line.strip() for line in joined.splitlines() if line.strip().startswith("curl ")
+            line.strip()
+            for line in joined.splitlines()
+            if line.strip().startswith("curl ") and ":8105/" not in line
         ]
     return commands
 
@@ -119,13 +123,7 @@ def test_readme_curl_examples(tmp_path: Path, key_prefix: str) -> None:
             steps = (
                 page_steps(page)
                 if page == GETTING_STARTED
-                else [
-                    ("curl", command)
-                    for command in page_curl_commands(page)
-                    # The environments server (`python -m tribunal.envs`, port 8105) is not
-                    # part of `tribunal up`: tests/envs/ runs its examples against it.
-                    if ":8105/" not in command
-                ]
+                else [("curl", command) for command in page_curl_commands(page)]
             )
             for kind, text in steps:
                 for documented, actual in ports.items():
