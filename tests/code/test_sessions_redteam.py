@@ -30,7 +30,7 @@ for path in ('/tmp/a-secret', '/box/a-secret', '/dev/shm/a-secret'):
         f.write(secret)
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind('\\0tribunal-a')
-listener.listen()
+listener.listen(1)
 os.getpid(), os.getuid()
 """
 
