@@ -98,7 +98,7 @@ test-extended: dev
 # While you work: every test that starts no service process and takes under a few seconds
 # (markers e2e and slow left out; tests/conftest.py marks the folders that start processes).
 test-fast: dev
-	$(BIN)/python -m pytest -m "not e2e and not slow and not gpu" -q
+	$(BIN)/python -m pytest -m "not e2e and not slow and not gpu and not extended" -q
 
 # pyproject.toml, the locks and the venv agree (scripts/check_lock.py says what does not).
 check-lock: $(VENV)/.all

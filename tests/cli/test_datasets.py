@@ -241,6 +241,7 @@ def test_fetch_from_a_copy_through_the_command(tmp_path: Path) -> None:
     assert f"math/gsm8k_test.jsonl: not in {copy}" in done.stderr
 
 
+@pytest.mark.slow
 def test_train_without_its_dataset_says_which_commands_make_it(tmp_path: Path) -> None:
     config = ROOT / "trainer/tribunal/trainer/configs/stack_rloo_cpu.yaml"
     args = ["-m", "tribunal.cli", "train", "--config", str(config), "--output-dir", "out"]

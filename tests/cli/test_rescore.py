@@ -55,6 +55,7 @@ def test_change_classes() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_stateful_spec_is_refused_without_force(tmp_path: Path) -> None:
     stateful = tmp_path / "world.yaml"
     stateful.write_text(LENIENT.replace('version: "2-lenient"', 'version: "w"\nreverify: stateful'))

@@ -397,6 +397,7 @@ def two_code_workers(
     )
 
 
+@pytest.mark.slow
 def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:
@@ -426,6 +427,7 @@ def test_a_hostile_reply_at_the_cap_delays_no_honest_item_and_is_scored_once(
     assert bad["reward"] == 0.0 and bad["details"]["tests"][0]["verdict"] == "wrong_answer"
 
 
+@pytest.mark.slow
 def test_hostile_comparisons_as_large_as_their_expected_values_delay_no_honest_item(
     service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
 ) -> None:

@@ -179,6 +179,7 @@ async def test_endless_output_while_scoring_is_a_failure(code_verifier: CodeVeri
     assert outcome.reward == 0.0
 
 
+@pytest.mark.slow
 async def test_segfault_and_deep_recursion(run_verifier: CodeRunVerifier) -> None:
     details = await run(run_verifier, "import ctypes; ctypes.string_at(0)")
     assert details["verdict"] == "runtime_error" and details["exit_code"] == 139

@@ -15,6 +15,7 @@ from tribunal.code.settings import CodeServiceConfig, CodeSettings
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
 
+@pytest.mark.slow
 async def test_sessions_on_the_embedded_queue() -> None:
     settings = CodeSettings(queue="memory", code=CodeServiceConfig(slots=1, max_sessions=1))
     app = create_app(settings)

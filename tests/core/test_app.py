@@ -226,6 +226,7 @@ async def test_bearer_token_is_required_when_configured() -> None:
         assert (await client.get("/healthz")).status_code == 200
 
 
+@pytest.mark.slow
 async def test_sync_score_timeout_names_the_job_to_poll() -> None:
     class Slow(ToyVerifier):
         async def score(self, items):  # type: ignore[no-untyped-def]

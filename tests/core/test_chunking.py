@@ -54,6 +54,7 @@ async def test_an_items_error_stays_its_own(pool: DeadlinePool) -> None:
     assert [r[1] for i, r in enumerate(results) if i not in (1, 3)] == [0, 2, 4, 5, 6, 7]
 
 
+@pytest.mark.slow
 async def test_a_hanging_item_times_out_alone(pool: DeadlinePool) -> None:
     calls = ChunkedCalls(pool, task_for, timeout_s=1.0, max_chunk=4)
     started = time.monotonic()

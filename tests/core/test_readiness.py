@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from tests.conftest import RunningService, free_port
@@ -61,6 +62,7 @@ async def test_a_judge_is_degraded_while_its_backend_is_unset_or_unreachable(
     assert body["checks"]["workers.judge"] == 1
 
 
+@pytest.mark.slow
 async def test_a_gateway_is_degraded_while_math_is_down(
     service: Callable[..., RunningService],
 ) -> None:

@@ -30,6 +30,7 @@ def test_every_record_is_a_valid_item() -> None:
     assert all(r.weight > 0 and r.text for r in rubrics)
 
 
+@pytest.mark.slow
 def test_every_record_builds_fenced_prompts() -> None:
     for item in seed_items(ROOT):
         tag = fence_tag(item.question, item.response)

@@ -54,6 +54,7 @@ def test_the_set_is_what_its_readme_says(rows: list[dict[str, Any]]) -> None:
     assert len({r["generator"] for r in rows}) == 12
 
 
+@pytest.mark.slow
 def test_agreement_is_at_least_math_verifys_and_no_wrong_answer_is_paid(
     rows: list[dict[str, Any]],
 ) -> None:

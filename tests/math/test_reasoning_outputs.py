@@ -100,6 +100,7 @@ def test_only_the_final_answer_region_is_graded(
     assert sum(_math_verify_paid(r) for r in drafts) == 62
 
 
+@pytest.mark.slow
 def test_agreement_is_at_least_math_verifys_and_no_wrong_answer_is_paid(
     items: list[dict[str, Any]], strict: dict[str, MathScore]
 ) -> None:

@@ -24,6 +24,7 @@ def test_pass_at_k_is_the_unbiased_estimator() -> None:
         pass_at_k(2, 1, 3)
 
 
+@pytest.mark.slow
 def test_evaluate_scores_a_saved_model_through_the_reward_service(tiny_model_dir: Path) -> None:
     server = StandInRewardServer(lambda item: float(len(item["response"]) % 2)).start()
     try:

@@ -57,6 +57,7 @@ async def test_weighted_sources_and_unscorable_items(
     await exact.aclose()
 
 
+@pytest.mark.slow
 async def test_retryable_item_errors_go_to_the_policy() -> None:
     attempts: list[str] = []
 
