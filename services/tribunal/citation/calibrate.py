@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tribunal.core.agreement import cohen_kappa, pearson
+from tribunal.core.agreement import cohen_kappa, figure, pearson, precision_recall
 from tribunal.wire.citation import CitationItem
 from tribunal.wire.errors import BadInput
 
@@ -176,9 +176,7 @@ def agreement(labels: Sequence[LabelledClaim], verdicts: Sequence[Verdict]) -> A
         (claim.label == "supported", verdict == "supported")
         for claim, verdict in zip(labels, verdicts, strict=True)
     ]
-    tp = sum(1 for human, paid in pairs if human and paid)
-    predicted = sum(1 for _, paid in pairs if paid)
-    actual = sum(1 for human, _ in pairs if human)
+    precision, recall = precision_recall(pairs)
     confusion: dict[str, dict[str, int]] = {
         label: {str(v): 0 for v in VERDICTS} for label in ("supported", "unsupported")
     }
@@ -193,8 +191,8 @@ def agreement(labels: Sequence[LabelledClaim], verdicts: Sequence[Verdict]) -> A
     return Agreement(
         claims=len(pairs),
         answers=len(per_answer),
-        precision=tp / predicted if predicted else None,
-        recall=tp / actual if actual else None,
+        precision=precision,
+        recall=recall,
         kappa=cohen_kappa(pairs),
         confusion=confusion,
         answer_correlation=pearson(rewards, shares),
@@ -212,14 +210,11 @@ def agreement(labels: Sequence[LabelledClaim], verdicts: Sequence[Verdict]) -> A
 def report(result: Agreement, mode: str) -> str:
     """The calibration as text: the figures, the confusion table, the disagreements."""
 
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
     lines = [
         f"support mode {mode}: {result.claims} claims in {result.answers} answers",
-        f"supported: precision {fmt(result.precision)}, recall {fmt(result.recall)}; "
-        f"Cohen's kappa {fmt(result.kappa)}",
-        f"per answer: reward vs human share r = {fmt(result.answer_correlation)}, "
+        f"supported: precision {figure(result.precision)}, recall {figure(result.recall)}; "
+        f"Cohen's kappa {figure(result.kappa)}",
+        f"per answer: reward vs human share r = {figure(result.answer_correlation)}, "
         f"mean |gap| {result.answer_mean_gap:.3f}",
         "",
         "human \\ verdict  " + "  ".join(f"{v:>11}" for v in VERDICTS),

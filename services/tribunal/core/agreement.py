@@ -38,3 +38,23 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     if sx == 0 or sy == 0:
         return None
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sx * sy)
+
+
+def precision_recall(pairs: Iterable[tuple[bool, bool]]) -> tuple[float | None, float | None]:
+    """Precision and recall of the second rater's ``True`` against the first's (the human's):
+    each None where its denominator is 0 (nothing predicted, nothing actual).
+
+    Examples:
+        >>> precision_recall([(True, True), (False, True), (True, False), (True, True)])
+        (0.6666666666666666, 0.6666666666666666)
+    """
+    counts = Counter(pairs)
+    tp = counts[(True, True)]
+    predicted = tp + counts[(False, True)]
+    actual = tp + counts[(True, False)]
+    return (tp / predicted if predicted else None, tp / actual if actual else None)
+
+
+def figure(value: float | None) -> str:
+    """A statistic as the calibration reports print it: three decimals, ``n/a`` for None."""
+    return "n/a" if value is None else f"{value:.3f}"

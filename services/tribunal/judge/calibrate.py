@@ -29,13 +29,12 @@ them), and :func:`agreement` compares the judge's verdicts with the human ones:
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tribunal.core.agreement import cohen_kappa, pearson
+from tribunal.core.agreement import cohen_kappa, figure, pearson, precision_recall
 from tribunal.wire.errors import BadInput
 from tribunal.wire.judge import JudgeItem, RubricInput
 
@@ -264,17 +263,14 @@ def agreement(
         if humans:
             judged.append(reward)
             shares.append(sum(humans) / len(humans))
-    counts = Counter(pairs)
-    tp = counts[(True, True)]
-    predicted = tp + counts[(False, True)]
-    actual = tp + counts[(True, False)]
+    precision, recall = precision_recall(pairs)
     gaps = [abs(r - s) for r, s in zip(judged, shares, strict=True)]
     return Agreement(
         responses=len(responses),
         rubrics=len(pairs),
         ties=ties,
-        precision=tp / predicted if predicted else None,
-        recall=tp / actual if actual else None,
+        precision=precision,
+        recall=recall,
         kappa=cohen_kappa(pairs),
         confusion=confusion,
         response_correlation=pearson(judged, shares),
@@ -300,15 +296,12 @@ def verdicts_of(details: dict[str, Any]) -> list[JudgeVerdict]:
 def report(result: Agreement) -> str:
     """The calibration as text: the figures and the confusion table."""
 
-    def fmt(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
     lines = [
         f"rubric judge: {result.rubrics} rubric items of {result.responses} responses "
         f"({result.ties} human ties left out)",
-        f"met: precision {fmt(result.precision)}, recall {fmt(result.recall)}; "
-        f"Cohen's kappa {fmt(result.kappa)}",
-        f"per response: reward vs human share met r = {fmt(result.response_correlation)}, "
+        f"met: precision {figure(result.precision)}, recall {figure(result.recall)}; "
+        f"Cohen's kappa {figure(result.kappa)}",
+        f"per response: reward vs human share met r = {figure(result.response_correlation)}, "
         f"mean |gap| {result.response_mean_gap:.3f}",
         "",
         "human \\ judge  " + "  ".join(f"{v:>13}" for v in JUDGE_VERDICTS),
