@@ -5,6 +5,7 @@ API key in front of them, and a second one whose math service is gone (a verifie
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,20 @@ from tribunal.testing.stack import free_port, start_process, start_service, wait
 
 KEY = "envs-test-key"
 MEMORY = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+
+
+def docs_examples(marker: str) -> list[str]:
+    """The python blocks of docs/integrations.md that contain ``marker``, in page order."""
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    return [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if marker in b]
+
+
+def run_docs_example(python: Path, example: str, url: str) -> None:
+    """Run one docs example as written in a client's own venv (``python``), with the
+    documented server (``http://127.0.0.1:8105``, key ``<key>``) swapped for the stack's."""
+    example = example.replace("http://127.0.0.1:8105", url).replace("<key>", KEY)
+    ran = subprocess.run([str(python), "-c", example], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
 
 
 @dataclass(frozen=True)

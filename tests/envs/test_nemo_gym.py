@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.envs.conftest import KEY, EnvsStack, client_python, run_driver
+from tests.envs.conftest import (
+    KEY,
+    EnvsStack,
+    client_python,
+    docs_examples,
+    run_docs_example,
+    run_driver,
+)
 from tribunal.envs import nemo_gym
 
 pytestmark = pytest.mark.e2e
@@ -50,13 +57,8 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     done = run_driver(nemo_gym_python, "nemo_gym_driver.py", *args, log=stack.log)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The example of docs/integrations.md, as written, in the client's own venv.
-    page = (ROOT / "docs" / "integrations.md").read_text()
-    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "nemo_gym" in b]
-    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
-    ran = subprocess.run(
-        [str(nemo_gym_python), "-c", example], capture_output=True, text=True, timeout=300
-    )
-    assert ran.returncode == 0, ran.stderr
+    [example] = docs_examples("nemo_gym")
+    run_docs_example(nemo_gym_python, example, stack.url)
 
     assert report["seed"] == 200
     # The message's output_text is graded; the reasoning item's \boxed{17} is not.
@@ -78,6 +80,7 @@ def test_nemo_gyms_client_verifies_with_tribunal(
     # /reverify_mode as newer NeMo Gym's `gym eval reverify` reads it: both verifiers are
     # declared stateless for `tribunal rescore`, so re-verifying is safe.
     assert report["reverify"] == {"math": "stateless", "code": "stateless"}
+    page = (ROOT / "docs" / "integrations.md").read_text()
     [curl] = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "reverify_mode" in b]
     command, expected = curl.replace("http://127.0.0.1:8105", stack.url).splitlines()
     answer = subprocess.run(

@@ -7,14 +7,18 @@ for the interpreter sessions, the environment server)."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.envs.conftest import KEY, EnvsStack, client_python, run_driver
+from tests.envs.conftest import (
+    KEY,
+    EnvsStack,
+    client_python,
+    docs_examples,
+    run_docs_example,
+    run_driver,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -33,16 +37,10 @@ def test_the_openenv_client_runs_episodes_over_websocket_and_http(
     done = run_driver(openenv_python, "openenv_driver.py", *args, log=stack.log)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The example of docs/integrations.md, as written, in the client's own venv.
-    page = (ROOT / "docs" / "integrations.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    examples = [b for b in blocks if "GenericEnvClient" in b]
+    examples = docs_examples("GenericEnvClient")
     assert len(examples) == 2  # an episode, and its per-step (trajectory) reward
     for example in examples:
-        example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
-        ran = subprocess.run(
-            [str(openenv_python), "-c", example], capture_output=True, text=True, timeout=300
-        )
-        assert ran.returncode == 0, ran.stderr
+        run_docs_example(openenv_python, example, stack.url)
 
     reset = report["reset"]
     assert "Janet" in reset["observation"]["prompt"] and reset["reward"] is None

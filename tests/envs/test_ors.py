@@ -7,8 +7,6 @@ refiner, a gateway over the judge (a fake model) and the citation scorer."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, RunningService, need_data, stop_tree
-from tests.envs.conftest import KEY, MEMORY, EnvsStack, client_python, run_driver
+from tests.envs.conftest import (
+    KEY,
+    MEMORY,
+    EnvsStack,
+    client_python,
+    docs_examples,
+    run_docs_example,
+    run_driver,
+)
 from tribunal.llm.testing import FakeOpenAIServer, FakeScript
 from tribunal.testing.stack import free_port, start_process, wait_ready
 
@@ -37,15 +43,8 @@ def test_the_openreward_client_runs_math_and_code_episodes(
     done = run_driver(openreward_python, "ors_driver.py", *args, log=stack.log)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The example of docs/integrations.md, as written, in the client's own venv.
-    page = (ROOT / "docs" / "integrations.md").read_text()
-    [example] = [
-        b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "from openreward import" in b
-    ]
-    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
-    ran = subprocess.run(
-        [str(openreward_python), "-c", example], capture_output=True, text=True, timeout=300
-    )
-    assert ran.returncode == 0, ran.stderr
+    [example] = docs_examples("from openreward import")
+    run_docs_example(openreward_python, example, stack.url)
 
     assert report["math_splits"] == ["gsm8k_test", "math500_test"]
     assert report["math_broken"]["prompt"] == report["math_right"]["prompt"]

@@ -7,14 +7,13 @@ of docs/integrations.md."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.envs.conftest import KEY, EnvsStack, run_driver
+from tests.envs.conftest import KEY, EnvsStack, docs_examples, run_docs_example, run_driver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,13 +34,8 @@ def test_trls_openreward_adapter_runs_math_and_code_rollouts(
     done = run_driver(trl_python, "trl_driver.py", stack.url, KEY, stack.broken_url, log=stack.log)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The example of docs/integrations.md, as written, in TRL's venv.
-    page = (ROOT / "docs" / "integrations.md").read_text()
-    [example] = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "OpenRewardSpec" in b]
-    example = example.replace("http://127.0.0.1:8105", stack.url).replace("<key>", KEY)
-    ran = subprocess.run(
-        [str(trl_python), "-c", example], capture_output=True, text=True, timeout=300
-    )
-    assert ran.returncode == 0, ran.stderr
+    [example] = docs_examples("OpenRewardSpec")
+    run_docs_example(trl_python, example, stack.url)
 
     math = report["math"]
     # The dataset's row, which the trainer hands to reset(): the task's public spec, no answer.
