@@ -1,7 +1,12 @@
 """Issue 38's sandbox classes, each against real sandboxes (bubblewrap, seccomp, the driver).
 
 4. The case namespaces covered pid, mount and IPC but not the network: kernel state that no
-   process holds (the loopback's counters) carried data from one stdio case to the next.
+   process holds (the loopback's counters) carried data from one stdio case to the next. On a
+   host without case namespaces, nothing guarded the network namespace: an abstract name or a
+   count of sockets kept in flight with no process, or the loopback's counters (no filter),
+   still did. The driver now compares the namespace before and after each case, and a case
+   that changed it sends the item's later cases to a network namespace of their own (a new
+   one per case, or a new sandbox); an honest item pays no new namespace.
 2. Without a memory cgroup, local socket buffers raised to the host's maximum held over 1 GiB
    under a 256 MiB limit, counted by no rlimit. At the default size, queues of datagrams
    from closed senders and connections never accepted still held 528 MiB under 256 MiB (one
@@ -28,9 +33,9 @@ import httpx
 import pytest
 
 from tests.code.test_hostile import score
-from tests.code.test_hostile_depth import verdicts
+from tests.code.test_hostile_depth import _runner, case_outputs, verdicts
 from tests.conftest import RedisServer, RunningService, redis_env
-from tribunal.code import CodeConfig, CodeRunVerifier, CodeVerifier, RunItem
+from tribunal.code import CodeConfig, CodeItem, CodeRunVerifier, CodeVerifier, RunItem
 from tribunal.code.api import create_app
 from tribunal.code.settings import CodeSettings
 
@@ -55,14 +60,132 @@ LOOPBACK_COUNTER = """
 """
 
 
-async def test_each_stdio_case_has_a_network_namespace_of_its_own(
-    bare_code_verifier: CodeVerifier,
+@pytest.mark.parametrize("namespaces", [True, False], ids=["case_namespaces", "cleanup_only"])
+async def test_no_stdio_case_reads_the_loopback_counters_of_another(
+    namespaces: bool, bare_code_verifier: CodeVerifier
 ) -> None:
-    # Without seccomp a program may send datagrams (no network either way: loopback only).
-    # A case that finds the counter moved has read what an earlier case wrote.
+    """Without seccomp a program may send datagrams (no network either way: loopback only).
+    A case that finds the counter moved has read what an earlier case wrote: each case has a
+    network namespace of its own (case namespaces), or the later cases run in a new sandbox
+    (the clean-up alone: the sandbox's loopback is up, and its counters stay)."""
+    assert bare_code_verifier.case_namespaces, "this host gives each case its namespaces"
+    _runner(bare_code_verifier).case_namespaces = namespaces
     cases = [{"stdin": "", "stdout": "0"} for _ in range(3)]
     outcome = await score(bare_code_verifier, LOOPBACK_COUNTER, {"kind": "stdio", "cases": cases})
     assert verdicts(outcome) == ["accepted"] * 3, outcome.details
+
+
+# Sockets the seccomp filter allows (AF_UNIX) left alive with no process: all sent in one
+# message over a socket whose own queue holds it, so that none is ever released and no
+# process of the case wakes the kernel's collector (another program closing a socket does,
+# and frees them: whether they outlive the case is a race, hence many cases).
+IN_FLIGHT = """
+import socket
+names = [line.split()[-1] for line in open('/proc/net/unix') if '@' in line]
+used = sum(int(line.split()[2]) for line in open('/proc/net/protocols') if line[:4] == 'UNIX')
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+kept = [socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(3)]
+{check}
+socket.send_fds(b, [b'x'], [a.fileno(), b.fileno(), *(s.fileno() for s in kept)])
+"""
+IN_FLIGHT_CHANNELS = {
+    # An abstract name (the data a case could leave in it): listed, and taken for a bind.
+    "abstract_name": """
+try:
+    kept[0].bind(b'\\0left-by-a-case')
+    taken = False
+except OSError:
+    taken = True
+print('seen' if taken or names else 'clean')
+""",
+    # The namespace's count of its AF_UNIX sockets, which a case moves by as many as it
+    # leaves.
+    "socket_count": "print('seen' if used else 'clean')",
+}
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["case_namespaces", "cleanup_only"])
+@pytest.mark.parametrize("channel", sorted(IN_FLIGHT_CHANNELS))
+async def test_no_stdio_case_finds_the_sockets_an_earlier_one_left_in_flight(
+    channel: str, namespaces: bool, code_verifier: CodeVerifier
+) -> None:
+    """Each case looks for what the earlier ones left, then leaves its own: with the filter
+    on, the sockets a program may make, kept in flight with no process. No case may find
+    any, with case namespaces (a new network namespace for every case after the first that
+    left some) and without (a new sandbox)."""
+    assert code_verifier.case_namespaces, "this host gives each case its namespaces"
+    _runner(code_verifier).case_namespaces = namespaces
+    program = IN_FLIGHT.format(check=IN_FLIGHT_CHANNELS[channel])
+    cases = [{"stdin": "", "stdout": "clean"} for _ in range(8)]
+    outcome = await score(code_verifier, program, {"kind": "stdio", "cases": cases})
+    assert verdicts(outcome) == ["accepted"] * 8, outcome.details
+
+
+IN_FLIGHT_CPP = r"""
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+int main() {
+    int pair[2];
+    socketpair(AF_UNIX, SOCK_DGRAM, 0, pair);
+    int named = socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const char name[] = "\0left-by-a-case";
+    std::memcpy(address.sun_path, name, sizeof name - 1);
+    socklen_t length = offsetof(sockaddr_un, sun_path) + sizeof name - 1;
+    bool taken = bind(named, reinterpret_cast<sockaddr*>(&address), length) != 0;
+    std::puts(taken ? "seen" : "clean");
+    int fds[3] = {pair[0], pair[1], named};
+    char byte = 'x';
+    iovec data{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)];
+    msghdr message{};
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* rights = CMSG_FIRSTHDR(&message);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof fds);
+    std::memcpy(CMSG_DATA(rights), fds, sizeof fds);
+    sendmsg(pair[1], &message, 0);
+}
+"""
+
+
+async def test_a_cpp_program_is_compiled_again_in_the_new_sandbox(
+    code_verifier: CodeVerifier,
+) -> None:
+    """Without case namespaces, the later cases of a C++ program that left an abstract name
+    in flight run in a new sandbox, where it is compiled again: none finds the name."""
+    _runner(code_verifier).case_namespaces = False
+    cases = [{"stdin": "", "stdout": "clean"} for _ in range(4)]
+    item = CodeItem(
+        id="s", language="cpp", code=IN_FLIGHT_CPP, tests={"kind": "stdio", "cases": cases}
+    )
+    [outcome] = await code_verifier.score([item])
+    assert verdicts(outcome) == ["accepted"] * 4, outcome.details
+
+
+async def test_only_a_case_that_left_state_pays_for_a_network_namespace(
+    code_verifier: CodeVerifier,
+) -> None:
+    """An honest item's cases share the sandbox's network namespace (the driver made no
+    ``CLONE_NEWNET``: every case is in the same one); after a case that left sockets in
+    flight, the later cases each get a new one."""
+    assert code_verifier.case_namespaces, "this host gives each case its namespaces"
+    where = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
+    honest = await case_outputs(code_verifier, where, cases=4)
+    assert len(set(honest)) == 1, honest
+    hostile = await case_outputs(
+        code_verifier, where + IN_FLIGHT.format(check="del names, used"), cases=4
+    )
+    assert len(set(hostile)) > 1, hostile
 
 
 # -- class 6: the calls container default profiles refuse ---------------------------------------

@@ -158,7 +158,9 @@ if MYPY:
         compile_ms: float
 
     class CaseRecord(TypedDict, total=False):
-        """What one stdio case did (``stdout`` and ``stderr`` base64, capped)."""
+        """What one stdio case did (``stdout`` and ``stderr`` base64, capped; with
+        ``network_residue``, it left state in the sandbox's network namespace, which the
+        item's later cases must not share)."""
 
         i: int
         status: str
@@ -169,6 +171,7 @@ if MYPY:
         stdout_truncated: bool
         stderr_truncated: bool
         time_ms: float
+        network_residue: bool
 
     class CallRecord(TypedDict, total=False):
         """What one call did: a worker status, or one of :data:`DRIVER_CALL_STATUSES`

@@ -407,12 +407,14 @@ class Runner:
             "compile_memory_mb": self.config.compile_memory_mb,
         }
 
+    def _setup_s(self, language: object) -> float:
+        """How long a driver may take to answer its setup, whose ``language`` (absent in a
+        call setup) says whether a C++ program is compiled first."""
+        return _STARTUP_S + (self.config.compile_timeout_s if language == "cpp" else 0.0)
+
     async def _setup(self, session: SandboxSession, setup: StdioSetup | CallSetup) -> Record:
-        timeout = _STARTUP_S + (
-            self.config.compile_timeout_s if setup.get("language") == "cpp" else 0.0
-        )
         try:
-            ready = await session.request(setup, timeout)
+            ready = await session.request(setup, self._setup_s(setup.get("language")))
         except TimeoutError as exc:
             raise SandboxError(f"the sandbox did not start: {session.diagnostics()}") from exc
         if ready.get("op") != "ready":
@@ -451,8 +453,15 @@ class Runner:
             )
             if ready.get("status") == "compile_error":
                 return _compile_failure(_cap(str(ready.get("stderr", ""))), len(tests.cases))
+            residue = False
 
             async def run_case(position: int, index: int) -> CaseResult:
+                nonlocal session, residue
+                if residue:
+                    session = await self._fresh_stdio(
+                        lease, session, item.language, code, len(tests.cases)
+                    )
+                    residue = False
                 case = tests.cases[index]
                 command: CaseCommand = {
                     "op": "case",
@@ -464,6 +473,7 @@ class Runner:
                 }
                 record = await session.request(command, limits.timeout_s + _GRACE_S)
                 execution = _execution(record, position, session)
+                residue = record.get("network_residue") is True
                 # At the 16 MiB output cap, a comparison with a float tolerance takes
                 # about 1 s of CPU (a walk of a return value the bytes cannot decide too).
                 return await off_loop_if_large(
@@ -475,6 +485,29 @@ class Runner:
                 )
 
             return await _each_case(len(tests.cases), item.options.stop_on_first_failure, run_case)
+
+    async def _fresh_stdio(
+        self, lease: Lease, stale: SandboxSession, language: str, code: str, cases: int
+    ) -> SandboxSession:
+        """A new sandbox, set up for the rest of a stdio item's cases, in place of ``stale``,
+        whose network namespace a case left state in (a sandbox without case namespaces: see
+        ``stdio_role``); it keeps the item's deadline, and a C++ program is compiled again.
+        The lease's clean-up closes both.
+
+        Raises:
+            TimeoutError: The item's budget ran out before the new sandbox was ready (the
+                program's cases spent it: ``_each_case`` fails the rest as ``time_limit``).
+            SandboxError: The new sandbox failed to start, or the program did not compile
+                again.
+        """
+        session = await self._new_session(lease.uid)
+        session.deadline = stale.deadline
+        lease.used.append(session)
+        setup = self._stdio_setup(session, language, code, True, cases)
+        ready = await session.request(setup, self._setup_s(language))
+        if ready.get("op") != "ready" or ready.get("status") != "ok":
+            raise SandboxError("the program did not start again in a fresh sandbox")
+        return session
 
     async def _score_function(
         self, item: CodeItem, code: str, tests: FunctionTests, lease: Lease, limits: CaseLimits

@@ -272,8 +272,9 @@ def _root_links() -> list[str]:
 @lru_cache(maxsize=4)
 def _capabilities(bwrap_path: str) -> tuple[str, ...]:
     """bwrap's capability options: none but ``CAP_SYS_ADMIN`` of the sandbox's own user
-    namespace, which the driver alone keeps to give each stdio case its own pid, mount,
-    IPC and network namespaces (every process it forks drops it before the program runs: see
+    namespace, which the driver alone keeps to give each stdio case its own pid, mount and
+    IPC namespaces, and a network namespace after a case that left state in the sandbox's
+    (every process it forks drops it before the program runs: see
     ``driver._CaseNamespaces``). A setuid bwrap refuses ``--cap-add`` to all but root: there
     the cases share the sandbox's namespaces (the start-up probe finds it and says so)."""
     try:

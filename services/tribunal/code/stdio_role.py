@@ -23,6 +23,7 @@ from tribunal.code.driver_confine import (
     _CaseNamespaces,
     _clean_dir,
     _mode_of,
+    _network_state,
     _remove_ipc,
     _set_limits,
 )
@@ -123,7 +124,13 @@ class _StdioRole:
         self.modes = {path: _mode_of(path) for path in self.wipe_dirs}
         self.namespaces: _CaseNamespaces | None = None
         if driver.pid1 and setup.get("case_namespaces"):
-            self.namespaces = _CaseNamespaces.open(self.wipe_dirs, self.modes)
+            # Without the filter, a network namespace per case from the start (see
+            # ``_CaseNamespaces``); with it, from the first case that left state in the
+            # sandbox's.
+            network = driver.filter is None
+            self.namespaces = _CaseNamespaces.open(self.wipe_dirs, self.modes, network)
+        self.network: list[bytes] | None = None
+        """The sandbox's network namespace before the first case (``_network_state``)."""
         self.kill_on_overflow = bool(setup.get("kill_on_overflow", True))
         self.code: Any = None
         self.binary = str(setup.get("binary", "/box/main"))
@@ -142,6 +149,8 @@ class _StdioRole:
             ready = {"op": "ready", **(self.setup_error or {"status": "ok"})}
         else:
             ready = self._compile_cpp()
+        if self.driver.pid1:
+            self.network = _network_state(self.driver.filter is not None)
         return {**ready, "case_namespaces": self.namespaces is not None}
 
     def _compile_cpp(self) -> dict[str, Any]:
@@ -224,6 +233,11 @@ class _StdioRole:
 
         With ``wipe`` (a test case, not the compiler) and case namespaces, the child is the
         case's init (:class:`_CaseNamespaces`) and the program its child: nothing to wipe.
+        Where the case shares the sandbox's network namespace, the driver compares the
+        namespace's state before and after it (:meth:`_network_changed`): with case
+        namespaces, a change gives every later case a network namespace of its own; without
+        them, the record says ``network_residue`` and the service runs the item's later cases
+        in a new sandbox.
         """
         stdin_fd = os.memfd_create("stdin")
         os.write(stdin_fd, stdin) if len(stdin) < (1 << 20) else _write_all(stdin_fd, [stdin])
@@ -237,6 +251,8 @@ class _StdioRole:
             # before the next case starts, with all its processes.
             self.driver.reap(block=True)
             self.driver.exited.clear()
+            if not namespaces.network and self._network_changed():
+                namespaces.network = True
         status_r, status_w = os.pipe() if namespaces is not None else (-1, -1)
         start = time.monotonic()
         pid = os.fork() if namespaces is None else namespaces.fork()
@@ -259,15 +275,31 @@ class _StdioRole:
         if namespaces is not None:
             if self.driver.filter is None:
                 _remove_ipc(sysv=False)  # keyrings belong to the uid, not to a namespace
-            return result
-        if wipe:
-            for path in self.wipe_dirs:
-                _clean_dir(path, self.modes[path])
-            if self.driver.pid1 and self.driver.filter is None:
-                # Its own IPC namespace: whatever is in it is the program's (with the filter,
-                # the program can create no SysV object and no key).
-                _remove_ipc()
+        elif wipe:
+            self._clean_up(result)
         return result
+
+    def _clean_up(self, result: dict[str, Any]) -> None:
+        """After a case that shared the sandbox (every process of it gone): empty the
+        writable directories and remove its IPC objects, and say in ``result`` whether it
+        left state in the network namespace."""
+        for path in self.wipe_dirs:
+            _clean_dir(path, self.modes[path])
+        if self.driver.pid1 and self.driver.filter is None:
+            # Its own IPC namespace: whatever is in it is the program's (with the filter,
+            # the program can create no SysV object and no key).
+            _remove_ipc()
+        if self.driver.pid1 and self._network_changed():
+            result["network_residue"] = True
+
+    def _network_changed(self) -> bool:
+        """Whether the sandbox's network namespace differs from what it was before the first
+        case (:meth:`prepare`), so a change no later case undid is reported after each; call
+        it once every process of the last case is gone. Conservative: a socket the kernel's
+        collector is freeing still counts, and a namespace that cannot be read counts as
+        changed."""
+        state = _network_state(self.driver.filter is not None)
+        return state is None or state != self.network
 
     def _supervise(
         self,

@@ -69,8 +69,9 @@ class _CodeBase:
         self._runner: Runner | None = None
         self.has_cpp = False
         self.case_namespaces = False
-        """Whether each stdio case gets pid, mount, IPC and network namespaces of its own (found by
-        the start-up probe; where the host refuses them, the per-case clean-up alone)."""
+        """Whether each stdio case gets pid, mount and IPC namespaces of its own, and a
+        network namespace after a case that left state in the sandbox's (found by the
+        start-up probe; where the host refuses them, the per-case clean-up alone)."""
 
     @property
     def isolation_note(self) -> str | None:
@@ -89,7 +90,7 @@ class _CodeBase:
             "rlimits": True,
             "seccomp": self.config.seccomp,
             "case_namespaces": self.case_namespaces,
-            "case_cleanup": "dirs, ipc, mqueues, keyrings" if sandboxed else "work dir",
+            "case_cleanup": "dirs, ipc, mqueues, keyrings, network" if sandboxed else "work dir",
             "memory_cgroup": self._memory_cgroup(),
         }
         layers["open"] = self._left_open(layers)
@@ -110,9 +111,9 @@ class _CodeBase:
             )
         if not layers["case_namespaces"]:
             open_["case_namespaces"] = (
-                "stdio cases of one item share pids, inode numbers, SysV ids and the network "
-                "namespace: a program can count its cases (the random order keeps it from "
-                "naming one)"
+                "stdio cases of one item share pids, inode numbers and SysV ids: a program can "
+                "count its cases (the random order keeps it from naming one); a case that "
+                "leaves state in the network namespace sends the later ones to a new sandbox"
             )
         if not layers["memory_cgroup"]:
             # The driver gives each process as many open files as its memory limit pays for
