@@ -289,3 +289,37 @@ def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: s
         assert sorted(i["step"] for i in kept) == [5000] * 4
         # The job's policy_version is recorded with each of its audited items.
         assert [i["policy_version"] for i in kept] == ["ckpt-5000"] * 4
+
+
+def test_the_monitor_shows_what_only_jobs_scored(gateway: str) -> None:
+    """A run that only submits jobs: the gateway's worker process scores and audits them, and
+    the API process, which has scored nothing itself, shows their windows in the Monitor
+    view's data (``/inspect/api/signatures`` and ``/inspect/api/audits``, what the page
+    draws) and in ``GET /v1/signatures``, read from the shared store in Redis."""
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(g for g in (f"mon-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
+    items = [
+        {"id": f"mon-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+    scorer = SyncTribunalClient(gateway)
+    job = scorer.submit("gateway", items, idempotency_key="monitor-job", step=7000)
+    assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        # The Monitor's routes first: nothing in this API process has read the store yet.
+        for _ in range(100):
+            monitor = {s["spec"]: s for s in client.get("/inspect/api/signatures").json()["specs"]}
+            audits = {s["spec"]: s for s in client.get("/inspect/api/audits").json()["specs"]}
+            signed = monitor.get("lenient_math", {}).get("windows", [])
+            gaps = audits.get("lenient_math", {}).get("windows", [])
+            if signed and gaps:
+                break
+            time.sleep(0.1)
+        assert [(w["window"], w["items"]) for w in signed] == [("step:7000", 4)], monitor
+        assert [(w["window"], w["n"], w["gap"]) for w in gaps] == [("step:7000", 4, 1.0)], audits
+        assert {i["id"] for i in audits["lenient_math"]["items"]} == {f"mon-{k}" for k in range(4)}
+        answered = {s["spec"]: s for s in client.get("/v1/signatures").json()["specs"]}
+        assert answered["lenient_math"] == monitor["lenient_math"]

@@ -214,13 +214,15 @@ class ReportsAudits(Protocol):
     interval, the items driving it) and its ``signature_report`` (per spec: the hack
     signatures and the model cost per window, the spend beside the budget)."""
 
-    async def audit_report(self) -> list[dict[str, Any]]:
-        """One report per audited spec."""
+    async def audit_report(self, queue: JobQueue) -> list[dict[str, Any]]:
+        """One report per audited spec, read from the store beside ``queue``: what every
+        process on it audited."""
         ...
 
     async def signature_report(self, queue: JobQueue) -> list[dict[str, Any]]:
-        """One report per spec with signature windows (``GET /v1/signatures``' ``specs``);
-        ``queue``'s cluster-wide stats hold each spec's whole spend."""
+        """One report per spec with signature windows (``GET /v1/signatures``' ``specs``),
+        read from the store beside ``queue``; its cluster-wide stats hold each spec's whole
+        spend."""
         ...
 
 

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.gateway.audit import Auditor, build_audit_store, report
+from tribunal.gateway.audit import Auditor
 from tribunal.gateway.budget import budget_error, spent_specs
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
@@ -149,7 +149,7 @@ def auditor_of(runtime: AppRuntime) -> Auditor:
     if verifier.auditor is None:
         verifier.auditor = Auditor(
             verifier,
-            build_audit_store(runtime.queue),
+            verifier.audit_store(runtime.queue),
             timeout_s=runtime.settings.sync_timeout_s,
             stats_sink=runtime.queue.incr_stats,
         )
@@ -223,10 +223,9 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
     """Per audited spec: its auditor and rate, per window of trainer steps (or of time) the
     training reward, the audit reward and their gap with a 95 % normal interval on the paired
     differences, and the newest items with the largest training - audit difference."""
-    auditor = auditor_of(runtime)
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
-    return {"specs": await report(verifier, auditor.store)}
+    return {"specs": await verifier.audit_report(runtime.queue)}
 
 
 @router.get("/v1/signatures", operation_id="list_signatures")
@@ -236,7 +235,6 @@ async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
     (items that carry a step) or of time (items that carry none), each window's items
     counted, each signature's mean and what its items spent on model calls; and the spec's
     whole spend beside its budget."""
-    auditor_of(runtime)  # built here when this process has scored nothing yet
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     return {"specs": await verifier.signature_report(runtime.queue)}
