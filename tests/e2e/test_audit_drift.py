@@ -16,6 +16,7 @@ run, and stay silent in every honest run (the false-alarm rate over the seeded r
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -323,3 +324,37 @@ def test_the_monitor_shows_what_only_jobs_scored(gateway: str) -> None:
         assert {i["id"] for i in audits["lenient_math"]["items"]} == {f"mon-{k}" for k in range(4)}
         answered = {s["spec"]: s for s in client.get("/v1/signatures").json()["specs"]}
         assert answered["lenient_math"] == monitor["lenient_math"]
+
+
+def test_a_batch_audit_on_the_routes_and_on_jobs(gateway: str) -> None:
+    """The batch of docs/audits.md (an ``audit`` for its verifier items) sent as it is to
+    ``POST /v1/score``, then as a job through ``tribunal.client`` and the gateway's worker:
+    both land under ``@math>rloo_math``; a malformed batch audit is refused by name."""
+    page = (Path(__file__).parents[2] / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-batch -->\n```json\n", 1)[1].split("```")[0]
+    body = json.loads(block)
+    with httpx.Client(base_url=gateway, timeout=60) as client:
+        answer = client.post("/v1/score", json=body)
+        assert answer.status_code == 200, answer.text
+        for bad, field in (
+            ({"spec": "rloo_math", "rate": 0.5, "seed": 1}, "audit.seed"),
+            ({"spec": "nope", "rate": 0.5}, "audit.spec"),
+            ({"spec": "rloo_math", "rate": 1.5}, "audit.rate"),
+        ):
+            for path, sent in (("/v1/score", body), ("/v1/jobs", {"verifier": "gateway", **body})):
+                refused = client.post(path, json={**sent, "audit": bad})
+                assert refused.status_code == 422 and field in refused.text, (path, refused.text)
+    scorer = SyncTribunalClient(gateway)
+    job = scorer.submit("gateway", body["items"], step=130, audit=body["audit"])
+    assert len(scorer.wait(job, timeout_s=60)) == 5
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for _ in range(100):
+            report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+            direct = report.get("@math>rloo_math", {"windows": []})
+            steps = {w["window"]: w["n"] for w in direct["windows"]}
+            if steps == {"step:120": 3, "step:130": 3}:
+                break
+            time.sleep(0.1)
+        assert steps == {"step:120": 3, "step:130": 3}, report
+        assert direct["rate"] is None and direct["auditor"] == "rloo_math"

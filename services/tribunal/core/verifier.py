@@ -12,6 +12,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from pydantic import BaseModel
+
 from tribunal.wire.envelope import ItemOutcome, ScoreItem, VerifierInfo
 from tribunal.wire.errors import InternalError, TribunalError
 
@@ -194,16 +196,23 @@ class AttachesQueue(Protocol):
 @runtime_checkable
 class TakesStep(Protocol):
     """A verifier whose batches may carry the trainer's step (the gateway: its audits and
-    hack signatures are windowed by it). Its job body (``POST /v1/jobs``) then takes an
-    optional ``step`` and ``policy_version``, which :meth:`at_step` gives to each valid item
-    before the batch is
-    queued: the worker that scores an item may hold items of several jobs at once."""
+    hack signatures are windowed by it) and an auditor. Its job body (``POST /v1/jobs``)
+    then takes an optional ``step``, ``policy_version`` and ``audit`` (an ``audit_model``),
+    which :meth:`at_step` gives to each valid item before the batch is queued: the worker
+    that scores an item may hold items of several jobs at once."""
+
+    audit_model: type[BaseModel]
+    """A batch's auditor (its job body's ``audit``), validated against what it serves."""
 
     def at_step(
-        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+        self,
+        item: ScoreItem,
+        step: int | None,
+        policy_version: str | None = None,
+        audit: BaseModel | None = None,
     ) -> ScoreItem:
-        """``item`` at the trainer's ``step``, written by ``policy_version`` (each None:
-        unchanged); an item that carries its own step or version keeps it."""
+        """``item`` at the trainer's ``step``, written by ``policy_version``, audited by
+        ``audit`` (each None: unchanged); an item that carries its own keeps it."""
         ...
 
 

@@ -59,7 +59,7 @@ from tribunal.gateway.signatures import (
 from tribunal.gateway.specs import WINDOW_S, WINDOW_STEPS, LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
-from tribunal.wire.gateway import VERIFIERS, GatewayItem
+from tribunal.wire.gateway import VERIFIERS, GatewayItem, ItemAudit
 
 logger = logging.getLogger(__name__)
 
@@ -484,6 +484,7 @@ class Auditor:
         step: int | None,
         now_s: float | None = None,
         policy_version: str | None = None,
+        audit: ItemAudit | None = None,
     ) -> None:
         """Start auditing the sampled items of an answered batch, and counting every spec
         item's hack signatures (``tribunal.gateway.signatures``); returns at once.
@@ -498,6 +499,8 @@ class Auditor:
             now_s: The wall clock (epoch s) for time windows; None: now.
             policy_version: The batch's policy, recorded with the audited pairs of its items
                 that carry none of their own.
+            audit: The batch's auditor, for its ``verifier`` items that name none of their
+                own (a spec item is audited as its spec says); None: only their own.
         """
         now = time.time() if now_s is None else now_s
         chosen: dict[tuple[str, str, int | None], list[_Pending]] = {}
@@ -517,8 +520,8 @@ class Auditor:
                 if loaded.spec.audit is None:
                     continue
                 auditor, rate, seed = loaded.spec.audit.spec, loaded.spec.audit.rate, loaded.hash
-            elif item.audit is not None:  # a direct verifier item naming its auditor
-                auditor, rate = item.audit.spec, item.audit.rate
+            elif (own_audit := item.audit or audit) is not None:  # a direct verifier item's
+                auditor, rate = own_audit.spec, own_audit.rate
                 name = seed = direct_name(str(item.verifier), auditor)
             else:
                 continue

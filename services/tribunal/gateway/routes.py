@@ -33,7 +33,7 @@ from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
 from tribunal.wire.envelope import ErrorResponse, ScoreItem, ScoreResponse, score_response_model
 from tribunal.wire.errors import BadInput, QueueUnavailable, ScoringTimeout, TribunalError
-from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
+from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest, ItemAudit
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,11 @@ async def score_here(
     raw_items: list[Any],
     step: int | None = None,
     policy_version: str | None = None,
+    audit: ItemAudit | None = None,
 ) -> str:
     """Score a batch in this process and return the ``ScoreResponse`` JSON text (``step``
-    and ``policy_version``: the batch's, for its audits and hack signatures).
+    and ``policy_version``: the batch's, for its audits and hack signatures; ``audit``: the
+    auditor of its ``verifier`` items that name none).
 
     The synchronous routes fan out from the API process itself rather than through the
     gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
@@ -82,6 +84,7 @@ async def score_here(
     answered from the verifiers' caches).
 
     Raises:
+        BadInput: ``audit`` names a spec this gateway does not serve (``audit.spec``).
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
         BudgetSpent: A spec the batch names has spent its ``budget_usd`` (402).
         QueueFull: A verifier shed this batch's items, or this process already scores
@@ -94,6 +97,9 @@ async def score_here(
     started_s = time.time()
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
+    if audit is not None and audit.spec not in verifier.specs:
+        known = ", ".join(verifier.specs)
+        raise BadInput(f"unknown spec {audit.spec!r}; known: {known}", field="audit.spec")
 
     async def fan_out(valid: list[ScoreItem]) -> list[str]:
         shed = LoadShed()
@@ -109,7 +115,7 @@ async def score_here(
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
-        auditor_of(runtime).after(valid, results, step, policy_version=policy_version)
+        auditor_of(runtime).after(valid, results, step, policy_version=policy_version, audit=audit)
         with contextlib.suppress(QueueUnavailable):
             await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
@@ -163,7 +169,7 @@ def _settings(request: Request) -> GatewaySettings:
 
 async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     started = time.perf_counter()
-    text = await score_here(runtime, body.items, body.step, body.policy_version)
+    text = await score_here(runtime, body.items, body.step, body.policy_version, body.audit)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )

@@ -51,7 +51,7 @@ from tribunal.wire.envelope import (
     result_json,
 )
 from tribunal.wire.errors import BadInput, InternalError, TribunalError
-from tribunal.wire.gateway import GatewayDetails, GatewayItem
+from tribunal.wire.gateway import GatewayDetails, GatewayItem, ItemAudit
 from tribunal.wire.hashing import config_hash
 
 _ITEM_MODELS = {
@@ -111,6 +111,18 @@ def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
         "GatewayItem",
         __base__=GatewayItem,
         __doc__=GatewayItem.__doc__,
+        known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
+    )
+    return model
+
+
+def bind_audit_model(specs: Mapping[str, LoadedSpec]) -> type[ItemAudit]:
+    """``ItemAudit`` that also checks that its auditor spec is one of ``specs`` (a job's
+    batch ``audit``: refused as ``audit.spec``, naming the known specs)."""
+    model: type[ItemAudit] = create_model(
+        "ItemAudit",
+        __base__=ItemAudit,
+        __doc__=ItemAudit.__doc__,
         known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
     )
     return model
@@ -243,6 +255,7 @@ class GatewayVerifier:
         self.specs = dict(specs)
         self.in_flight = InFlightItems(max_inflight_items)
         self.item_model: type[ScoreItem] = bind_item_model(self.specs)
+        self.audit_model: type[ItemAudit] = bind_audit_model(self.specs)
         self._client_factory = client_factory
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
@@ -344,10 +357,16 @@ class GatewayVerifier:
             self.client = None
 
     def at_step(
-        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+        self,
+        item: ScoreItem,
+        step: int | None,
+        policy_version: str | None = None,
+        audit: BaseModel | None = None,
     ) -> ScoreItem:
-        """``item`` at the trainer's ``step``, written by ``policy_version`` (``TakesStep``:
-        a job's), unless it carries its own ``trainer_step`` / ``policy_version``."""
+        """``item`` at the trainer's ``step``, written by ``policy_version``, audited by
+        ``audit`` (``TakesStep``: a job's), unless it carries its own ``trainer_step`` /
+        ``policy_version`` / ``audit``; ``audit`` (an :class:`ItemAudit`) goes to ``verifier``
+        items only (a spec item is audited as its spec says)."""
         if not isinstance(item, GatewayItem):
             return item
         update: dict[str, Any] = {}
@@ -355,6 +374,8 @@ class GatewayVerifier:
             update["trainer_step"] = step
         if policy_version is not None and item.policy_version is None:
             update["policy_version"] = policy_version
+        if isinstance(audit, ItemAudit) and item.verifier is not None and item.audit is None:
+            update["audit"] = audit
         return item.model_copy(update=update) if update else item
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
