@@ -364,8 +364,8 @@ def tables(report: dict[str, Any]) -> list[dict[str, Any]]:
 def main() -> None:
     """Run the passes and the fill; print and record one JSON object."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=101)
+    parser.add_argument("--items", type=int, default=8192)
+    parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--fill", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0, help="Seeds the order and bootstrap.")
     args = parser.parse_args()
