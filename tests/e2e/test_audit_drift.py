@@ -16,6 +16,7 @@ run, and stay silent in every honest run (the false-alarm rate over the seeded r
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -289,3 +290,71 @@ def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: s
         assert sorted(i["step"] for i in kept) == [5000] * 4
         # The job's policy_version is recorded with each of its audited items.
         assert [i["policy_version"] for i in kept] == ["ckpt-5000"] * 4
+
+
+def test_the_monitor_shows_what_only_jobs_scored(gateway: str) -> None:
+    """A run that only submits jobs: the gateway's worker process scores and audits them, and
+    the API process, which has scored nothing itself, shows their windows in the Monitor
+    view's data (``/inspect/api/signatures`` and ``/inspect/api/audits``, what the page
+    draws) and in ``GET /v1/signatures``, read from the shared store in Redis."""
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(g for g in (f"mon-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
+    items = [
+        {"id": f"mon-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+    scorer = SyncTribunalClient(gateway)
+    job = scorer.submit("gateway", items, idempotency_key="monitor-job", step=7000)
+    assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        # The Monitor's routes first: nothing in this API process has read the store yet.
+        for _ in range(100):
+            monitor = {s["spec"]: s for s in client.get("/inspect/api/signatures").json()["specs"]}
+            audits = {s["spec"]: s for s in client.get("/inspect/api/audits").json()["specs"]}
+            signed = monitor.get("lenient_math", {}).get("windows", [])
+            gaps = audits.get("lenient_math", {}).get("windows", [])
+            if signed and gaps:
+                break
+            time.sleep(0.1)
+        assert [(w["window"], w["items"]) for w in signed] == [("step:7000", 4)], monitor
+        assert [(w["window"], w["n"], w["gap"]) for w in gaps] == [("step:7000", 4, 1.0)], audits
+        assert {i["id"] for i in audits["lenient_math"]["items"]} == {f"mon-{k}" for k in range(4)}
+        answered = {s["spec"]: s for s in client.get("/v1/signatures").json()["specs"]}
+        assert answered["lenient_math"] == monitor["lenient_math"]
+
+
+def test_a_batch_audit_on_the_routes_and_on_jobs(gateway: str) -> None:
+    """The batch of docs/audits.md (an ``audit`` for its verifier items) sent as it is to
+    ``POST /v1/score``, then as a job through ``tribunal.client`` and the gateway's worker:
+    both land under ``@math>rloo_math``; a malformed batch audit is refused by name."""
+    page = (Path(__file__).parents[2] / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-batch -->\n```json\n", 1)[1].split("```")[0]
+    body = json.loads(block)
+    with httpx.Client(base_url=gateway, timeout=60) as client:
+        answer = client.post("/v1/score", json=body)
+        assert answer.status_code == 200, answer.text
+        for bad, field in (
+            ({"spec": "rloo_math", "rate": 0.5, "seed": 1}, "audit.seed"),
+            ({"spec": "nope", "rate": 0.5}, "audit.spec"),
+            ({"spec": "rloo_math", "rate": 1.5}, "audit.rate"),
+        ):
+            for path, sent in (("/v1/score", body), ("/v1/jobs", {"verifier": "gateway", **body})):
+                refused = client.post(path, json={**sent, "audit": bad})
+                assert refused.status_code == 422 and field in refused.text, (path, refused.text)
+    scorer = SyncTribunalClient(gateway)
+    job = scorer.submit("gateway", body["items"], step=130, audit=body["audit"])
+    assert len(scorer.wait(job, timeout_s=60)) == 5
+    scorer.close()
+    with httpx.Client(base_url=gateway, timeout=30) as client:
+        for _ in range(100):
+            report = {s["spec"]: s for s in client.get("/v1/audits").json()["specs"]}
+            direct = report.get("@math>rloo_math", {"windows": []})
+            steps = {w["window"]: w["n"] for w in direct["windows"]}
+            if steps == {"step:120": 3, "step:130": 3}:
+                break
+            time.sleep(0.1)
+        assert steps == {"step:120": 3, "step:130": 3}, report
+        assert direct["rate"] is None and direct["auditor"] == "rloo_math"

@@ -640,3 +640,85 @@ async def test_a_direct_verifier_item_names_its_auditor() -> None:
     with pytest.raises(ValidationError, match="rate"):
         gateway.item_model.model_validate({**raw[0], "audit": {"spec": "strict", "rate": 0}})
     await gateway.aclose()
+
+
+def _documented_batch() -> dict[str, Any]:
+    page = (ROOT / "docs" / "audits.md").read_text()
+    block = page.split("<!-- tribunal:audit-batch -->\n```json\n", 1)[1].split("```")[0]
+    body: dict[str, Any] = orjson.loads(block)
+    return body
+
+
+async def test_a_batch_names_the_auditor_of_its_verifier_items() -> None:
+    """The documented batch: its ``audit`` goes to the verifier items that name none (an
+    item's own wins, a spec item is audited as its spec says), sampled per group, on the
+    synchronous path (``Auditor.after``) and on the jobs path (``at_step``, then the worker's
+    ``score``); a malformed batch audit is refused by name."""
+    body = _documented_batch()
+    request = GatewayScoreRequest.model_validate(body)
+    assert request.audit is not None and (request.audit.spec, request.audit.rate) == (
+        "rloo_math",
+        0.5,
+    )
+    sampled = {
+        g: audited(audit_module.direct_name("math", "rloo_math"), g, 0.5)
+        for g in ("g2", "g3", "g4")
+    }
+    assert sampled == {"g2": True, "g3": False, "g4": False}  # what the page says of them
+    client = ScriptedClient({"math": const(1.0)})
+    gateway = GatewayVerifier(load_specs([SHIPPED_DIR]), lambda: client)
+    auditor = Auditor(gateway, MemoryAuditStore())
+    items = [gateway.item_model.model_validate(raw) for raw in request.items]
+    texts = await gateway.score_results(items, gateway_info())
+    auditor.after(items, texts, step=request.step, audit=request.audit)
+    await auditor.drain()
+    audits = {r["spec"]: r for r in await report(gateway, auditor.store)}
+    assert set(audits) == {"@math>rloo_math"}  # rloo_math itself has no audit
+    [window] = audits["@math>rloo_math"]["windows"]
+    assert (window["window"], window["n"]) == ("step:120", 3)
+    audited_ids = {p.id for p in await auditor.store.items("@math>rloo_math")}
+    assert audited_ids == {"a", "b", "c"}
+    # A job: the batch's audit is given to each item before it is queued, then the worker's
+    # scoring audits it (steps in another window, to tell them apart).
+    job = job_request_model(gateway).model_validate({"verifier": "gateway", **body, "step": 130})
+    queued = [
+        gateway.at_step(i, job.step, None, job.audit)  # type: ignore[attr-defined]
+        for i in job.items  # type: ignore[attr-defined]
+    ]
+    assert [getattr(i, "audit", None) is not None for i in queued] == [True] * 4 + [False]
+    assert queued[2].audit.rate == 1.0  # type: ignore[attr-defined]  # its own wins
+    worker = GatewayVerifier(load_specs([SHIPPED_DIR]), lambda: client)
+    worker._audits_jobs = True  # as attach_queue sets it in the gateway's worker
+    worker.auditor = Auditor(worker, auditor.store)
+    await worker.score(queued)
+    await worker.auditor.drain()
+    audits = {r["spec"]: r for r in await report(worker, auditor.store)}
+    steps = {w["window"]: w["n"] for w in audits["@math>rloo_math"]["windows"]}
+    assert steps == {"step:120": 3, "step:130": 3}
+    # Refusals, by name: an unknown key, an unserved spec (the job's model knows the specs;
+    # the synchronous route checks it as ``audit.spec``), a rate outside (0, 1].
+    for bad, field in (
+        ({"spec": "rloo_math", "rate": 0.5, "seed": 1}, "audit.seed"),
+        ({"spec": "nope", "rate": 0.5}, "audit.spec"),
+        ({"spec": "rloo_math", "rate": 0}, "audit.rate"),
+    ):
+        with pytest.raises(ValidationError, match=field.replace(".", r"\.")):
+            job_request_model(gateway).model_validate({"verifier": "gateway", **body, "audit": bad})
+        if field != "audit.spec":
+            with pytest.raises(ValidationError, match=field.replace(".", r"\.")):
+                GatewayScoreRequest.model_validate({**body, "audit": bad})
+    await gateway.aclose()
+    await worker.aclose()
+
+
+async def test_the_client_sends_a_batch_audit_only_to_the_gateway() -> None:
+    client = TribunalClient("http://127.0.0.1:9")
+    audit = {"spec": "rloo_math", "rate": 0.05}
+    item = {"id": "a", "response": "1", "ground_truth": "1"}
+    with pytest.raises(ValueError, match="audit: only the gateway"):
+        await client.score("math", [item], audit=audit)
+    with pytest.raises(ValueError, match="audit: only the gateway"):
+        await client.submit("math", [item], audit=audit)
+    with pytest.raises(TypeError, match="audit: a dict or an ItemAudit"):
+        await client.score("gateway", [item], audit="rloo_math")  # type: ignore[arg-type]
+    await client.aclose()

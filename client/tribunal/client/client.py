@@ -97,6 +97,31 @@ def _step(step: int | None) -> int | None:
     return step
 
 
+def _batch_fields(
+    verifier: str, step: int | None, policy_version: str | None, audit: Item | None
+) -> dict[str, Any]:
+    """A gateway batch's envelope fields that are given: ``step``, ``policy_version`` and
+    ``audit`` (a dict or an ``ItemAudit``, sent as JSON).
+
+    Raises:
+        ValueError: One of them for a verifier other than the gateway (a verifier's envelope
+            has no such field), or ``step`` not an integer >= 0, naming the field.
+        TypeError: ``audit`` neither a dict nor a pydantic model.
+    """
+    if audit is not None and not isinstance(audit, (Mapping, BaseModel)):
+        raise TypeError(f"audit: a dict or an ItemAudit, not {type(audit).__name__}")
+    sent = None if audit is None else item_json(audit)
+    fields: dict[str, Any] = {}
+    given = (("step", _step(step)), ("policy_version", policy_version), ("audit", sent))
+    for name, value in given:
+        if value is None:
+            continue
+        if verifier != "gateway":
+            raise ValueError(f"{name}: only the gateway takes a batch's {name}")
+        fields[name] = value
+    return fields
+
+
 class TribunalClient:
     """Async client of one Tribunal service.
 
@@ -180,6 +205,7 @@ class TribunalClient:
         idempotency_key: str | None = None,
         step: int | None = None,
         policy_version: str | None = None,
+        audit: Item | None = None,
     ) -> list[ItemResult]:
         """Score a batch synchronously (``POST /v1/<verifier>/score``).
 
@@ -192,6 +218,9 @@ class TribunalClient:
             step: The trainer's step of the batch (``gateway`` only): the gateway windows its
                 audits by it (docs/audits.md); None: by time.
             policy_version: The policy that wrote the responses (``gateway`` only).
+            audit: The auditor of the batch's ``verifier`` items that name none of their own
+                (``gateway`` only): ``{"spec": ..., "rate": ...}`` or an ``ItemAudit``
+                (docs/audits.md); an item's own ``audit`` wins.
 
         Returns:
             One result per item, in order; failed items have ``reward=None`` and an error.
@@ -202,16 +231,12 @@ class TribunalClient:
                 batch's job) or 500.
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
-            ValueError: ``step`` or ``policy_version`` for a verifier other than the gateway
-                (a verifier's envelope has no such field), or ``step`` not an integer >= 0.
+            ValueError: ``step``, ``policy_version`` or ``audit`` for a verifier other than
+                the gateway (a verifier's envelope has no such field), or ``step`` not an
+                integer >= 0.
         """
         body: dict[str, Any] = {"items": [item_json(item) for item in items]}
-        for name, value in (("step", _step(step)), ("policy_version", policy_version)):
-            if value is None:
-                continue
-            if verifier != "gateway":
-                raise ValueError(f"{name}: only the gateway takes a batch's {name}")
-            body[name] = value
+        body.update(_batch_fields(verifier, step, policy_version, audit))
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         response = await self._request("POST", f"/v1/{verifier}/score", body=body, headers=headers)
         from tribunal.wire.envelope import ScoreResponse
@@ -270,6 +295,7 @@ class TribunalClient:
         idempotency_key: str | None = None,
         step: int | None = None,
         policy_version: str | None = None,
+        audit: Item | None = None,
     ) -> str:
         """Queue a batch as a job (``POST /v1/jobs``) and return its id at once.
 
@@ -282,13 +308,15 @@ class TribunalClient:
                 the job's audits and hack signatures by it (docs/audits.md); None: by time.
             policy_version: The policy that wrote the responses (``gateway`` only),
                 recorded with their audits.
+            audit: The auditor of the job's ``verifier`` items that name none of their own
+                (``gateway`` only), as for :meth:`score`.
 
         Raises:
             RequestRejected: 4xx (409 idempotency_conflict, 413, 422 ...).
             Overloaded, TransportError: After every retry (TransportError at once on a read
                 timeout without ``idempotency_key``).
-            ValueError: ``step`` or ``policy_version`` for a verifier other than the
-                gateway, or ``step`` not an integer >= 0.
+            ValueError: ``step``, ``policy_version`` or ``audit`` for a verifier other than
+                the gateway, or ``step`` not an integer >= 0.
         """
         body: dict[str, Any] = {
             "verifier": verifier,
@@ -296,11 +324,7 @@ class TribunalClient:
         }
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
-        for name, value in (("step", _step(step)), ("policy_version", policy_version)):
-            if value is not None:
-                if verifier != "gateway":
-                    raise ValueError(f"{name}: only the gateway takes a batch's {name}")
-                body[name] = value
+        body.update(_batch_fields(verifier, step, policy_version, audit))
         response = await self._request(
             "POST", "/v1/jobs", body=body, idempotent=idempotency_key is not None
         )

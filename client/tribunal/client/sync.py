@@ -52,6 +52,7 @@ class SyncTribunalClient:
         idempotency_key: str | None = None,
         step: int | None = None,
         policy_version: str | None = None,
+        audit: Item | None = None,
     ) -> list[ItemResult]:
         """See :meth:`TribunalClient.score`."""
         return self._runner.run(
@@ -61,6 +62,7 @@ class SyncTribunalClient:
                 idempotency_key=idempotency_key,
                 step=step,
                 policy_version=policy_version,
+                audit=audit,
             )
         )
 
@@ -72,6 +74,7 @@ class SyncTribunalClient:
         idempotency_key: str | None = None,
         step: int | None = None,
         policy_version: str | None = None,
+        audit: Item | None = None,
     ) -> str:
         """See :meth:`TribunalClient.submit`."""
         return self._runner.run(
@@ -81,6 +84,7 @@ class SyncTribunalClient:
                 idempotency_key=idempotency_key,
                 step=step,
                 policy_version=policy_version,
+                audit=audit,
             )
         )
 

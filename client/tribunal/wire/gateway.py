@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     StrictInt,
+    field_validator,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -50,13 +51,32 @@ the spec's ``undecided_reward``: the other components still apply)."""
 
 
 class ItemAudit(BaseModel):
-    """The auditor a direct ``verifier`` item names: a spec served by the gateway and a rate
-    (the share of GRPO groups audited, drawn per group as a spec's audit draws them)."""
+    """The auditor a direct ``verifier`` item names (or a batch, for its ``verifier`` items
+    that name none): a spec served by the gateway and a rate (the share of GRPO groups
+    audited, drawn per group as a spec's audit draws them)."""
 
     model_config = ConfigDict(extra="forbid")
 
+    known_specs: ClassVar[Collection[str] | None] = None
+    """The specs ``spec`` may name; None (this class) leaves the name to the gateway, whose
+    batch auditor model (``GatewayVerifier.audit_model``) is a subclass that sets them."""
+
     spec: str = Field(description="The auditor: a spec served by the gateway.")
     rate: float = Field(gt=0.0, le=1.0, description="Share of GRPO groups audited, in (0, 1].")
+
+    @field_validator("spec")
+    @classmethod
+    def _served(cls, spec: str) -> str:
+        if cls.known_specs is not None and spec not in cls.known_specs:
+            raise ValueError(f"unknown spec {spec!r}; known: {', '.join(cls.known_specs)}")
+        return spec
+
+
+BATCH_AUDIT_DESCRIPTION = (
+    "The auditor of the batch's `verifier` items that name none of their own (optional): an "
+    "item's own `audit` wins, and a `spec` item is audited as its spec says. Sampled per GRPO "
+    "group at `rate`, aggregated as `@<verifier>><auditor>` in GET /v1/audits."
+)
 
 
 class GatewayItem(ScoreItem):
@@ -168,6 +188,7 @@ class GatewayScoreRequest(BaseModel):
         "each item that carries no `policy_version` of its own has it, recorded with its "
         "audit.",
     )
+    audit: ItemAudit | None = Field(default=None, description=BATCH_AUDIT_DESCRIPTION)
 
 
 class SpecInfo(BaseModel):

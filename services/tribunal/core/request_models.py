@@ -122,12 +122,18 @@ STEP_DESCRIPTION = (
     "job without one is windowed by time."
 )
 
+AUDIT_DESCRIPTION = (
+    "The auditor of the batch's items that name none of their own (optional): an item's own "
+    "`audit` wins. The gateway gives it to its `verifier` items (a `spec` item is audited as "
+    "its spec says), sampled per GRPO group at `rate`."
+)
+
 
 def job_request_model(verifier: Verifier) -> type[BaseModel]:
     """Build ``<Name>JobCreate``: ``{"verifier": "<name>", "items": [...], "idempotency_key"}``
     with the verifier's lenient items, one member of the ``/v1/jobs`` union; a verifier that
-    takes the trainer's step (``TakesStep``: the gateway) also takes an optional ``step`` and
-    ``policy_version``."""
+    takes the trainer's step (``TakesStep``: the gateway) also takes an optional ``step``,
+    ``policy_version`` and ``audit`` (its ``audit_model``)."""
     name = "".join(part.capitalize() for part in verifier.name.split("_"))
     items_type: Any = list[lenient_item(verifier.item_model)]  # type: ignore[misc]
     tag: Any = Literal[verifier.name]
@@ -149,6 +155,10 @@ def job_request_model(verifier: Verifier) -> type[BaseModel]:
                 description="The policy that wrote the batch (optional; a checkpoint name): "
                 "each item that carries none has it, recorded with its audit.",
             ),
+        )
+        fields["audit"] = (
+            verifier.audit_model | None,
+            Field(default=None, description=AUDIT_DESCRIPTION),
         )
     model: type[BaseModel] = create_model(
         f"{name}JobCreate", __config__=ConfigDict(extra="forbid"), **fields

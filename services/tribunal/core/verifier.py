@@ -12,6 +12,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from pydantic import BaseModel
+
 from tribunal.wire.envelope import ItemOutcome, ScoreItem, VerifierInfo
 from tribunal.wire.errors import InternalError, TribunalError
 
@@ -194,16 +196,23 @@ class AttachesQueue(Protocol):
 @runtime_checkable
 class TakesStep(Protocol):
     """A verifier whose batches may carry the trainer's step (the gateway: its audits and
-    hack signatures are windowed by it). Its job body (``POST /v1/jobs``) then takes an
-    optional ``step`` and ``policy_version``, which :meth:`at_step` gives to each valid item
-    before the batch is
-    queued: the worker that scores an item may hold items of several jobs at once."""
+    hack signatures are windowed by it) and an auditor. Its job body (``POST /v1/jobs``)
+    then takes an optional ``step``, ``policy_version`` and ``audit`` (an ``audit_model``),
+    which :meth:`at_step` gives to each valid item before the batch is queued: the worker
+    that scores an item may hold items of several jobs at once."""
+
+    audit_model: type[BaseModel]
+    """A batch's auditor (its job body's ``audit``), validated against what it serves."""
 
     def at_step(
-        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+        self,
+        item: ScoreItem,
+        step: int | None,
+        policy_version: str | None = None,
+        audit: BaseModel | None = None,
     ) -> ScoreItem:
-        """``item`` at the trainer's ``step``, written by ``policy_version`` (each None:
-        unchanged); an item that carries its own step or version keeps it."""
+        """``item`` at the trainer's ``step``, written by ``policy_version``, audited by
+        ``audit`` (each None: unchanged); an item that carries its own keeps it."""
         ...
 
 
@@ -214,13 +223,15 @@ class ReportsAudits(Protocol):
     interval, the items driving it) and its ``signature_report`` (per spec: the hack
     signatures and the model cost per window, the spend beside the budget)."""
 
-    async def audit_report(self) -> list[dict[str, Any]]:
-        """One report per audited spec."""
+    async def audit_report(self, queue: JobQueue) -> list[dict[str, Any]]:
+        """One report per audited spec, read from the store beside ``queue``: what every
+        process on it audited."""
         ...
 
     async def signature_report(self, queue: JobQueue) -> list[dict[str, Any]]:
-        """One report per spec with signature windows (``GET /v1/signatures``' ``specs``);
-        ``queue``'s cluster-wide stats hold each spec's whole spend."""
+        """One report per spec with signature windows (``GET /v1/signatures``' ``specs``),
+        read from the store beside ``queue``; its cluster-wide stats hold each spec's whole
+        spend."""
         ...
 
 

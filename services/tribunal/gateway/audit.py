@@ -36,7 +36,8 @@ import math
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, dataclass, fields
+from operator import attrgetter
 from typing import Any, Protocol
 
 import orjson
@@ -59,7 +60,7 @@ from tribunal.gateway.signatures import (
 from tribunal.gateway.specs import WINDOW_S, WINDOW_STEPS, LoadedSpec
 from tribunal.wire.envelope import ItemOutcome, ScoreItem
 from tribunal.wire.errors import QueueUnavailable
-from tribunal.wire.gateway import VERIFIERS, GatewayItem
+from tribunal.wire.gateway import VERIFIERS, GatewayItem, ItemAudit
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,11 @@ class AuditPair:
     reward: float
     audit_reward: float
     policy_version: str | None = None
+
+
+_ROW = attrgetter(*(f.name for f in fields(AuditPair)))
+"""An :class:`AuditPair`'s fields as a tuple, in order (what the Redis store writes of it):
+``dataclasses.astuple`` copies each field deeply, 25 times the cost (bench/audit_overhead.py)."""
 
 
 @dataclass(frozen=True)
@@ -298,18 +304,19 @@ class RedisAuditStore:
         window = pairs[0].window
         windows, sums_key = self._key(spec, "windows"), self._key(spec, "w", window)
         items = self._key(spec, "items")
+        sums = _sums(pairs)
         async with self._redis.pipeline(transaction=False) as pipe:
-            for name, value in _sums(pairs).items():
+            for name, value in sums.items():
                 pipe.hincrbyfloat(sums_key, name, value)
             pipe.zadd(windows, {window: order})
-            # A list per pair (the fields in order): asdict() per pair was most of a write.
-            pipe.lpush(items, *(orjson.dumps(astuple(p)) for p in pairs))
+            # A list per pair (the fields in order, _ROW): asdict() per pair was most of a write.
+            pipe.lpush(items, *(orjson.dumps(_ROW(p)) for p in pairs))
             pipe.ltrim(items, 0, MAX_ITEMS - 1)
             pipe.zrange(windows, 0, -MAX_WINDOWS - 1)
             for key in (sums_key, windows, items):
                 pipe.expire(key, TTL_S)
             answers = await pipe.execute()
-        stale = answers[len(_sums(pairs)) + 3]
+        stale = answers[len(sums) + 3]
         if stale:
             names = [w.decode() if isinstance(w, bytes) else str(w) for w in stale]
             async with self._redis.pipeline(transaction=False) as pipe:
@@ -484,6 +491,7 @@ class Auditor:
         step: int | None,
         now_s: float | None = None,
         policy_version: str | None = None,
+        audit: ItemAudit | None = None,
     ) -> None:
         """Start auditing the sampled items of an answered batch, and counting every spec
         item's hack signatures (``tribunal.gateway.signatures``); returns at once.
@@ -498,6 +506,8 @@ class Auditor:
             now_s: The wall clock (epoch s) for time windows; None: now.
             policy_version: The batch's policy, recorded with the audited pairs of its items
                 that carry none of their own.
+            audit: The batch's auditor, for its ``verifier`` items that name none of their
+                own (a spec item is audited as its spec says); None: only their own.
         """
         now = time.time() if now_s is None else now_s
         chosen: dict[tuple[str, str, int | None], list[_Pending]] = {}
@@ -510,22 +520,24 @@ class Auditor:
             own = item.trainer_step
             at = step if own is None else own
             name = item.spec
+            key = item.group_id or item.id
             if name is not None:
                 extra = item.__pydantic_extra__ or {}
-                rows.append((name, item.group_id or item.id, extra.get("response"), text, at))
+                rows.append((name, key, extra.get("response"), text, at))
                 loaded = specs[name]
-                if loaded.spec.audit is None:
+                if (spec_audit := loaded.spec.audit) is None:
                     continue
-                auditor, rate, seed = loaded.spec.audit.spec, loaded.spec.audit.rate, loaded.hash
-            elif item.audit is not None:  # a direct verifier item naming its auditor
-                auditor, rate = item.audit.spec, item.audit.rate
+                auditor, rate, seed = spec_audit.spec, spec_audit.rate, loaded.hash
+            elif (own_audit := item.audit or audit) is not None:  # a direct verifier item's
+                auditor, rate = own_audit.spec, own_audit.rate
                 name = seed = direct_name(str(item.verifier), auditor)
             else:
                 continue
-            group = (name, auditor, item.group_id or item.id)
-            if group not in decided:  # one hash per group, not per item
-                decided[group] = audited(seed, group[2], rate)
-            if not decided[group]:
+            group = (name, auditor, key)
+            sampled = decided.get(group)
+            if sampled is None:  # one hash per group, not per item
+                sampled = decided[group] = audited(seed, key, rate)
+            if not sampled:
                 continue
             reward = (
                 text.reward if isinstance(text, ItemOutcome) else orjson.loads(text).get("reward")
@@ -561,7 +573,9 @@ class Auditor:
                 )
                 for item, _, _ in pairs
             ]
-            outcomes = await asyncio.wait_for(self._scorer.score_outcomes(batch), self._timeout_s)
+            # asyncio.timeout, not wait_for: wait_for wraps the call in a task of its own.
+            async with asyncio.timeout(self._timeout_s):
+                outcomes = await self._scorer.score_outcomes(batch)
             # What the auditor spent is charged to its own spec (its budget, its metric).
             cost = sum(item_cost_usd(o.details)[0] for o in outcomes)
             self.counters[spend_key(auditor)] = self.counters.get(spend_key(auditor), 0) + round(

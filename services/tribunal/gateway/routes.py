@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from tribunal.core.deps import AppRuntime, RuntimeDep, require_api_key, require_path_key
 from tribunal.core.routes.body import JSONRoute
 from tribunal.core.routes.responses import ERROR_RESPONSES
-from tribunal.gateway.audit import Auditor, build_audit_store, report
+from tribunal.gateway.audit import Auditor
 from tribunal.gateway.budget import budget_error, spent_specs
 from tribunal.gateway.openrlhf import (
     GetRewardRequest,
@@ -33,7 +33,7 @@ from tribunal.gateway.slime import to_item as to_slime_item
 from tribunal.gateway.verifier import GatewayVerifier
 from tribunal.wire.envelope import ErrorResponse, ScoreItem, ScoreResponse, score_response_model
 from tribunal.wire.errors import BadInput, QueueUnavailable, ScoringTimeout, TribunalError
-from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest
+from tribunal.wire.gateway import GatewayDetails, GatewayScoreRequest, ItemAudit
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,11 @@ async def score_here(
     raw_items: list[Any],
     step: int | None = None,
     policy_version: str | None = None,
+    audit: ItemAudit | None = None,
 ) -> str:
     """Score a batch in this process and return the ``ScoreResponse`` JSON text (``step``
-    and ``policy_version``: the batch's, for its audits and hack signatures).
+    and ``policy_version``: the batch's, for its audits and hack signatures; ``audit``: the
+    auditor of its ``verifier`` items that name none).
 
     The synchronous routes fan out from the API process itself rather than through the
     gateway's own queue: a trainer waiting on a batch saves a queue round trip (Redis,
@@ -82,6 +84,7 @@ async def score_here(
     answered from the verifiers' caches).
 
     Raises:
+        BadInput: ``audit`` names a spec this gateway does not serve (``audit.spec``).
         PayloadTooLarge: More items than ``TRIBUNAL_MAX_BATCH_ITEMS``.
         BudgetSpent: A spec the batch names has spent its ``budget_usd`` (402).
         QueueFull: A verifier shed this batch's items, or this process already scores
@@ -94,6 +97,9 @@ async def score_here(
     started_s = time.time()
     verifier = service.verifier
     assert isinstance(verifier, GatewayVerifier)
+    if audit is not None and audit.spec not in verifier.specs:
+        known = ", ".join(verifier.specs)
+        raise BadInput(f"unknown spec {audit.spec!r}; known: {known}", field="audit.spec")
 
     async def fan_out(valid: list[ScoreItem]) -> list[str]:
         shed = LoadShed()
@@ -109,7 +115,7 @@ async def score_here(
             ) from None
         # The spec counters this batch added, for /metrics: every API process adds its own to
         # the cluster-wide stats (a queue outage costs the counts, never the answer).
-        auditor_of(runtime).after(valid, results, step, policy_version=policy_version)
+        auditor_of(runtime).after(valid, results, step, policy_version=policy_version, audit=audit)
         with contextlib.suppress(QueueUnavailable):
             await runtime.queue.incr_stats("gateway", verifier.take_stats())
         refused = shed.error()
@@ -149,7 +155,7 @@ def auditor_of(runtime: AppRuntime) -> Auditor:
     if verifier.auditor is None:
         verifier.auditor = Auditor(
             verifier,
-            build_audit_store(runtime.queue),
+            verifier.audit_store(runtime.queue),
             timeout_s=runtime.settings.sync_timeout_s,
             stats_sink=runtime.queue.incr_stats,
         )
@@ -163,7 +169,7 @@ def _settings(request: Request) -> GatewaySettings:
 
 async def _score(body: GatewayScoreRequest, runtime: AppRuntime) -> Response:
     started = time.perf_counter()
-    text = await score_here(runtime, body.items, body.step, body.policy_version)
+    text = await score_here(runtime, body.items, body.step, body.policy_version, body.audit)
     runtime.metrics.request_latency.labels("gateway", "score").observe(
         time.perf_counter() - started
     )
@@ -223,10 +229,9 @@ async def list_audits(runtime: RuntimeDep) -> dict[str, Any]:
     """Per audited spec: its auditor and rate, per window of trainer steps (or of time) the
     training reward, the audit reward and their gap with a 95 % normal interval on the paired
     differences, and the newest items with the largest training - audit difference."""
-    auditor = auditor_of(runtime)
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
-    return {"specs": await report(verifier, auditor.store)}
+    return {"specs": await verifier.audit_report(runtime.queue)}
 
 
 @router.get("/v1/signatures", operation_id="list_signatures")
@@ -236,7 +241,6 @@ async def list_signatures(runtime: RuntimeDep) -> dict[str, Any]:
     (items that carry a step) or of time (items that carry none), each window's items
     counted, each signature's mean and what its items spent on model calls; and the spec's
     whole spend beside its budget."""
-    auditor_of(runtime)  # built here when this process has scored nothing yet
     verifier = runtime.services["gateway"].verifier
     assert isinstance(verifier, GatewayVerifier)
     return {"specs": await verifier.signature_report(runtime.queue)}

@@ -29,7 +29,13 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from tribunal.core.metrics import MICRO, NANO, REWARD_BUCKETS, SEP, Tally
 from tribunal.core.queue.base import JobQueue
-from tribunal.gateway.audit import Auditor
+from tribunal.gateway.audit import (
+    Auditor,
+    AuditStore,
+    build_audit_store,
+    report,
+    signature_report,
+)
 from tribunal.gateway.budget import budget_error, spend_key, spent_specs
 from tribunal.gateway.builtins import BUILTINS
 from tribunal.gateway.plan import build_inputs, component_item_id, resolve_source
@@ -45,7 +51,7 @@ from tribunal.wire.envelope import (
     result_json,
 )
 from tribunal.wire.errors import BadInput, InternalError, TribunalError
-from tribunal.wire.gateway import GatewayDetails, GatewayItem
+from tribunal.wire.gateway import GatewayDetails, GatewayItem, ItemAudit
 from tribunal.wire.hashing import config_hash
 
 _ITEM_MODELS = {
@@ -105,6 +111,18 @@ def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
         "GatewayItem",
         __base__=GatewayItem,
         __doc__=GatewayItem.__doc__,
+        known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
+    )
+    return model
+
+
+def bind_audit_model(specs: Mapping[str, LoadedSpec]) -> type[ItemAudit]:
+    """``ItemAudit`` that also checks that its auditor spec is one of ``specs`` (a job's
+    batch ``audit``: refused as ``audit.spec``, naming the known specs)."""
+    model: type[ItemAudit] = create_model(
+        "ItemAudit",
+        __base__=ItemAudit,
+        __doc__=ItemAudit.__doc__,
         known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
     )
     return model
@@ -237,6 +255,7 @@ class GatewayVerifier:
         self.specs = dict(specs)
         self.in_flight = InFlightItems(max_inflight_items)
         self.item_model: type[ScoreItem] = bind_item_model(self.specs)
+        self.audit_model: type[ItemAudit] = bind_audit_model(self.specs)
         self._client_factory = client_factory
         self.client: VerifierClient | None = None
         self._hash = config_hash({n: s.hash for n, s in sorted(self.specs.items())})
@@ -246,6 +265,9 @@ class GatewayVerifier:
         # Built by the API process on first use (tribunal.gateway.routes.auditor_of): the
         # audits run where the synchronous routes answer.
         self.auditor: Auditor | None = None
+        # Where the audits and signatures of every process on the same queue meet
+        # (audit_store): read by the reports even where this process has audited nothing.
+        self._store: AuditStore | None = None
         self._audits_jobs = False
         # The queue of the gateway's worker (attach_queue): its stats hold the specs' spend.
         self._queue: JobQueue | None = None
@@ -278,32 +300,38 @@ class GatewayVerifier:
             },
         }
 
-    async def audit_report(self) -> list[dict[str, Any]]:
-        """Per audited spec, its windows and the items driving its gap
-        (``tribunal.gateway.audit.report``), for the inspector's monitor view; empty
-        before this process has audited anything."""
-        if self.auditor is None:
-            return []
-        from tribunal.gateway.audit import report
+    def audit_store(self, queue: JobQueue) -> AuditStore:
+        """The store of this gateway's audits and hack signatures beside ``queue``
+        (``tribunal.gateway.audit.build_audit_store``), built once: in Redis, the one every
+        API replica and gateway worker writes to; in this process with the embedded queue."""
+        if self._store is None:
+            self._store = build_audit_store(queue)
+        return self._store
 
-        return await report(self, self.auditor.store)
+    async def audit_report(self, queue: JobQueue) -> list[dict[str, Any]]:
+        """Per audited spec, its windows and the items driving its gap
+        (``tribunal.gateway.audit.report``) in the store beside ``queue``, for the inspector's
+        monitor view: what every process on that queue audited, this one's jobs or its
+        synchronous routes alike.
+
+        Raises:
+            RedisError: The store cannot be read.
+        """
+        return await report(self, self.audit_store(queue))
 
     async def signature_report(self, queue: JobQueue) -> list[dict[str, Any]]:
-        """Per spec, its hack signatures and model cost per window of steps (or of time),
-        and its whole spend (read from ``queue``'s stats) beside its budget
+        """Per spec, its hack signatures and model cost per window of steps (or of time) in
+        the store beside ``queue`` (what every process on it counted), and its whole spend
+        (read from ``queue``'s stats) beside its budget
         (``tribunal.gateway.audit.signature_report``), for ``GET /v1/signatures`` and the
-        inspector's monitor view; empty before this process has counted anything.
+        inspector's monitor view.
 
         Raises:
             QueueUnavailable: ``queue``'s store cannot be read.
         """
-        if self.auditor is None:
-            return []
-        from tribunal.gateway.audit import signature_report
-
         stats = await queue.stats("gateway")
         spent = {name: stats.get(spend_key(name), 0) / NANO for name in self.specs}
-        return await signature_report(self, self.auditor.store, spent)
+        return await signature_report(self, self.audit_store(queue), spent)
 
     def cache_payload(self, item: ScoreItem) -> dict[str, Any] | None:
         """Never cached here: the verifiers cache their own results, and a spec result
@@ -329,10 +357,16 @@ class GatewayVerifier:
             self.client = None
 
     def at_step(
-        self, item: ScoreItem, step: int | None, policy_version: str | None = None
+        self,
+        item: ScoreItem,
+        step: int | None,
+        policy_version: str | None = None,
+        audit: BaseModel | None = None,
     ) -> ScoreItem:
-        """``item`` at the trainer's ``step``, written by ``policy_version`` (``TakesStep``:
-        a job's), unless it carries its own ``trainer_step`` / ``policy_version``."""
+        """``item`` at the trainer's ``step``, written by ``policy_version``, audited by
+        ``audit`` (``TakesStep``: a job's), unless it carries its own ``trainer_step`` /
+        ``policy_version`` / ``audit``; ``audit`` (an :class:`ItemAudit`) goes to ``verifier``
+        items only (a spec item is audited as its spec says)."""
         if not isinstance(item, GatewayItem):
             return item
         update: dict[str, Any] = {}
@@ -340,6 +374,8 @@ class GatewayVerifier:
             update["trainer_step"] = step
         if policy_version is not None and item.policy_version is None:
             update["policy_version"] = policy_version
+        if isinstance(audit, ItemAudit) and item.verifier is not None and item.audit is None:
+            update["audit"] = audit
         return item.model_copy(update=update) if update else item
 
     async def score(self, items: Sequence[ScoreItem]) -> list[ItemOutcome]:
@@ -388,13 +424,11 @@ class GatewayVerifier:
         """Audit the jobs this process scores (the worker calls it once started), with the
         audit store beside ``queue`` and its counters in the queue's stats, and refuse the
         items of specs whose budget those stats say is spent."""
-        from tribunal.gateway.audit import build_audit_store
-
         self._audits_jobs = True
         self._queue = queue
         if self.auditor is None:
             self.auditor = Auditor(
-                self, build_audit_store(queue), timeout_s=timeout_s, stats_sink=queue.incr_stats
+                self, self.audit_store(queue), timeout_s=timeout_s, stats_sink=queue.incr_stats
             )
 
     async def score_results(self, items: Sequence[ScoreItem], info: VerifierInfo) -> list[str]:

@@ -354,7 +354,7 @@ async def audits(runtime: RuntimeDep) -> Response:
     specs: list[Any] = []
     for service in runtime.services.values():
         if isinstance(service.verifier, ReportsAudits):
-            specs.extend(await service.verifier.audit_report())
+            specs.extend(await service.verifier.audit_report(runtime.queue))
     return Response(dump_json({"specs": specs}), media_type="application/json")
 
 

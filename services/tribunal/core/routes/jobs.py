@@ -42,15 +42,18 @@ def jobs_router(job_body: Any, state_model: type[JobState] = JobState) -> APIRou
     ) -> JobCreated:
         """Queue a batch and return its ``job_id`` at once. ``items`` have the schema of the
         named verifier's score request; an invalid item gets a ``bad_input`` result. The
-        gateway's job may carry the trainer's ``step`` and ``policy_version``."""
+        gateway's job may carry the trainer's ``step``, ``policy_version`` and an ``audit``
+        for its ``verifier`` items that name none."""
         service = runtime.services[body.verifier]
         items = body.items
         step = getattr(body, "step", None)
         version = getattr(body, "policy_version", None)
+        audit = getattr(body, "audit", None)
         verifier = service.verifier
-        if (step is not None or version is not None) and isinstance(verifier, TakesStep):
+        given = (step, version, audit) != (None, None, None)
+        if given and isinstance(verifier, TakesStep):
             items = [
-                i if isinstance(i, InvalidItem) else verifier.at_step(i, step, version)
+                i if isinstance(i, InvalidItem) else verifier.at_step(i, step, version, audit)
                 for i in items
             ]
         submitted = await service.submit(
