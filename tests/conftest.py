@@ -26,6 +26,7 @@ from tribunal.testing.stack import (
     free_port,
     start_service,
     stop_process,
+    stop_processes,
     wait_ready,
 )
 
@@ -164,9 +165,10 @@ def service(
 
     yield start
     failed = getattr(request.node, "rep_call", None)
-    for running in started:
-        running.stop()
-        if failed is not None and failed.failed:
+    # Every service's processes at once: their shutdowns overlap.
+    stop_processes(p for running in started for p in running.processes.values())
+    if failed is not None and failed.failed:
+        for running in started:
             print(running.log_text())
 
 
