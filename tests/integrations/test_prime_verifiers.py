@@ -9,16 +9,14 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.conftest import DATA, ROOT, free_port, need_data
+from tests.conftest import DATA, ROOT, free_port, need_data, shared_service
 from tribunal.client import ClientError
 from tribunal.integrations.prime_verifiers import tribunal_reward
-from tribunal.testing.stack import RunningService, start_service
 
 pytestmark = pytest.mark.e2e
 
@@ -67,24 +65,13 @@ def trace_of(task: Any, reply: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def gateway_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def gateway_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A gateway and a math service, started once: every test only scores through them."""
-    logs: Path = tmp_path_factory.mktemp("prime-verifiers")
     memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
-    started: list[RunningService] = []
-    failed = request.session.testsfailed
-    try:
-        started.append(start_service("math", env=memory, log_dir=logs))
-        env = {**memory, "TRIBUNAL_GATEWAY_MATH_URL": started[0].base_url}
-        started.append(start_service("gateway", env=env, log_dir=logs))
-        yield started[1].base_url
-    finally:
-        for running in started:
-            running.stop()
-            if request.session.testsfailed > failed:
-                print(running.log_text())
+    with shared_service(request, "math", env=memory) as math:
+        env = {**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url}
+        with shared_service(request, "gateway", env=env) as gateway:
+            yield gateway.base_url
 
 
 async def score_all(tasks: list[Any], replies: list[str]) -> list[Any]:
