@@ -11,6 +11,8 @@ Sources: HumanEval (openai/human-eval, 164 problems) and LeetCodeDataset v0.3.1 
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import gzip
 import json
 import os
@@ -132,7 +134,16 @@ def leetcode() -> tuple[list[dict[str, Any]], int]:
     """LeetCodeDataset test split: function cases where every assert is a plain literal
     comparison, else an assert test with the dataset's prelude (helpers such as
     ``tree_node``/``is_same_tree``) on the trusted test side. Returns (items, function cases).
+
+    The items are built once per process (parsing the 228 tests' asserts takes some 5 s; the
+    suite asks for them from several tests); each call returns a copy of its own to change.
     """
+    return copy.deepcopy(_leetcode())
+
+
+@functools.cache
+def _leetcode() -> tuple[list[dict[str, Any]], int]:
+    """:func:`leetcode`'s items, built (the copy every call shares)."""
     items = []
     n_cases = 0
     for row in jsonl("leetcodedataset_v0.3.1_test.jsonl.gz"):

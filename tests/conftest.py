@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from tribunal.testing.stack import (
     free_port,
     start_service,
     stop_process,
+    stop_processes,
     wait_ready,
 )
 
@@ -164,9 +166,34 @@ def service(
 
     yield start
     failed = getattr(request.node, "rep_call", None)
-    for running in started:
+    # Every service's processes at once: their shutdowns overlap.
+    stop_processes(p for running in started for p in running.processes.values())
+    if failed is not None and failed.failed:
+        for running in started:
+            print(running.log_text())
+
+
+@contextlib.contextmanager
+def shared_service(
+    request: pytest.FixtureRequest, name: str, *, env: dict[str, str], workers: int = 1
+) -> Iterator[RunningService]:
+    """A service started once for the tests of a module (or session) fixture that only score
+    through it: a start costs seconds. Its logs are printed if one of those tests failed.
+
+    Args:
+        request: The fixture's request.
+        name: The service (``math``).
+        env: ``TRIBUNAL_*`` variables of its processes.
+        workers: Worker processes.
+    """
+    failed = request.session.testsfailed
+    log_dir = Path(tempfile.mkdtemp(prefix=f"tribunal-{name}-"))
+    running = start_service(name, workers=workers, env=env, log_dir=log_dir)
+    try:
+        yield running
+    finally:
         running.stop()
-        if failed is not None and failed.failed:
+        if request.session.testsfailed > failed:
             print(running.log_text())
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from bench.citation_data import TRACES, data_dir, trace_items
-from tests.conftest import RedisServer, RunningService, need_data, redis_env
+from tests.conftest import RedisServer, RunningService, need_data, redis_env, shared_service
 from tribunal.llm.testing import FakeOpenAIServer
 
 pytestmark = pytest.mark.e2e
@@ -23,10 +24,19 @@ def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
     return redis_env(redis, prefix, **extra)
 
 
-def test_lexical_scores_and_gates_through_the_queue(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
-) -> None:
-    running = service("citation", env=env_for(redis_server, key_prefix))
+@pytest.fixture(scope="module")
+def citation_service(
+    request: pytest.FixtureRequest, redis_server: RedisServer
+) -> Iterator[RunningService]:
+    """The citation service with the default settings, for the tests that only score
+    through it."""
+    env = env_for(redis_server, f"c{uuid.uuid4().hex[:10]}")
+    with shared_service(request, "citation", env=env) as running:
+        yield running
+
+
+def test_lexical_scores_and_gates_through_the_queue(citation_service: RunningService) -> None:
+    running = citation_service
     items = [
         {
             "id": "honest",
@@ -67,11 +77,9 @@ def test_lexical_scores_and_gates_through_the_queue(
         assert bad.json()["results"][0]["error"]["field"] == "items.0.response"
 
 
-def test_the_dr_tulu_traces_as_one_job(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
-) -> None:
+def test_the_dr_tulu_traces_as_one_job(citation_service: RunningService) -> None:
     need_data(data_dir() / TRACES)
-    running = service("citation", env=env_for(redis_server, key_prefix))
+    running = citation_service
     items = trace_items()
     with running.http() as client:
         job = client.post("/v1/jobs", json={"verifier": "citation", "items": items}).json()

@@ -29,6 +29,7 @@ from bench.containers import Stack, running
 from bench.containers import run as containers_run
 from tests.conftest import FIXTURES, ROOT, free_port, start_process, stop_process, wait_ready
 from tests.e2e.test_readme import curl_commands
+from tribunal.testing.stack import stop_processes
 
 pytestmark = pytest.mark.e2e
 
@@ -167,12 +168,18 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
             started.append(
                 start_process(tribunal_argv(service["command"]), env, tmp_path / f"{name}.log")
             )
+        checks = {}
         for name in ("math", "code", "judge", "citation", "gateway"):
             wait_ready(f"http://127.0.0.1:{ports[name]}", 60, {})
             check = [interpolate(part) for part in services[name]["healthcheck"]["test"][1:]]
             env = {**os.environ, f"TRIBUNAL_{name.upper()}_PORT": str(ports[name])}
-            result = subprocess.run(tribunal_argv(check), env=env, capture_output=True, timeout=30)
-            assert result.returncode == 0, result.stderr
+            # Each check is a process of its own (its imports take a while): all at once.
+            checks[name] = subprocess.Popen(
+                tribunal_argv(check), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        for name, check_process in checks.items():
+            _, err = check_process.communicate(timeout=30)
+            assert check_process.returncode == 0, (name, err)
         body = {"items": [{"id": "q", "response": "\\boxed{\\frac{1}{2}}", "ground_truth": "0.5"}]}
         answer = httpx.post(
             f"http://127.0.0.1:{ports['math']}/v1/math/score", json=body, timeout=30
@@ -211,8 +218,8 @@ def test_every_command_runs_as_a_local_process(tmp_path: Path, key_prefix: str) 
         [result] = judged.json()["results"]
         assert result["reward"] is None and result["error"]["code"] == "backend_unavailable"
     finally:
-        for process in reversed(started):
-            stop_process(process)
+        stop_processes(started[1:])  # the services at once, then their Redis
+        stop_process(started[0])
         for log in sorted(tmp_path.glob("*.log")):
             print(f"--- {log.name}\n{log.read_text()[-3000:]}")
 

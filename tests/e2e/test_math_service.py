@@ -7,12 +7,13 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import DATA, RedisServer, RunningService, need_data, redis_env
+from tests.conftest import DATA, RedisServer, RunningService, need_data, redis_env, shared_service
 from tribunal.client import SyncTribunalClient
 
 pytestmark = pytest.mark.e2e
@@ -28,10 +29,18 @@ def env_for(redis: RedisServer, prefix: str, **extra: str) -> dict[str, str]:
     return redis_env(redis, prefix, **{"TRIBUNAL_MATH_PROCESSES": "1", **extra})
 
 
-def test_the_readme_curl_example(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
-) -> None:
-    running = service("math", env=env_for(redis_server, key_prefix))
+@pytest.fixture(scope="module")
+def math_service(
+    request: pytest.FixtureRequest, redis_server: RedisServer
+) -> Iterator[RunningService]:
+    """The math service with the default settings, for the tests that only score through it."""
+    env = env_for(redis_server, f"m{uuid.uuid4().hex[:10]}")
+    with shared_service(request, "math", env=env) as running:
+        yield running
+
+
+def test_the_readme_curl_example(math_service: RunningService) -> None:
+    running = math_service
     body = {
         "items": [
             {
@@ -166,11 +175,9 @@ def test_bad_input_is_named_over_real_http(
             client.get("/v1/jobs/unknown").raise_for_status()
 
 
-def test_a_burst_of_concurrent_requests_all_get_answers(
-    service: Callable[..., RunningService], redis_server: RedisServer, key_prefix: str
-) -> None:
+def test_a_burst_of_concurrent_requests_all_get_answers(math_service: RunningService) -> None:
     """More concurrent requests than redis-py's default pool (100 connections) holds."""
-    running = service("math", env=env_for(redis_server, key_prefix))
+    running = math_service
 
     async def burst() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=300)

@@ -9,13 +9,12 @@ service and the gateway run as processes (memory queue), and ``/v1/score``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import RunningService
+from tests.conftest import shared_service
 
 pytestmark = pytest.mark.e2e
 
@@ -31,15 +30,19 @@ TOWER = "It is \\boxed{9^{9^{9^{9}}}}."
 PROMPT = "<|im_start|>user\nWhat is 3+4?<|im_end|>\n<|im_start|>assistant\n"
 
 
-@pytest.fixture
-def gateway_url(service: Callable[..., RunningService], tmp_path: Path) -> str:
-    specs = tmp_path / "specs"
-    specs.mkdir()
+@pytest.fixture(scope="module")
+def gateway_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A math service and a gateway, started once: both tests only score through them."""
+    specs = tmp_path_factory.mktemp("specs")
     (specs / "overflow.yaml").write_text(OVERFLOW)
     memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
-    math = service("math", env={**memory, "TRIBUNAL_MATH_TIMEOUT_S": "2"})
-    env = {**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url}
-    return service("gateway", env={**env, "TRIBUNAL_GATEWAY_SPECS_DIR": str(specs)}).base_url
+    with shared_service(request, "math", env={**memory, "TRIBUNAL_MATH_TIMEOUT_S": "2"}) as math:
+        env = {**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url}
+        env["TRIBUNAL_GATEWAY_SPECS_DIR"] = str(specs)
+        with shared_service(request, "gateway", env=env) as gateway:
+            yield gateway.base_url
 
 
 def test_no_spec_route_answers_5xx_for_an_item(gateway_url: str) -> None:

@@ -42,8 +42,9 @@ SERVICES = ("math", "code", "judge", "citation", "gateway")
 EVIDENCE = {"S1": "The Eiffel Tower is 330 metres tall and stands in Paris."}
 CITED = "<answer><cite id=S1>The Eiffel Tower is 330 metres tall.</cite></answer>"
 ADD_TESTS = {"kind": "function", "entry_point": "add", "cases": [{"args": [2, 3], "expected": 5}]}
-# Bounds of the test's copy of the alert rules: short, so that each fault shows in seconds.
-WINDOW = "20s"
+# Bounds of the test's copy of the alert rules: short, so that each fault shows in seconds (the
+# drift alert's baseline ends a window ago: it can fire a window after the honest traffic).
+WINDOW = "10s"
 
 
 @functools.cache
@@ -344,7 +345,7 @@ def hack_traffic(gateway: str, tag: str) -> None:
 @pytest.mark.timeout(420)
 def test_prometheus_scrapes_the_stack_and_every_panel_and_alert_answers(stack: Stack) -> None:
     module = monitoring()
-    bounds = module.AlertBounds(window=WINDOW, hold="0s", oldest_age_s=3)
+    bounds = module.AlertBounds(window=WINDOW, hold="0s", oldest_age_s=1)
     rules = module.alert_rules(bounds)
     services, backend = stack.services, stack.backend
     gateway = services["gateway"].base_url

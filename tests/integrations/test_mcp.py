@@ -10,14 +10,15 @@ import json
 import re
 import shutil
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import ROOT, RedisServer, RunningService, redis_env
+
+if TYPE_CHECKING:
+    from mcp.client import Client
 
 pytestmark = [
     pytest.mark.e2e,
@@ -29,7 +30,11 @@ KEY = "mcp-test-key"
 
 @contextlib.asynccontextmanager
 async def client(url: str, key: str) -> AsyncIterator[Client]:
-    """An MCP client of the code service, with the key as a bearer token."""
+    """An MCP client of the code service, with the key as a bearer token (the SDK is imported
+    here, not at collection: some 0.6 s)."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         transport = streamable_http_client(f"{url}/v1/mcp", http_client=http)

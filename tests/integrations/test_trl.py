@@ -6,6 +6,7 @@ trained here: nothing is downloaded. The trainer runs examples/trl_grpo.py in a 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import pickle
 import re
@@ -23,12 +24,18 @@ from tests.conftest import ROOT, RunningService
 from tribunal.integrations.trl import remote_reward
 from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
 
-pytestmark = pytest.mark.e2e
-
-pytest.importorskip("trl")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+# Looked up, not imported: trl, torch and transformers take seconds to import, which every
+# collection of the suite paid here; the tests import what they use.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        any(
+            importlib.util.find_spec(name) is None
+            for name in ("trl", "torch", "transformers", "tokenizers")
+        ),
+        reason="needs trl, torch, transformers and tokenizers (the all extra)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +144,8 @@ async def test_the_batch_goes_at_trls_global_step(service: Callable[..., Running
     """TRL hands its ``TrainerState`` to reward functions: the batch carries its
     ``global_step``, and the gateway windows the batch's hack signatures by it."""
     memory = {"TRIBUNAL_QUEUE": "memory", "TRIBUNAL_MATH_PROCESSES": "1"}
+    from transformers import TrainerState
+
     math = service("math", env=memory)
     gateway = service("gateway", env={**memory, "TRIBUNAL_GATEWAY_MATH_URL": math.base_url})
     reward = remote_reward("rloo_math", url=gateway.base_url)
@@ -145,7 +154,7 @@ async def test_the_batch_goes_at_trls_global_step(service: Callable[..., Running
             prompts=["1+1?"] * len(answers),
             completions=answers,
             ground_truth=["2"] * len(answers),
-            trainer_state=transformers.TrainerState(global_step=step),
+            trainer_state=TrainerState(global_step=step),
         )
         assert rewards == [1.0, 0.0][: len(answers)]
     windows = await asyncio.to_thread(signature_windows, gateway.base_url, "rloo_math", 3)

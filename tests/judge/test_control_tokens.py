@@ -22,9 +22,6 @@ from tribunal.llm.untrusted import ControlTokens
 from tribunal.wire.judge import JudgeItem
 from tribunal.wire.rubrics import Rubric
 
-tokenizers = pytest.importorskip("tokenizers")
-transformers = pytest.importorskip("transformers")
-
 VerifierFactory = Callable[..., JudgeVerifier]
 
 CHATML = (
@@ -53,7 +50,10 @@ FORGED = (
 
 @pytest.fixture(scope="module")
 def chatml_tokenizer() -> Any:
-    """A byte-level BPE trained on the spot, with ChatML and other families' tokens added."""
+    """A byte-level BPE trained on the spot, with ChatML and other families' tokens added
+    (tokenizers and transformers imported here, not at collection: about a second)."""
+    pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())

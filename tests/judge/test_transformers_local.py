@@ -9,6 +9,7 @@ verdict tokens -> expected score in [0, 1] for every rubric.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,12 @@ from tribunal.llm.config import BackendConfig
 from tribunal.testing.tiny_model import TinyModelConfig, build_tiny_model
 from tribunal.wire.judge import JudgeItem
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+# Looked up, not imported: torch and transformers take seconds to import, which every
+# collection of the suite paid here; the tests import them when they build the model.
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("torch", "transformers", "tokenizers")),
+    reason="needs torch, transformers and tokenizers (the all extra)",
+)
 
 
 @pytest.fixture(scope="module")

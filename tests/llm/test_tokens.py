@@ -3,6 +3,7 @@ special token ``transformers``' tokenizers name (generated from their sources, n
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import re
@@ -16,8 +17,13 @@ from tribunal.llm.tokens import model_family, read_added_tokens
 from tribunal.llm.untrusted import MARK, ControlTokens
 from tribunal.wire.errors import ConfigurationError
 
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+# Looked up, not imported (transformers takes about a second to import, which every
+# collection of the suite paid here): only its sources are read.
+TRANSFORMERS = importlib.util.find_spec("transformers")
+pytestmark = pytest.mark.skipif(
+    TRANSFORMERS is None or importlib.util.find_spec("tokenizers") is None,
+    reason="needs transformers and tokenizers (the all extra)",
+)
 
 _DEFAULT = re.compile(r'\b\w+_token\s*(?::\s*[^=,)\n]+)?=\s*"([^"\n]{2,64})"')
 
@@ -25,10 +31,10 @@ _DEFAULT = re.compile(r'\b\w+_token\s*(?::\s*[^=,)\n]+)?=\s*"([^"\n]{2,64})"')
 def known_special_tokens() -> dict[str, set[str]]:
     """Every special token a tokenizer of ``transformers`` defaults to (the string default
     of each ``*_token`` argument in its ``tokenization_*.py``), with the models naming it."""
+    assert TRANSFORMERS is not None and TRANSFORMERS.origin is not None
+    models = Path(TRANSFORMERS.origin).parent / "models"
     found: dict[str, set[str]] = {}
-    for source in sorted(
-        Path(transformers.__file__).parent.joinpath("models").rglob("tokenization_*.py")
-    ):
+    for source in sorted(models.rglob("tokenization_*.py")):
         for match in _DEFAULT.finditer(source.read_text(encoding="utf-8", errors="replace")):
             found.setdefault(match.group(1), set()).add(source.parent.name)
     return {t: m for t, m in found.items() if MARK not in t}

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.trainer.conftest import TRAINER_WARNINGS, base_config
 from tests.trainer.test_loop import launcher_free_env
+from tribunal.trainer.config import GRPOConfig
+from tribunal.trainer.loop import Trainer
 from tribunal.trainer.testing import StandInRewardServer
 
 pytestmark = [*TRAINER_WARNINGS, pytest.mark.slow]
@@ -41,12 +43,14 @@ def run(argv: list[str], tmp: Path, name: str, config: Path) -> list[dict[str, f
 def test_two_processes_match_one(
     tiny_model_dir: Path, share_server: StandInRewardServer, tmp_path: Path
 ) -> None:
+    raw = base_config(tiny_model_dir, share_server.url, max_steps=2)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(base_config(tiny_model_dir, share_server.url, max_steps=2)))
-    one = run([sys.executable], tmp_path, "one", config)
+    config.write_text(json.dumps(raw))
+    # One process: this one (the launch of a process of its own cost some 5 s of imports).
+    one = Trainer(GRPOConfig.from_dict(raw), tmp_path / "one").run()
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     two = run([*torchrun, "--master_port", str(free_port())], tmp_path, "two", config)
-    assert [m["step"] for m in two] == [1, 2]
+    assert [m["step"] for m in one] == [m["step"] for m in two] == [1, 2]
     for a, b in zip(one, two, strict=True):
         assert b["groups/total"] == a["groups/total"] == 4
         assert b["reward/mean"] == pytest.approx(a["reward/mean"], abs=1e-6)

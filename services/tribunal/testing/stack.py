@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,24 @@ def stop_process(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> Non
     process.wait()
 
 
+def stop_processes(processes: Iterable[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
+    """:func:`stop_process` for several processes at once: SIGTERM every group first, then
+    wait for them within one ``grace_s``, so that their shutdowns (a worker's drain, an API's
+    lifespan) overlap instead of adding up; SIGKILL each group after it (at once with 0)."""
+    processes = list(processes)
+    if grace_s > 0:
+        for process in processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(deadline - time.monotonic(), 0.0))
+    for process in processes:
+        stop_process(process, 0)
+
+
 def wait_ready(
     base_url: str,
     timeout_s: float,
@@ -268,10 +286,9 @@ class RunningService:
         return "\n".join(f"--- {label}\n{self.log(label)}" for label in self.logs)
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Stop every process: SIGTERM to its group, then SIGKILL after ``grace_s`` (at
-        once with 0)."""
-        for process in self.processes.values():
-            stop_process(process, grace_s)
+        """Stop every process, at once (:func:`stop_processes`): SIGTERM to its group, then
+        SIGKILL after ``grace_s`` (at once with 0)."""
+        stop_processes(self.processes.values(), grace_s)
 
 
 def start_service(
@@ -372,9 +389,10 @@ class FullStack:
         return "\n".join(service.log_text() for service in self.services.values())
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Stop every process of every service."""
-        for service in self.services.values():
-            service.stop(grace_s)
+        """Stop every process of every service, at once (:func:`stop_processes`)."""
+        stop_processes(
+            (p for service in self.services.values() for p in service.processes.values()), grace_s
+        )
 
 
 def start_full_stack(
