@@ -22,7 +22,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError, create_model
@@ -99,33 +99,35 @@ def _validation_message(exc: ValidationError) -> tuple[str, str]:
     return path, f"{path}: {first['msg']}" if path else str(first["msg"])
 
 
+_Bound = TypeVar("_Bound", GatewayItem, ItemAudit)
+
+
+def _bound_to(base: type[_Bound], specs: Mapping[str, LoadedSpec]) -> type[_Bound]:
+    """``base`` with its ``known_specs`` set to ``specs``' names, under ``base``'s own name
+    and docstring: its JSON schema is the same, so an OpenAPI document that shows both shows
+    one model of that name."""
+    model: type[_Bound] = create_model(
+        base.__name__,
+        __base__=base,
+        __doc__=base.__doc__,
+        known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
+    )
+    return model
+
+
 def bind_item_model(specs: Mapping[str, LoadedSpec]) -> type[GatewayItem]:
     """``GatewayItem`` that also checks that its spec exists.
 
     A verifier item's own fields are checked by that verifier (its API validates every item
     anyway); checking them here too cost a fifth of the gateway's CPU per item.
     """
-    # The same name and docstring as GatewayItem: its JSON schema is the same, so an
-    # OpenAPI document that shows both shows one `GatewayItem`.
-    model: type[GatewayItem] = create_model(
-        "GatewayItem",
-        __base__=GatewayItem,
-        __doc__=GatewayItem.__doc__,
-        known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
-    )
-    return model
+    return _bound_to(GatewayItem, specs)
 
 
 def bind_audit_model(specs: Mapping[str, LoadedSpec]) -> type[ItemAudit]:
     """``ItemAudit`` that also checks that its auditor spec is one of ``specs`` (a job's
     batch ``audit``: refused as ``audit.spec``, naming the known specs)."""
-    model: type[ItemAudit] = create_model(
-        "ItemAudit",
-        __base__=ItemAudit,
-        __doc__=ItemAudit.__doc__,
-        known_specs=(ClassVar[tuple[str, ...]], tuple(specs)),
-    )
-    return model
+    return _bound_to(ItemAudit, specs)
 
 
 Answer = dict[str, Any] | ItemError
