@@ -149,18 +149,27 @@ def test_the_audit_gap_fires_on_a_drifting_hack_and_not_on_honest_runs(gateway: 
     scorer.close()
 
 
+def _audited_hack_group(gateway: str, group_prefix: str, id_prefix: str) -> list[dict[str, Any]]:
+    """Four ``lenient_math`` items ``<id_prefix>-0..3`` of the first group
+    ``<group_prefix>-g<i>`` that the spec's audit samples at its rate of 0.5, each answering
+    7 without the strict format: lenient pays 1.0, the strict auditor 0.0 (a gap of 1.0)."""
+    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
+    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
+    group = next(
+        g for g in (f"{group_prefix}-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5)
+    )
+    return [
+        {"id": f"{id_prefix}-{k}", "group_id": group, "spec": "lenient_math",
+         "response": "adding them up we get 7", "ground_truth": "7"}
+        for k in range(4)
+    ]  # fmt: skip
+
+
 def test_jobs_through_the_gateway_worker_are_audited_by_time(gateway: str) -> None:
     """The trainer of this repository submits jobs: the gateway's worker process audits them,
     in the same Redis store, windowed by time (a job carries no step)."""
     scorer = SyncTribunalClient(gateway)
-    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
-    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
-    group = next(g for g in (f"job-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
-    items = [
-        {"id": f"job-{k}", "group_id": group, "spec": "lenient_math",
-         "response": "adding them up we get 7", "ground_truth": "7"}
-        for k in range(4)
-    ]  # fmt: skip
+    items = _audited_hack_group(gateway, "job", "job")
     job = scorer.submit("gateway", items, idempotency_key="audited-job")
     assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
     scorer.close()
@@ -255,14 +264,7 @@ def test_the_trainer_sends_its_step_with_each_job(gateway: str) -> None:
 
 
 def test_a_jobs_step_windows_its_audit_and_a_malformed_one_is_refused(gateway: str) -> None:
-    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
-    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
-    group = next(g for g in (f"step-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
-    items = [
-        {"id": f"stepped-{k}", "group_id": group, "spec": "lenient_math",
-         "response": "adding them up we get 7", "ground_truth": "7"}
-        for k in range(4)
-    ]  # fmt: skip
+    items = _audited_hack_group(gateway, "step", "stepped")
     with httpx.Client(base_url=gateway, timeout=30) as client:
         for step, field in (("7", "step"), (-1, "step"), (True, "step")):
             body = {"verifier": "gateway", "items": items, "step": step}
@@ -297,14 +299,7 @@ def test_the_monitor_shows_what_only_jobs_scored(gateway: str) -> None:
     the API process, which has scored nothing itself, shows their windows in the Monitor
     view's data (``/inspect/api/signatures`` and ``/inspect/api/audits``, what the page
     draws) and in ``GET /v1/signatures``, read from the shared store in Redis."""
-    spec_hash = httpx.get(f"{gateway}/v1/specs").json()["specs"]
-    spec_hash = next(s["hash"] for s in spec_hash if s["name"] == "lenient_math")
-    group = next(g for g in (f"mon-g{i}" for i in range(64)) if audited(spec_hash, g, 0.5))
-    items = [
-        {"id": f"mon-{k}", "group_id": group, "spec": "lenient_math",
-         "response": "adding them up we get 7", "ground_truth": "7"}
-        for k in range(4)
-    ]  # fmt: skip
+    items = _audited_hack_group(gateway, "mon", "mon")
     scorer = SyncTribunalClient(gateway)
     job = scorer.submit("gateway", items, idempotency_key="monitor-job", step=7000)
     assert [r.reward for r in scorer.wait(job, timeout_s=60)] == [1.0] * 4
