@@ -187,14 +187,14 @@ def shared_service(
         workers: Worker processes.
     """
     failed = request.session.testsfailed
-    log_dir = Path(tempfile.mkdtemp(prefix=f"tribunal-{name}-"))
-    running = start_service(name, workers=workers, env=env, log_dir=log_dir)
-    try:
-        yield running
-    finally:
-        running.stop()
-        if request.session.testsfailed > failed:
-            print(running.log_text())
+    with tempfile.TemporaryDirectory(prefix=f"tribunal-{name}-") as log_dir:
+        running = start_service(name, workers=workers, env=env, log_dir=Path(log_dir))
+        try:
+            yield running
+        finally:
+            running.stop()
+            if request.session.testsfailed > failed:
+                print(running.log_text())
 
 
 @pytest.fixture
